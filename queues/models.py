@@ -1,0 +1,104 @@
+"""Departments, the quota tree and its leaf queues."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+from . import quota
+
+
+class QuotaNode(models.Model):
+    """A node of the ElasticQuotaTree. ``min``/``max`` hold integer base units per resource.
+
+    Nodes dropped from the tree are retired (``active=False``) rather than deleted, so the
+    history of finished jobs keeps its queue; applying a tree that names them again revives
+    them.
+    """
+
+    path = models.CharField(max_length=500, unique=True)
+    name = models.CharField(max_length=100)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    min = models.JSONField(default=dict, blank=True)
+    max = models.JSONField(default=dict, blank=True)
+    namespaces = ArrayField(models.CharField(max_length=63), default=list, blank=True)
+    active = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["path"]
+
+    def __str__(self) -> str:
+        return self.path
+
+    @property
+    def depth(self) -> int:
+        return self.path.count("/")
+
+    def as_node(self) -> quota.Node:
+        return quota.Node(
+            path=self.path,
+            min=dict(self.min),
+            max=dict(self.max),
+            namespaces=tuple(self.namespaces),
+        )
+
+
+class Queue(models.Model):
+    """The one queue of a leaf node, named after its path (``root-algorithm-video``)."""
+
+    class Policy(models.TextChoices):
+        PRIORITY = "Priority", "Priority (strict: the head blocks the queue)"
+        BEST_EFFORT = "BestEffort", "BestEffort (skip a head that does not fit)"
+
+    node = models.OneToOneField(QuotaNode, on_delete=models.PROTECT, related_name="queue")
+    name = models.CharField(max_length=500, unique=True)
+    policy = models.CharField(max_length=20, choices=Policy.choices, default=Policy.PRIORITY)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @staticmethod
+    def name_for(path: str) -> str:
+        return path.replace("/", "-")
+
+
+class Department(models.Model):
+    """A tenant: it owns one node of the tree and every queue below it."""
+
+    name = models.SlugField(max_length=63, unique=True)
+    quota_node = models.ForeignKey(QuotaNode, on_delete=models.PROTECT, related_name="departments")
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="departments"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        MEMBER = "member"
+        MANAGER = "manager"
+
+    department = models.ForeignKey(Department, on_delete=models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["department", "user"], name="one_membership_per_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.role} of {self.department})"

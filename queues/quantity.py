@@ -1,0 +1,135 @@
+"""Kubernetes quantities, parsed exactly into integer base units.
+
+cpu is counted in millicores, every other resource in its base unit (bytes for memory,
+whole devices for ``nvidia.com/gpu``). Sums and comparisons are then exact integer
+arithmetic, never floating point.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+}
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(\d+(\.\d*)?|\.\d+))"
+    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE](?P<exponent>[+-]?\d+))?$"
+)
+_RESOURCE_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+
+ResourceList = dict[str, int]
+
+
+class QuantityError(ValueError):
+    """A quantity or resource name that cannot be used; ``field`` says where, ``reason`` why."""
+
+    def __init__(self, reason: str, field: str = ""):
+        super().__init__(f"{field}: {reason}" if field else reason)
+        self.field = field
+        self.reason = reason
+
+
+def scale(resource: str) -> int:
+    """How many stored units make one unit of the resource (cpu is kept in millicores)."""
+    return 1000 if resource == "cpu" else 1
+
+
+def parse_quantity(resource: str, value: object) -> int:
+    """Parse ``value`` as a Kubernetes quantity of ``resource`` into integer base units."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise QuantityError(f"{value!r} is not a quantity", resource)
+    text = str(value).strip()
+    match = _QUANTITY.match(text)
+    if not match:
+        raise QuantityError(
+            f"{text!r} is not a Kubernetes quantity (examples: 500m, 2, 1.5, 4Gi, 4G)", resource
+        )
+    number = Fraction(match["number"])
+    if match["exponent"] is not None:
+        number *= Fraction(10) ** int(match["exponent"])
+    suffix = match["suffix"] or ""
+    number *= _BINARY.get(suffix) or _DECIMAL[suffix]
+    if number < 0:
+        raise QuantityError(f"{text!r} is negative", resource)
+    units = number * scale(resource)
+    if units.denominator != 1:
+        smallest = "1m" if resource == "cpu" else "1"
+        raise QuantityError(f"{text!r} is finer than the smallest unit ({smallest})", resource)
+    return int(units)
+
+
+def parse_resources(field: str, raw: object) -> ResourceList:
+    """Parse a resource list (``{"cpu": "4", "memory": "4G"}``); errors name ``field.resource``."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise QuantityError("must be a mapping of resource name to quantity", field)
+    parsed: ResourceList = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not _RESOURCE_NAME.match(name) or len(name) > 253:
+            raise QuantityError(f"{name!r} is not a valid resource name", field)
+        try:
+            parsed[name] = parse_quantity(name, value)
+        except QuantityError as error:
+            raise QuantityError(error.reason, f"{field}.{name}") from None
+    return parsed
+
+
+def format_quantity(resource: str, units: int) -> str:
+    """The shortest exact Kubernetes spelling of ``units`` of ``resource`` (4G, 12Gi, 500m)."""
+    if resource == "cpu":
+        return str(units // 1000) if units % 1000 == 0 else f"{units}m"
+    spellings = [str(units)]
+    for suffix, factor in [*_BINARY.items(), *((s, _DECIMAL[s]) for s in "kMGTPE")]:
+        if units and units % factor == 0:
+            spellings.append(f"{units // int(factor)}{suffix}")
+    return min(spellings, key=len)
+
+
+def format_resources(resources: Mapping[str, int]) -> dict[str, str]:
+    return {name: format_quantity(name, value) for name, value in sorted(resources.items())}
+
+
+def human(resource: str, units: int) -> str:
+    """A quantity for messages: cpu in cores (``1.5``), memory with its binary suffix."""
+    if resource == "cpu":
+        cores = Fraction(units, 1000)
+        return str(cores.numerator) if cores.denominator == 1 else f"{float(cores):g}"
+    return format_quantity(resource, units)
+
+
+def add(a: Mapping[str, int], b: Mapping[str, int], times: int = 1) -> ResourceList:
+    total = dict(a)
+    for name, value in b.items():
+        total[name] = total.get(name, 0) + value * times
+    return total
+
+
+def subtract(a: Mapping[str, int], b: Mapping[str, int]) -> ResourceList:
+    total = dict(a)
+    for name, value in b.items():
+        total[name] = total.get(name, 0) - value
+    return total
+
+
+def total(lists: Iterable[Mapping[str, int]]) -> ResourceList:
+    result: ResourceList = {}
+    for resources in lists:
+        result = add(result, resources)
+    return result

@@ -1,0 +1,166 @@
+"""Quota arithmetic over plain numbers: the tree invariants and "does R fit on this path".
+
+Nothing here touches the database; the rules of DESIGN.md section 3 are pure functions
+of the tree, the usage and the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .quantity import ResourceList, add, human
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of the quota tree. A resource missing from ``max`` is not limited here."""
+
+    path: str
+    min: ResourceList = field(default_factory=dict)
+    max: ResourceList = field(default_factory=dict)
+    namespaces: tuple[str, ...] = ()
+
+    @property
+    def parent(self) -> str | None:
+        return self.path.rsplit("/", 1)[0] if "/" in self.path else None
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+def path_to_root(path: str) -> list[str]:
+    """``root/algorithm/video`` -> ``[root/algorithm/video, root/algorithm, root]``."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def validate_tree(nodes: Iterable[Node]) -> list[str]:
+    """Every broken invariant of DESIGN.md section 3, as messages naming node and numbers."""
+    by_path = {node.path: node for node in nodes}
+    children: dict[str, list[Node]] = {path: [] for path in by_path}
+    errors: list[str] = []
+    roots = [node for node in by_path.values() if node.parent is None]
+    if len(roots) != 1:
+        errors.append(f"the tree must have exactly one root, found {len(roots)}")
+    for node in by_path.values():
+        if node.parent is not None:
+            if node.parent not in by_path:
+                errors.append(f"{node.path}: parent {node.parent} does not exist")
+            else:
+                children[node.parent].append(node)
+    namespace_owner: dict[str, str] = {}
+    for node in sorted(by_path.values(), key=lambda n: n.path):
+        for resource, low in sorted(node.min.items()):
+            high = node.max.get(resource)
+            if high is not None and low > high:
+                errors.append(
+                    f"{node.path}: min {resource} {human(resource, low)} is above "
+                    f"max {human(resource, high)}"
+                )
+        kids = children[node.path]
+        if kids:
+            if node.namespaces:
+                errors.append(
+                    f"{node.path}: only leaves bind namespaces, but it has children "
+                    f"and namespaces {', '.join(node.namespaces)}"
+                )
+            summed: ResourceList = {}
+            for kid in kids:
+                summed = add(summed, kid.min)
+            for resource, kids_min in sorted(summed.items()):
+                own = node.min.get(resource, 0)
+                if kids_min > own:
+                    errors.append(
+                        f"{node.path}: children's min {resource} sum to "
+                        f"{human(resource, kids_min)}, above its own min {human(resource, own)}"
+                    )
+            for kid in kids:
+                for resource, limit in sorted(node.max.items()):
+                    kid_max = kid.max.get(resource)
+                    if kid_max is not None and kid_max > limit:
+                        errors.append(
+                            f"{kid.path}: max {resource} {human(resource, kid_max)} is above "
+                            f"its parent {node.path}'s max {human(resource, limit)}"
+                        )
+        for namespace in node.namespaces:
+            if namespace in namespace_owner:
+                errors.append(
+                    f"namespace {namespace} is bound to both {namespace_owner[namespace]} "
+                    f"and {node.path}"
+                )
+            namespace_owner[namespace] = node.path
+    return errors
+
+
+def rollup(leaf_usage: Mapping[str, ResourceList]) -> dict[str, ResourceList]:
+    """Usage of every node from the usage of the leaves: a node uses what its subtree uses."""
+    used: dict[str, ResourceList] = {}
+    for leaf, resources in leaf_usage.items():
+        for path in path_to_root(leaf):
+            used[path] = add(used.get(path, {}), resources)
+    return used
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """Why a request does not fit: the first node (or the cluster) and resource that refuse."""
+
+    where: str  # a node's path, or "cluster"
+    resource: str
+    requested: int
+    used: int
+    limit: int
+
+    @property
+    def free(self) -> int:
+        return max(self.limit - self.used, 0)
+
+    def message(self) -> str:
+        r = self.resource
+        numbers = (
+            f"{r} requested {human(r, self.requested)}, free {human(r, self.free)} "
+            f"(used {human(r, self.used)} of "
+        )
+        if self.where == "cluster":
+            return f"Insufficient cluster capacity: {numbers}allocatable {human(r, self.limit)})"
+        return f"Insufficient quota in {self.where}: {numbers}max {human(r, self.limit)})"
+
+
+def shortfall(
+    *,
+    leaf: str,
+    request: Mapping[str, int],
+    tree: Mapping[str, Node],
+    used: Mapping[str, Mapping[str, int]],
+    allocatable: Mapping[str, int] | None,
+) -> Shortfall | None:
+    """None when ``request`` fits into ``leaf``, else the first reason it does not.
+
+    It fits when, for every node N from the leaf up to the root, used(N) + R <= max(N),
+    and the cluster has room: used(root) + R <= allocatable. Idle capacity is lent freely,
+    so ``min`` plays no part here; it matters for reclaim and for who goes first.
+    """
+    path = path_to_root(leaf)
+    for node_path in path:
+        node = tree[node_path]
+        node_used = used.get(node_path, {})
+        for resource, amount in sorted(request.items()):
+            limit = node.max.get(resource)
+            if amount and limit is not None and node_used.get(resource, 0) + amount > limit:
+                return Shortfall(node_path, resource, amount, node_used.get(resource, 0), limit)
+    if allocatable is not None:
+        cluster_used = used.get(path[-1], {})
+        for resource, amount in sorted(request.items()):
+            limit = allocatable.get(resource, 0)
+            if amount and cluster_used.get(resource, 0) + amount > limit:
+                return Shortfall("cluster", resource, amount, cluster_used.get(resource, 0), limit)
+    return None
+
+
+def exceeds_max(
+    *, leaf: str, request: Mapping[str, int], tree: Mapping[str, Node]
+) -> Shortfall | None:
+    """A request larger than some max on its path can never be admitted, even on an idle tree."""
+    return shortfall(leaf=leaf, request=request, tree=tree, used={}, allocatable=None)

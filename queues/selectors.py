@@ -1,0 +1,70 @@
+"""Reads of the quota tree, queues and departments, scoped to a user."""
+
+from __future__ import annotations
+
+from django.db.models import Q, QuerySet
+
+from .models import Department, Membership, Queue, QuotaNode
+from .quota import Node, path_to_root
+
+STAFF = "staff"
+MANAGER = Membership.Role.MANAGER
+MEMBER = Membership.Role.MEMBER
+
+
+def _subtree(paths: list[str], prefix: str) -> Q:
+    """Rows whose ``prefix``path lies in the subtree of any of ``paths``."""
+    condition = Q(pk__in=[])
+    for path in paths:
+        condition |= Q(**{f"{prefix}path": path}) | Q(**{f"{prefix}path__startswith": path + "/"})
+    return condition
+
+
+def user_roles(user) -> dict[str, str]:
+    """Department node path -> the user's role there."""
+    if not user.is_authenticated:
+        return {}
+    return dict(
+        Membership.objects.filter(user=user).values_list("department__quota_node__path", "role")
+    )
+
+
+def queues_for_user(user) -> QuerySet[Queue]:
+    """The queues a user sees: every queue below the nodes of their departments."""
+    queues = Queue.objects.select_related("node")
+    if user.is_staff:
+        return queues
+    return queues.filter(_subtree(list(user_roles(user)), "node__"))
+
+
+def queue_role(user, queue: Queue) -> str | None:
+    """The user's strongest role over a queue: staff, manager, member, or None."""
+    if user.is_staff:
+        return STAFF
+    roles = user_roles(user)
+    found = [roles[path] for path in path_to_root(queue.node.path) if path in roles]
+    if MANAGER in found:
+        return MANAGER
+    return MEMBER if found else None
+
+
+def queue_department(queue: Queue) -> Department | None:
+    """The department that owns the queue: the one on the nearest node above it."""
+    paths = path_to_root(queue.node.path)
+    departments = {
+        d.quota_node.path: d
+        for d in Department.objects.filter(quota_node__path__in=paths).select_related("quota_node")
+    }
+    for path in paths:
+        if path in departments:
+            return departments[path]
+    return None
+
+
+def queue_get_by_name(name: str) -> Queue | None:
+    """A queue by its name (``root-algorithm-video``) or its node's path."""
+    return Queue.objects.select_related("node").filter(Q(name=name) | Q(node__path=name)).first()
+
+
+def tree_nodes() -> dict[str, Node]:
+    return {row.path: row.as_node() for row in QuotaNode.objects.filter(active=True)}

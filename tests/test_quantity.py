@@ -1,0 +1,94 @@
+"""Kubernetes quantities are parsed exactly into integer base units."""
+
+import pytest
+
+from queues.quantity import (
+    QuantityError,
+    format_quantity,
+    format_resources,
+    human,
+    parse_quantity,
+    parse_resources,
+)
+
+
+@pytest.mark.parametrize(
+    ("resource", "text", "units"),
+    [
+        ("cpu", "500m", 500),
+        ("cpu", "4", 4000),
+        ("cpu", "1.5", 1500),
+        ("cpu", 2, 2000),
+        ("cpu", "0.001", 1),
+        ("cpu", "100u", None),
+        ("memory", "4Gi", 4 * 2**30),
+        ("memory", "4G", 4 * 10**9),
+        ("memory", "1.5Gi", 3 * 2**29),
+        ("memory", "128974848", 128974848),
+        ("memory", "129e6", 129 * 10**6),
+        ("memory", "123Mi", 123 * 2**20),
+        ("memory", "1k", 1000),
+        ("nvidia.com/gpu", "2", 2),
+        ("metax-tech.com/gpu", "8", 8),
+    ],
+)
+def test_it_parses_quantities_exactly(resource, text, units):
+    if units is None:
+        with pytest.raises(QuantityError):
+            parse_quantity(resource, text)
+    else:
+        assert parse_quantity(resource, text) == units
+
+
+@pytest.mark.parametrize("text", ["", "4 cores", "Gi", "1.2.3", "4gi", "--1", "1Ki5", "abc"])
+def test_it_rejects_malformed_quantities_naming_the_value(text):
+    with pytest.raises(QuantityError) as caught:
+        parse_quantity("memory", text)
+    assert caught.value.field == "memory"
+    assert repr(text.strip()) in caught.value.reason
+
+
+def test_it_rejects_negative_quantities():
+    with pytest.raises(QuantityError, match="negative"):
+        parse_quantity("cpu", "-1")
+
+
+def test_it_rejects_fractional_devices():
+    with pytest.raises(QuantityError, match="smallest unit"):
+        parse_quantity("nvidia.com/gpu", "0.5")
+
+
+def test_it_names_the_field_and_resource_of_a_bad_entry():
+    with pytest.raises(QuantityError) as caught:
+        parse_resources("head.resources", {"cpu": "4", "memory": "lots"})
+    assert caught.value.field == "head.resources.memory"
+    assert "'lots'" in caught.value.reason
+
+
+def test_it_rejects_invalid_resource_names():
+    with pytest.raises(QuantityError, match="not a valid resource name"):
+        parse_resources("min", {"bad name!": "1"})
+
+
+@pytest.mark.parametrize(
+    ("resource", "text", "expected"),
+    [
+        ("cpu", "500m", "500m"),
+        ("cpu", "12", "12"),
+        ("memory", "4G", "4G"),
+        ("memory", "12Gi", "12Gi"),
+        ("memory", "1536Mi", "1536Mi"),
+        ("memory", "0", "0"),
+        ("nvidia.com/gpu", "4", "4"),
+    ],
+)
+def test_it_formats_back_to_an_equal_quantity(resource, text, expected):
+    units = parse_quantity(resource, text)
+    assert format_quantity(resource, units) == expected
+    assert parse_quantity(resource, format_quantity(resource, units)) == units
+
+
+def test_it_formats_resource_lists_and_messages():
+    assert format_resources({"memory": 2**30, "cpu": 250}) == {"cpu": "250m", "memory": "1Gi"}
+    assert human("cpu", 1500) == "1.5"
+    assert human("cpu", 12000) == "12"
