@@ -1,0 +1,227 @@
+"""The admission cycle: read queue heads and usage, apply the rule, write the dequeues.
+
+The rule itself is ``queues.admission.plan_admissions``, a pure function; this module is
+the database around it. One cycle runs at a time behind an advisory lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from queues.admission import Candidate, QueueHeads, plan_admissions
+from queues.quantity import ResourceList
+from queues.quota import rollup
+from queues.selectors import tree_nodes
+
+from .cluster import get_backend
+from .locks import ADMISSION, advisory_lock
+from .models import AdmissionWake, JobEvent
+
+log = logging.getLogger(__name__)
+HEADS_PER_QUEUE = 8
+
+
+@dataclass
+class CycleResult:
+    admitted: list[int] = field(default_factory=list)
+    backed_off: list[int] = field(default_factory=list)
+    cycles: int = 0
+
+
+def backoff_delay(attempts: int) -> timedelta:
+    """Exponential and bounded: base, 2 x base, 4 x base ... up to the cap."""
+    base, cap = settings.BACKOFF_BASE_SECONDS, settings.BACKOFF_MAX_SECONDS
+    return timedelta(seconds=min(base * 2 ** max(attempts - 1, 0), cap))
+
+
+def leaf_usage() -> dict[str, ResourceList]:
+    """Requests of admitted and running jobs summed per leaf path, in SQL."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT n.path, r.key, SUM(r.value::bigint)
+            FROM jobs_job j
+            JOIN queues_queue q ON q.id = j.queue_id
+            JOIN queues_quotanode n ON n.id = q.node_id
+            CROSS JOIN LATERAL jsonb_each_text(j.request) r
+            WHERE j.state IN ('admitted', 'running')
+            GROUP BY n.path, r.key
+            """
+        )
+        usage: dict[str, ResourceList] = {}
+        for path, resource, amount in cursor.fetchall():
+            usage.setdefault(path, {})[resource] = int(amount)
+    return usage
+
+
+def _queue_heads(now: datetime, woken_at: datetime | None, limit: int) -> list[QueueHeads]:
+    """The first ``limit`` pending jobs of every active queue, in queue order, in one query."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT n.path, q.policy, h.id, h.priority, h.enqueued_at, h.request::text, h.state,
+                   h.next_attempt_at, h.last_tried_at
+            FROM queues_queue q
+            JOIN queues_quotanode n ON n.id = q.node_id
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.priority, j.enqueued_at, j.request, j.state,
+                       j.next_attempt_at, j.last_tried_at
+                FROM jobs_job j
+                WHERE j.queue_id = q.id AND j.state IN ('queued', 'backoff')
+                ORDER BY j.priority DESC, j.enqueued_at, j.id
+                LIMIT %s
+            ) h
+            WHERE q.active AND n.active
+            ORDER BY n.path, h.priority DESC, h.enqueued_at, h.id
+            """,
+            [limit + 1],
+        )
+        rows = cursor.fetchall()
+    grouped: dict[str, tuple[str, list[Candidate]]] = {}
+    for path, policy, job_id, priority, enqueued_at, request, state, next_at, tried_at in rows:
+        due = state == "queued" or (
+            (next_at is not None and next_at <= now)
+            or (woken_at is not None and (tried_at is None or tried_at < woken_at))
+        )
+        candidate = Candidate(
+            key=job_id,
+            request={k: int(v) for k, v in json.loads(request).items()},
+            rank=(-priority, enqueued_at, job_id),
+            due=due,
+        )
+        grouped.setdefault(path, (policy, []))[1].append(candidate)
+    return [
+        QueueHeads(
+            leaf=path,
+            policy=policy,
+            candidates=candidates[:limit],
+            exhausted=len(candidates) <= limit,
+        )
+        for path, (policy, candidates) in grouped.items()
+    ]
+
+
+def admission_cycle(
+    *, now: datetime | None = None, before: Callable[[], None] | None = None
+) -> CycleResult | None:
+    """Run cycles until nothing more can be admitted. None if another process holds the lock.
+
+    ``before`` runs once the lock is held, before anything is read (the trigger clears its
+    dirty mark there, so a trigger that arrives later runs another cycle).
+    """
+    from .tasks import reconcile
+
+    result = CycleResult()
+    with advisory_lock(ADMISSION) as acquired:
+        if not acquired:
+            return None
+        if before is not None:
+            before()
+        while True:
+            cycle_now = now or timezone.now()
+            admitted, backed_off, more = _one_cycle(cycle_now)
+            result.cycles += 1
+            result.admitted += admitted
+            result.backed_off += backed_off
+            if not (more and admitted):
+                break
+    if result.admitted:
+        ids = list(result.admitted)
+        transaction.on_commit(lambda: reconcile.delay(ids))
+    return result
+
+
+def _one_cycle(now: datetime) -> tuple[list[int], list[int], bool]:
+    tree = tree_nodes()
+    wake = AdmissionWake.objects.filter(pk=1).values_list("woken_at", flat=True).first()
+    heads = _queue_heads(now, wake, HEADS_PER_QUEUE)
+    if not heads:
+        return [], [], False
+    plan = plan_admissions(
+        tree=tree,
+        used=rollup(leaf_usage()),
+        allocatable=get_backend().allocatable(),
+        queues=heads,
+    )
+    with transaction.atomic():
+        admitted = _write_dequeues([c.key for c in plan.admitted], now)
+        backed_off = _write_backoffs(plan.refused, now)
+    return admitted, backed_off, plan.more
+
+
+def _write_dequeues(ids: list[int], now: datetime) -> list[int]:
+    if not ids:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE jobs_job j
+            SET state = 'admitted', dequeued_at = %s, backoff_reason = '',
+                next_attempt_at = NULL, last_tried_at = %s
+            FROM queues_queue q
+            WHERE j.id = ANY(%s) AND j.state IN ('queued', 'backoff') AND q.id = j.queue_id
+            RETURNING j.id, q.name, j.enqueued_at
+            """,
+            [now, now, ids],
+        )
+        rows = cursor.fetchall()
+    JobEvent.objects.bulk_create(
+        JobEvent(
+            job_id=job_id,
+            created_at=now,
+            reason="Dequeued",
+            message=f"Dequeued from {queue} after waiting {(now - enqueued).total_seconds():.1f}s",
+        )
+        for job_id, queue, enqueued in rows
+    )
+    return [row[0] for row in rows]
+
+
+def _write_backoffs(refused: dict, now: datetime) -> list[int]:
+    """Put refused jobs into backoff; record an event when the reason is new."""
+    if not refused:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, state, backoff_reason, backoff_count FROM jobs_job "
+            "WHERE id = ANY(%s) AND state IN ('queued', 'backoff') FOR UPDATE",
+            [list(refused)],
+        )
+        current = cursor.fetchall()
+        values, events = [], []
+        for job_id, state, old_reason, count in current:
+            reason = refused[job_id].message()
+            next_at = now + backoff_delay(count + 1)
+            values.append((job_id, reason, next_at))
+            if state != "backoff" or reason != old_reason:
+                events.append(
+                    JobEvent(
+                        job_id=job_id,
+                        created_at=now,
+                        type=JobEvent.Type.WARNING,
+                        reason="Backoff",
+                        message=f"{reason}; next try at {next_at:%H:%M:%S}",
+                    )
+                )
+        if values:
+            placeholders = ", ".join(["(%s::bigint, %s::text, %s::timestamptz)"] * len(values))
+            cursor.execute(
+                f"""
+                UPDATE jobs_job j
+                SET state = 'backoff', backoff_reason = v.reason, next_attempt_at = v.next_at,
+                    backoff_count = j.backoff_count + 1, last_tried_at = %s
+                FROM (VALUES {placeholders}) AS v(id, reason, next_at)
+                WHERE j.id = v.id
+                """,
+                [now, *[item for row in values for item in row]],
+            )
+    JobEvent.objects.bulk_create(events)
+    return [row[0] for row in values]

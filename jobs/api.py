@@ -1,0 +1,267 @@
+"""REST API for jobs and queues: thin views over the services and selectors."""
+
+from __future__ import annotations
+
+from django.db.models import Q
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from queues.quantity import format_resources
+from queues.selectors import queues_for_user
+
+from . import selectors, services
+from .manifests import build_manifests
+from .models import Job, State
+from .reconcile import job_spec_full
+from .validation import job_parse
+
+
+def _time(value):
+    return value.isoformat() if value else None
+
+
+def job_data(job: Job, position: int | None) -> dict:
+    head_key = "master" if job.kind == Job.Kind.PYTORCH else "head"
+    data = {
+        "id": job.pk,
+        "name": job.name,
+        "kind": job.kind,
+        "runtime": job.runtime,
+        "state": job.state,
+        "queue": job.queue.name,
+        "queue_path": job.queue.node.path,
+        "namespace": job.namespace,
+        "owner": job.owner.username,
+        "priority": job.priority,
+        "position": position,
+        "enqueued_at": _time(job.enqueued_at),
+        "dequeued_at": _time(job.dequeued_at),
+        "started_at": _time(job.started_at),
+        "finished_at": _time(job.finished_at),
+        "wait_seconds": job.wait_seconds,
+        "backoff_reason": job.backoff_reason or None,
+        "next_attempt_at": _time(job.next_attempt_at) if job.state == State.BACKOFF else None,
+        "request": format_resources(job.request),
+        "image": job.image,
+        head_key: job.head,
+        "workers": job.workers,
+        "run_seconds": job.run_seconds,
+    }
+    if job.kind == Job.Kind.PYTORCH:
+        data["command"] = job.command
+    else:
+        data["entrypoint"] = job.entrypoint
+    return data
+
+
+def event_data(event) -> dict:
+    return {
+        "at": _time(event.created_at),
+        "type": event.type,
+        "reason": event.reason,
+        "message": event.message,
+        "actor": event.actor.username if event.actor else None,
+        "involved": event.involved or None,
+        "cycle": event.cycle,
+    }
+
+
+class JobSubmitSchema(serializers.Serializer):
+    """Documents the body of POST /api/v1/jobs/ (checked by jobs.validation.job_parse)."""
+
+    queue = serializers.CharField(help_text="leaf path (root/algorithm/video) or queue name")
+    kind = serializers.ChoiceField(choices=Job.Kind.choices)
+    runtime = serializers.ChoiceField(choices=Job.Runtime.choices, required=False)
+    name = serializers.CharField(max_length=40)
+    image = serializers.CharField()
+    entrypoint = serializers.CharField(required=False, help_text="Ray: the command to run")
+    command = serializers.ListField(child=serializers.CharField(), required=False)
+    script = serializers.CharField(required=False, help_text="mounted as a ConfigMap")
+    script_filename = serializers.CharField(required=False, default="main.py")
+    head = serializers.JSONField(required=False, help_text='Ray: {"resources": {"cpu": "4"}}')
+    master = serializers.JSONField(required=False, help_text="PyTorch: like head")
+    workers = serializers.JSONField(
+        required=False, help_text='[{"name": "small-group", "replicas": 2, "resources": {...}}]'
+    )
+    priority = serializers.IntegerField(required=False, default=0)
+    run_seconds = serializers.IntegerField(required=False, default=60)
+
+
+class JobPatchSchema(serializers.Serializer):
+    priority = serializers.IntegerField()
+
+
+class JobListView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("state", str, description="comma-separated states"),
+            OpenApiParameter("queue", str, description="queue name or leaf path"),
+            OpenApiParameter("mine", bool, description="only my jobs"),
+        ],
+        responses=OpenApiTypes.OBJECT,
+        summary="Jobs the user may see, newest first",
+    )
+    def get(self, request):
+        jobs = selectors.jobs_for_user(request.user)
+        states = [s for s in request.query_params.get("state", "").split(",") if s]
+        unknown = sorted(set(states) - set(State.values))
+        if unknown:
+            return Response({"state": [f"unknown state {unknown[0]!r}"]}, status=400)
+        if states:
+            jobs = jobs.filter(state__in=states)
+        if queue := request.query_params.get("queue"):
+            jobs = jobs.filter(Q(queue__name=queue) | Q(queue__node__path=queue))
+        if request.query_params.get("mine", "").lower() in ("1", "true", "yes"):
+            jobs = jobs.filter(owner=request.user)
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(jobs.order_by("-id"), request, view=self)
+        positions = selectors.job_positions(page)
+        return paginator.get_paginated_response(
+            [job_data(job, positions.get(job.pk)) for job in page]
+        )
+
+    @extend_schema(request=JobSubmitSchema, responses={201: OpenApiTypes.OBJECT}, summary="Submit")
+    def post(self, request):
+        draft = job_parse(request.data)
+        job = services.job_submit(user=request.user, draft=draft)
+        return Response(job_data(job, selectors.job_position(job)), status=status.HTTP_201_CREATED)
+
+
+class JobDetailView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="A job, with its queue position")
+    def get(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(job_data(job, selectors.job_position(job)))
+
+    @extend_schema(
+        request=JobPatchSchema,
+        responses=OpenApiTypes.OBJECT,
+        summary="Change a pending job's priority (raising: managers and staff)",
+    )
+    def patch(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        unknown = sorted(set(request.data) - {"priority"})
+        if unknown:
+            return Response({unknown[0]: ["cannot be changed; only priority can"]}, status=400)
+        serializer = JobPatchSchema(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        priority = serializer.validated_data["priority"]
+        if not -1000 <= priority <= 1000:
+            return Response({"priority": ["must be between -1000 and 1000"]}, status=400)
+        job = services.job_set_priority(user=request.user, job=job, priority=priority)
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(job_data(job, selectors.job_position(job)))
+
+
+class JobCancelView(APIView):
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT, summary="Cancel a job")
+    def post(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        services.job_cancel(user=request.user, job=job)
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(job_data(job, None))
+
+
+class JobEventsView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="The job's history, oldest first")
+    def get(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response([event_data(event) for event in selectors.job_events(job)])
+
+
+class JobManifestView(APIView):
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        summary="The Kubernetes objects Caldera creates for the job",
+    )
+    def get(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(build_manifests(job_spec_full(job)))
+
+
+def queue_data(queue, usage: dict | None = None) -> dict:
+    return {
+        "name": queue.name,
+        "path": queue.node.path,
+        "policy": queue.policy,
+        "active": queue.active,
+        "namespaces": queue.node.namespaces,
+        "min": format_resources(queue.node.min),
+        "max": format_resources(queue.node.max),
+        "used": format_resources(usage if usage is not None else {}),
+    }
+
+
+class QueueListView(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="Queues the user may see")
+    def get(self, request):
+        usage = selectors.usage_by_path()
+        queues = queues_for_user(request.user).filter(active=True).order_by("name")
+        counts = selectors.pending_counts([q.pk for q in queues])
+        return Response(
+            [
+                queue_data(q, usage.get(q.node.path, {})) | {"pending": counts.get(q.pk, 0)}
+                for q in queues
+            ]
+        )
+
+
+class QueueDetailView(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses=OpenApiTypes.OBJECT,
+        summary="A queue: pending jobs with positions (active and backoff), admitted jobs, quota",
+    )
+    def get(self, request, name: str):
+        queue = selectors.queue_get_for_user(request.user, name)
+        try:
+            limit = min(max(int(request.query_params.get("limit", 50)), 1), 500)
+            offset = max(int(request.query_params.get("offset", 0)), 0)
+        except ValueError:
+            return Response({"limit": ["limit and offset must be integers"]}, status=400)
+        page = selectors.queue_pending_page(queue, offset=offset, limit=limit)
+        counts = selectors.queue_counts(queue)
+        data = queue_data(queue, selectors.queue_usage(queue))
+        data["active"] = [
+            {
+                "job": job.pk,
+                "name": job.name,
+                "owner": job.owner.username,
+                "position": position,
+                "priority": job.priority,
+                "enqueued_at": _time(job.enqueued_at),
+            }
+            for position, job in page
+            if job.state == State.QUEUED
+        ]
+        data["backoff"] = [
+            {
+                "job": job.pk,
+                "name": job.name,
+                "owner": job.owner.username,
+                "position": position,
+                "priority": job.priority,
+                "enqueued_at": _time(job.enqueued_at),
+                "reason": job.backoff_reason,
+                "next_attempt_at": _time(job.next_attempt_at),
+            }
+            for position, job in page
+            if job.state == State.BACKOFF
+        ]
+        data["admitted"] = [
+            {
+                "job": job.pk,
+                "name": job.name,
+                "owner": job.owner.username,
+                "state": job.state,
+                "dequeued_at": _time(job.dequeued_at),
+            }
+            for job in selectors.queue_in_cluster(queue)
+        ]
+        data["counts"] = counts
+        data["offset"], data["limit"] = offset, limit
+        return Response(data)

@@ -1,0 +1,32 @@
+from django.apps import AppConfig
+
+
+class JobsConfig(AppConfig):
+    name = "jobs"
+
+    def ready(self) -> None:
+        # queues/ knows nothing of jobs; it asks through these two hooks whether a queue
+        # still holds jobs, and tells when the tree changed.
+        from django.db.models import Count
+        from django.utils import timezone
+
+        from queues import services as queue_services
+
+        from .models import LIVE, Job
+        from .services import capacity_changed
+        from .triggers import request_admission
+
+        def live_jobs_counter(queue_ids):
+            rows = (
+                Job.objects.filter(queue_id__in=list(queue_ids), state__in=LIVE)
+                .values_list("queue_id")
+                .annotate(n=Count("id"))
+            )
+            return dict(rows)
+
+        def on_tree_changed(sender, **kwargs):
+            capacity_changed(now=timezone.now())
+            request_admission()
+
+        queue_services.live_jobs_counter = live_jobs_counter
+        queue_services.tree_changed.connect(on_tree_changed, dispatch_uid="jobs-tree-changed")

@@ -1,0 +1,23 @@
+"""Cluster backends, chosen by the CLUSTER_BACKEND setting."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from django.conf import settings
+
+from .base import ClusterBackend, ClusterUnavailable
+
+__all__ = ["ClusterBackend", "ClusterUnavailable", "get_backend"]
+
+
+@cache
+def get_backend() -> ClusterBackend:
+    if settings.CLUSTER_BACKEND == "simulated":
+        from .simulated import SimulatedBackend, parse_nodes
+
+        return SimulatedBackend(
+            parse_nodes(settings.SIMULATED_CLUSTER_NODES),
+            cycle_seconds=settings.SIMULATED_SCHEDULING_CYCLE_SECONDS,
+        )
+    raise ValueError(f"CLUSTER_BACKEND={settings.CLUSTER_BACKEND!r} is not a known backend")

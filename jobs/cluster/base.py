@@ -1,0 +1,68 @@
+"""The one interface every cluster backend implements (DESIGN.md section 6)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from jobs.spec import JobSpec
+
+
+class ClusterUnavailable(Exception):
+    """The cluster could not be reached or answered with a transient error; retry later."""
+
+
+@dataclass(frozen=True)
+class ObjectStatus:
+    """What the cluster says about one job's object.
+
+    ``phase`` is one of Pending (created, not all pods running), Running, Succeeded,
+    Failed. A job whose object is not in the cluster is simply absent from the listing.
+    """
+
+    job_id: int
+    object_name: str
+    phase: str
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """A Kubernetes event about one of the job's objects or pods."""
+
+    job_id: int
+    type: str
+    reason: str
+    message: str
+    involved: str
+    at: datetime
+    uid: str
+    cycle: int | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    statuses: list[ObjectStatus]
+    events: list[ClusterEvent]
+
+
+class ClusterBackend(ABC):
+    """Creates, deletes and observes the objects of jobs. Every call is idempotent."""
+
+    @abstractmethod
+    def allocatable(self) -> dict[str, int] | None:
+        """Total allocatable resources in base units, or None when unknown."""
+
+    @abstractmethod
+    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> None:
+        """Make sure the objects of these dequeued jobs exist (creating what exists is fine)."""
+
+    @abstractmethod
+    def remove(self, object_names: Sequence[str], *, now: datetime) -> None:
+        """Make sure these objects are gone (deleting what is gone is fine)."""
+
+    @abstractmethod
+    def observe(self, *, now: datetime) -> Observation:
+        """The status of every job object in the cluster, and their new events."""

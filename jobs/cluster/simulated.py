@@ -1,0 +1,326 @@
+"""The embedded simulated cluster: nodes, gang placement, pod phases and real event formats.
+
+``SimulatedCluster`` is a pure, deterministic engine over plain data and an explicit clock.
+``SimulatedBackend`` keeps the engine's pods in the database (``SimulatedPod``) so that every
+worker process sees the same cluster, and serialises changes behind an advisory lock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+
+from jobs.spec import JobSpec
+from queues.quantity import ResourceList, parse_resources, total
+
+from .base import ClusterBackend, ClusterEvent, ObjectStatus, Observation
+
+_SIM_LOCK = 0x5EED_C1A5  # advisory lock id guarding the simulated cluster's rows
+
+
+def parse_nodes(text: str) -> dict[str, ResourceList]:
+    """``"4xcpu=16,memory=64Gi,nvidia.com/gpu=4"`` -> {"node-1": {...}, ..., "node-4": {...}}.
+
+    Groups are separated by ";"; a group without "COUNTx" is one node.
+    """
+    nodes: dict[str, ResourceList] = {}
+    for group in filter(None, (part.strip() for part in text.split(";"))):
+        match = re.match(r"^(\d+)x(.*)$", group)
+        count, body = (int(match[1]), match[2]) if match else (1, group)
+        pairs = dict(pair.split("=", 1) for pair in body.split(",") if "=" in pair)
+        resources = parse_resources("SIMULATED_CLUSTER_NODES", pairs)
+        for _ in range(count):
+            nodes[f"node-{len(nodes) + 1}"] = resources
+    if not nodes:
+        raise ValueError(f"SIMULATED_CLUSTER_NODES describes no node: {text!r}")
+    return nodes
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    object_name: str
+    job_id: int
+    index: int
+    requests: ResourceList
+    run_seconds: int
+    created_at: datetime
+    phase: str = "Pending"
+    node: str = ""
+    started_at: datetime | None = None
+    cycle: int = 0
+    last_cycle_at: datetime | None = None
+
+
+class SimulatedCluster:
+    """Places each job's pods all or none; runs them for ``run_seconds``; reports events."""
+
+    def __init__(
+        self,
+        nodes: dict[str, ResourceList],
+        pods: Iterable[Pod] = (),
+        *,
+        cycle_seconds: float = 5.0,
+    ):
+        self.nodes = nodes
+        self.pods: dict[str, Pod] = {pod.name: pod for pod in pods}
+        self.cycle_seconds = cycle_seconds
+
+    def allocatable(self) -> ResourceList:
+        return total(self.nodes.values())
+
+    def objects(self) -> dict[str, list[Pod]]:
+        grouped: dict[str, list[Pod]] = {}
+        for pod in sorted(self.pods.values(), key=lambda p: (p.created_at, p.object_name, p.index)):
+            grouped.setdefault(pod.object_name, []).append(pod)
+        return grouped
+
+    def create(self, spec: JobSpec, *, now: datetime) -> None:
+        if any(pod.object_name == spec.object_name for pod in self.pods.values()):
+            return
+        for index, (name, resources) in enumerate(spec.pods):
+            self.pods[name] = Pod(
+                name=name,
+                object_name=spec.object_name,
+                job_id=spec.id,
+                index=index,
+                requests=parse_resources("resources", resources),
+                run_seconds=spec.run_seconds,
+                created_at=now,
+            )
+
+    def delete(self, object_name: str) -> None:
+        for name in [n for n, pod in self.pods.items() if pod.object_name == object_name]:
+            del self.pods[name]
+
+    def free(self) -> dict[str, ResourceList]:
+        free = {name: dict(resources) for name, resources in self.nodes.items()}
+        for pod in self.pods.values():
+            if pod.phase == "Running":
+                for resource, amount in pod.requests.items():
+                    free[pod.node][resource] = free[pod.node].get(resource, 0) - amount
+        return free
+
+    def tick(self, *, now: datetime) -> Observation:
+        """Advance the cluster to ``now``: finish pods, place gangs, emit events."""
+        events: list[ClusterEvent] = []
+        for name, pod in list(self.pods.items()):
+            if (
+                pod.phase == "Running"
+                and pod.started_at + timedelta(seconds=pod.run_seconds) <= now
+            ):
+                self.pods[name] = replace(pod, phase="Succeeded")
+        free = self.free()
+        for pods in self.objects().values():
+            if any(pod.phase != "Pending" for pod in pods):
+                continue
+            placement = _place(pods, free)
+            if placement is not None:
+                for pod in pods:
+                    self.pods[pod.name] = replace(
+                        pod, phase="Running", node=placement[pod.name], started_at=now
+                    )
+                continue
+            first = pods[0]
+            due = first.last_cycle_at is None or now - first.last_cycle_at >= timedelta(
+                seconds=self.cycle_seconds
+            )
+            if not due:
+                continue
+            cycle = first.cycle + 1
+            for pod, message in zip(pods, _gang_messages(pods, free), strict=True):
+                self.pods[pod.name] = replace(pod, cycle=cycle, last_cycle_at=now)
+                events.append(
+                    ClusterEvent(
+                        job_id=pod.job_id,
+                        type="Warning",
+                        reason="GangFailedScheduling",
+                        message=(
+                            f"{pod.name} in gang failed to be scheduled in cycle {cycle}: {message}"
+                        ),
+                        involved=f"pod/{pod.name}",
+                        at=now,
+                        uid=f"sim/{pod.name}/{cycle}",
+                        cycle=cycle,
+                    )
+                )
+        return Observation(statuses=self.statuses(), events=events)
+
+    def statuses(self) -> list[ObjectStatus]:
+        statuses = []
+        for object_name, pods in self.objects().items():
+            phases = {pod.phase for pod in pods}
+            if phases == {"Succeeded"}:
+                phase = "Succeeded"
+            elif phases <= {"Running", "Succeeded"}:
+                phase = "Running"
+            else:
+                phase = "Pending"
+            statuses.append(
+                ObjectStatus(job_id=pods[0].job_id, object_name=object_name, phase=phase)
+            )
+        return statuses
+
+
+def _fits(requests: ResourceList, free: ResourceList) -> bool:
+    return all(free.get(resource, 0) >= amount for resource, amount in requests.items())
+
+
+def _place(pods: Sequence[Pod], free: dict[str, ResourceList]) -> dict[str, str] | None:
+    """Best-fit placement of a whole gang; on success ``free`` is updated, else untouched."""
+    trial = {node: dict(resources) for node, resources in free.items()}
+    placement: dict[str, str] = {}
+    for pod in sorted(pods, key=lambda p: (-p.requests.get("cpu", 0), p.index)):
+        fitting = [node for node in sorted(trial) if _fits(pod.requests, trial[node])]
+        if not fitting:
+            return None
+        node = min(fitting, key=lambda n: (trial[n].get("cpu", 0), n))
+        for resource, amount in pod.requests.items():
+            trial[node][resource] = trial[node].get(resource, 0) - amount
+        placement[pod.name] = node
+    free.update(trial)
+    return placement
+
+
+def _gang_messages(pods: Sequence[Pod], free: dict[str, ResourceList]) -> list[str]:
+    """kube-scheduler's summary for each pod: ``0/4 nodes are available: 4 Insufficient cpu.``
+
+    Pods are tried in order against what the earlier pods of the gang would take, so a
+    gang that is too large as a whole shows which of its pods find no node.
+    """
+    trial = {node: dict(resources) for node, resources in free.items()}
+    messages = []
+    for pod in pods:
+        short: dict[str, int] = {}
+        fitting = []
+        for node in sorted(trial):
+            lacking = [r for r, amount in pod.requests.items() if trial[node].get(r, 0) < amount]
+            for resource in lacking:
+                short[resource] = short.get(resource, 0) + 1
+            if not lacking:
+                fitting.append(node)
+        if fitting:
+            node = fitting[0]
+            for resource, amount in pod.requests.items():
+                trial[node][resource] = trial[node].get(resource, 0) - amount
+        reasons = ", ".join(f"{count} Insufficient {r}" for r, count in sorted(short.items()))
+        if not reasons:
+            reasons = f"{len(fitting)} node(s) fit the pod but not the whole gang"
+        messages.append(f"0/{len(trial)} nodes are available: {reasons}.")
+    return messages
+
+
+class SimulatedBackend(ClusterBackend):
+    """The simulated cluster with its pods kept in the database."""
+
+    def __init__(self, nodes: dict[str, ResourceList], *, cycle_seconds: float):
+        self.nodes = nodes
+        self.cycle_seconds = cycle_seconds
+
+    def allocatable(self) -> ResourceList:
+        return total(self.nodes.values())
+
+    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> None:
+        with self._cluster() as cluster:
+            for spec in specs:
+                cluster.create(spec, now=now)
+
+    def remove(self, object_names: Sequence[str], *, now: datetime) -> None:
+        with self._cluster() as cluster:
+            for name in object_names:
+                cluster.delete(name)
+
+    def observe(self, *, now: datetime) -> Observation:
+        with self._cluster() as cluster:
+            return cluster.tick(now=now)
+
+    def _cluster(self) -> _Session:
+        return _Session(self)
+
+
+class _Session:
+    """Load the cluster under an advisory lock, let the caller change it, save the changes."""
+
+    def __init__(self, backend: SimulatedBackend):
+        self.backend = backend
+
+    def __enter__(self) -> SimulatedCluster:
+        from jobs.models import SimulatedPod
+
+        self.atomic = transaction.atomic()
+        self.atomic.__enter__()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_SIM_LOCK])
+        rows = list(SimulatedPod.objects.all())
+        self.before = {row.name: _pod(row) for row in rows}
+        self.cluster = SimulatedCluster(
+            self.backend.nodes, self.before.values(), cycle_seconds=self.backend.cycle_seconds
+        )
+        return self.cluster
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        from jobs.models import SimulatedPod
+
+        try:
+            if exc_type is None:
+                after = self.cluster.pods
+                gone = [name for name in self.before if name not in after]
+                if gone:
+                    SimulatedPod.objects.filter(name__in=gone).delete()
+                new = [pod for name, pod in after.items() if name not in self.before]
+                SimulatedPod.objects.bulk_create([_row(pod) for pod in new])
+                changed = [
+                    pod
+                    for name, pod in after.items()
+                    if name in self.before and self.before[name] != pod
+                ]
+                for pod in changed:
+                    SimulatedPod.objects.filter(name=pod.name).update(
+                        phase=pod.phase,
+                        node=pod.node,
+                        started_at=pod.started_at,
+                        cycle=pod.cycle,
+                        last_cycle_at=pod.last_cycle_at,
+                    )
+        finally:
+            self.atomic.__exit__(exc_type, exc, tb)
+
+
+def _pod(row) -> Pod:
+    return Pod(
+        name=row.name,
+        object_name=row.object_name,
+        job_id=row.job_id,
+        index=row.index,
+        requests=dict(row.requests),
+        run_seconds=row.run_seconds,
+        created_at=row.created_at,
+        phase=row.phase,
+        node=row.node,
+        started_at=row.started_at,
+        cycle=row.cycle,
+        last_cycle_at=row.last_cycle_at,
+    )
+
+
+def _row(pod: Pod):
+    from jobs.models import SimulatedPod
+
+    return SimulatedPod(
+        name=pod.name,
+        object_name=pod.object_name,
+        job_id=pod.job_id,
+        index=pod.index,
+        requests=pod.requests,
+        run_seconds=pod.run_seconds,
+        created_at=pod.created_at,
+        phase=pod.phase,
+        node=pod.node,
+        started_at=pod.started_at,
+        cycle=pod.cycle,
+        last_cycle_at=pod.last_cycle_at,
+    )

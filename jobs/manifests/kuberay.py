@@ -1,0 +1,86 @@
+"""Ray on KubeRay: a ``ray.io/v1`` RayJob, shaped like the seed's (003) RayJob."""
+
+from __future__ import annotations
+
+from ..spec import JobSpec
+from . import common
+
+RAY_VERSION = "2.36.1"
+SCRIPT_DIR = "/home/ray/samples"
+TTL_SECONDS_AFTER_FINISHED = 60
+HEAD_PORTS = [
+    {"containerPort": 6379, "name": "gcs-server"},
+    {"containerPort": 8265, "name": "dashboard"},
+    {"containerPort": 10001, "name": "client"},
+]
+
+
+def entrypoint(spec: JobSpec) -> str:
+    if spec.entrypoint:
+        return spec.entrypoint
+    return f"python {SCRIPT_DIR}/{spec.script_filename}"
+
+
+def head_group(spec: JobSpec) -> dict:
+    container = {
+        "name": "ray-head",
+        "image": spec.image,
+        "ports": HEAD_PORTS,
+        "resources": common.resources(spec.head.resources),
+    }
+    pod: dict = {"containers": [container]}
+    if spec.script:
+        container["volumeMounts"] = [{"mountPath": SCRIPT_DIR, "name": "script"}]
+        pod["volumes"] = [common.script_volume(spec)]
+    return {
+        "rayStartParams": {"dashboard-host": "0.0.0.0"},
+        "template": {"metadata": {"labels": common.labels(spec)}, "spec": pod},
+    }
+
+
+def worker_group(spec: JobSpec, index: int) -> dict:
+    group = spec.workers[index]
+    return {
+        "groupName": group.name,
+        "replicas": group.replicas,
+        "minReplicas": group.replicas,
+        "maxReplicas": group.replicas,
+        "rayStartParams": {},
+        "template": {
+            "metadata": {"labels": common.labels(spec)},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "ray-worker",
+                        "image": spec.image,
+                        "lifecycle": {
+                            "preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}
+                        },
+                        "resources": common.resources(group.resources),
+                    }
+                ]
+            },
+        },
+    }
+
+
+def rayjob(spec: JobSpec) -> dict:
+    metadata = common.metadata(spec)
+    if spec.priority_class:
+        metadata["labels"]["ray.io/priority-class-name"] = spec.priority_class
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": metadata,
+        "spec": {
+            "entrypoint": entrypoint(spec),
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
+            "suspend": spec.suspend,
+            "rayClusterSpec": {
+                "rayVersion": RAY_VERSION,
+                "headGroupSpec": head_group(spec),
+                "workerGroupSpecs": [worker_group(spec, i) for i in range(len(spec.workers))],
+            },
+        },
+    }

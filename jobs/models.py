@@ -1,0 +1,197 @@
+"""Jobs, their events, and the rows of the simulated cluster."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from queues.models import Queue
+
+
+class State(models.TextChoices):
+    """The job state machine. Transitions (every one recorded as a JobEvent):
+
+    queued   -> admitted (dequeued), backoff (tried, did not fit), cancelled
+    backoff  -> admitted, backoff (tried again), cancelled
+    admitted -> running (the gang is placed), succeeded, failed, cancelled
+    running  -> succeeded, failed, cancelled
+    """
+
+    QUEUED = "queued"
+    BACKOFF = "backoff"
+    ADMITTED = "admitted"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+PENDING = (State.QUEUED, State.BACKOFF)
+IN_CLUSTER = (State.ADMITTED, State.RUNNING)
+LIVE = PENDING + IN_CLUSTER
+TERMINAL = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    State.QUEUED: (State.ADMITTED, State.BACKOFF, State.CANCELLED),
+    State.BACKOFF: (State.ADMITTED, State.BACKOFF, State.CANCELLED),
+    State.ADMITTED: (State.RUNNING, State.SUCCEEDED, State.FAILED, State.CANCELLED),
+    State.RUNNING: (State.SUCCEEDED, State.FAILED, State.CANCELLED),
+    State.SUCCEEDED: (),
+    State.FAILED: (),
+    State.CANCELLED: (),
+}
+
+
+def sources_of(target: str) -> tuple[str, ...]:
+    """The states from which ``target`` may be reached."""
+    return tuple(state for state, targets in TRANSITIONS.items() if target in targets)
+
+
+class Job(models.Model):
+    class Kind(models.TextChoices):
+        RAY = "ray", "Ray"
+        PYTORCH = "pytorch", "PyTorch"
+
+    class Runtime(models.TextChoices):
+        KUBERAY = "kuberay", "KubeRay RayJob"
+        KUBEFLOW = "kubeflow", "Kubeflow PyTorchJob"
+
+    name = models.CharField(max_length=63)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    runtime = models.CharField(max_length=20, choices=Runtime.choices)
+    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="jobs")
+    namespace = models.CharField(max_length=63)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
+    )
+    image = models.CharField(max_length=500)
+    entrypoint = models.TextField(blank=True)
+    command = models.JSONField(default=list, blank=True)
+    script = models.TextField(blank=True)
+    script_filename = models.CharField(max_length=100, default="main.py")
+    # Pod groups as given: {"resources": {"cpu": "4"}} and [{"name", "replicas", "resources"}].
+    head = models.JSONField()
+    workers = models.JSONField(default=list, blank=True)
+    # The gang's total request in integer base units (cpu in millicores, memory in bytes).
+    request = models.JSONField()
+    priority = models.IntegerField(default=0)
+    run_seconds = models.PositiveIntegerField(default=60)
+
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    created_at = models.DateTimeField(auto_now_add=True)
+    enqueued_at = models.DateTimeField()
+    dequeued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    backoff_reason = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    backoff_count = models.PositiveIntegerField(default=0)
+    last_tried_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            # The queue order, for heads and positions: priority, then enqueue time.
+            models.Index(
+                "queue",
+                models.F("priority").desc(),
+                "enqueued_at",
+                "id",
+                name="job_pending_order",
+                condition=Q(state__in=["queued", "backoff"]),
+            ),
+            models.Index(
+                fields=["queue"],
+                name="job_in_cluster",
+                condition=Q(state__in=["admitted", "running"]),
+            ),
+            models.Index(fields=["owner", "-id"], name="job_owner"),
+            models.Index(fields=["queue", "state", "-id"], name="job_queue_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} #{self.pk}"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state in PENDING
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def wait_seconds(self) -> float | None:
+        if self.dequeued_at is None:
+            return None
+        return (self.dequeued_at - self.enqueued_at).total_seconds()
+
+
+class JobEvent(models.Model):
+    """One line of a job's history: a portal transition or a cluster event."""
+
+    class Type(models.TextChoices):
+        NORMAL = "Normal"
+        WARNING = "Warning"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField()
+    type = models.CharField(max_length=10, choices=Type.choices, default=Type.NORMAL)
+    reason = models.CharField(max_length=64)
+    message = models.TextField(blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    # Cluster events: the object they are about, the scheduling cycle, and a key that
+    # makes recording the same event twice a no-op.
+    involved = models.CharField(max_length=253, blank=True)
+    cycle = models.PositiveIntegerField(null=True, blank=True)
+    dedup_key = models.CharField(max_length=300, null=True, blank=True, unique=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["job", "created_at", "id"], name="event_job_time")]
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}"
+
+
+class AdmissionWake(models.Model):
+    """A single row: when capacity last changed (a finish, a cancel, a quota change).
+
+    Jobs that went into backoff before this instant are tried again at the next cycle,
+    without writing to every backed-off row.
+    """
+
+    woken_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"capacity changed at {self.woken_at:%Y-%m-%d %H:%M:%S}"
+
+
+class SimulatedPod(models.Model):
+    """A pod of the embedded simulated cluster (see jobs/cluster/simulated.py)."""
+
+    class Phase(models.TextChoices):
+        PENDING = "Pending"
+        RUNNING = "Running"
+        SUCCEEDED = "Succeeded"
+
+    object_name = models.CharField(max_length=253, db_index=True)
+    job_id = models.BigIntegerField(db_index=True)
+    name = models.CharField(max_length=253, unique=True)
+    node = models.CharField(max_length=63, blank=True)
+    requests = models.JSONField()
+    phase = models.CharField(max_length=10, choices=Phase.choices, default=Phase.PENDING)
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    run_seconds = models.PositiveIntegerField()
+    cycle = models.PositiveIntegerField(default=0)
+    last_cycle_at = models.DateTimeField(null=True, blank=True)
+    index = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["created_at", "object_name", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.phase})"

@@ -1,0 +1,191 @@
+"""Make the cluster match the database, and record what the cluster says.
+
+``jobs_reconcile`` creates the objects of admitted jobs and deletes those of jobs that
+left the cluster. ``cluster_sync`` reads statuses and events, moves jobs to running and
+finished, and frees their quota. Both are idempotent: running them twice, or at the same
+time in two processes, changes nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from queues.selectors import queue_department
+
+from .cluster import get_backend
+from .locks import SYNC, advisory_lock
+from .manifests.common import object_name
+from .models import IN_CLUSTER, Job, JobEvent, State, sources_of
+from .services import capacity_changed
+from .spec import JobSpec, PodGroup
+from .triggers import request_admission, request_sync
+
+log = logging.getLogger(__name__)
+
+
+def job_spec(job: Job, *, department: str = "") -> JobSpec:
+    """The plain description of a job that manifests and backends take."""
+    return JobSpec(
+        id=job.pk,
+        name=job.name,
+        object_name=object_name(job.name, job.pk),
+        namespace=job.namespace,
+        kind=job.kind,
+        runtime=job.runtime,
+        image=job.image,
+        head=PodGroup(
+            name="master" if job.kind == Job.Kind.PYTORCH else "head",
+            replicas=1,
+            resources=dict(job.head.get("resources", {})),
+        ),
+        workers=tuple(
+            PodGroup(name=g["name"], replicas=g["replicas"], resources=dict(g["resources"]))
+            for g in job.workers
+        ),
+        queue_name=job.queue.name,
+        queue_path=job.queue.node.path,
+        department=department,
+        owner=job.owner.username,
+        priority=job.priority,
+        entrypoint=job.entrypoint,
+        command=tuple(job.command),
+        script=job.script,
+        script_filename=job.script_filename,
+        run_seconds=job.run_seconds,
+        enqueued_at=job.enqueued_at,
+        dequeued_at=job.dequeued_at,
+    )
+
+
+def job_spec_full(job: Job) -> JobSpec:
+    department = queue_department(job.queue)
+    return job_spec(job, department=department.name if department else "")
+
+
+def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> None:
+    """Create the objects of jobs in the cluster states; delete those of the others."""
+    now = now or timezone.now()
+    jobs = list(Job.objects.filter(pk__in=list(job_ids)).select_related("queue__node", "owner"))
+    wanted = [job_spec_full(job) for job in jobs if job.state in IN_CLUSTER]
+    unwanted = [object_name(job.name, job.pk) for job in jobs if job.state not in IN_CLUSTER]
+    backend = get_backend()
+    if wanted:
+        backend.apply(wanted, now=now)
+    if unwanted:
+        backend.remove(unwanted, now=now)
+    if wanted:
+        request_sync()
+
+
+@dataclass
+class SyncResult:
+    started: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+    events: int = 0
+
+
+def cluster_sync(
+    *, now: datetime | None = None, before: Callable[[], None] | None = None
+) -> SyncResult | None:
+    """Record cluster statuses and events. None if another process is syncing."""
+    now = now or timezone.now()
+    result = SyncResult()
+    with advisory_lock(SYNC) as acquired:
+        if not acquired:
+            return None
+        if before is not None:
+            before()
+        observation = get_backend().observe(now=now)
+        result.events = _record_events(observation.events)
+        phases = {status.job_id: status for status in observation.statuses}
+        jobs = {
+            job.pk: job
+            for job in Job.objects.filter(pk__in=list(phases)).only("id", "state", "name")
+        }
+        for job_id, status in phases.items():
+            job = jobs.get(job_id)
+            if job is None:
+                continue
+            if status.phase == "Running" and job.state == State.ADMITTED:
+                if _transition(job_id, State.RUNNING, now, "Running", "All pods are running"):
+                    result.started.append(job_id)
+            elif status.phase in ("Succeeded", "Failed"):
+                target = State.SUCCEEDED if status.phase == "Succeeded" else State.FAILED
+                message = status.message or f"The job {status.phase.lower()}"
+                if _transition(job_id, target, now, status.phase, message):
+                    result.finished.append(job_id)
+        # Objects of jobs that are no longer in the cluster states (finished, cancelled)
+        # are removed; admitted jobs missing from a complete listing are created again.
+        leftover = [
+            status.object_name
+            for job_id, status in phases.items()
+            if job_id not in jobs or _state_now(jobs[job_id], result) not in IN_CLUSTER
+        ]
+        missing = list(
+            Job.objects.filter(state__in=IN_CLUSTER)
+            .exclude(pk__in=list(phases))
+            .values_list("pk", flat=True)
+        )
+    if leftover:
+        get_backend().remove(leftover, now=now)
+    if missing:
+        jobs_reconcile(missing, now=now)
+    if result.finished:
+        capacity_changed(now=now)
+        request_admission()
+    return result
+
+
+def _state_now(job: Job, result: SyncResult) -> str:
+    return State.SUCCEEDED if job.pk in result.finished else job.state
+
+
+def _transition(job_id: int, target: str, now: datetime, reason: str, message: str) -> bool:
+    """Compare-and-swap the job into ``target``; record the event when it moved."""
+    stamps = {"started_at": now} if target == State.RUNNING else {"finished_at": now}
+    with transaction.atomic():
+        moved = Job.objects.filter(pk=job_id, state__in=sources_of(target)).update(
+            state=target, **stamps
+        )
+        if moved:
+            JobEvent.objects.create(
+                job_id=job_id,
+                created_at=now,
+                reason=reason,
+                message=message,
+                type=JobEvent.Type.WARNING if target == State.FAILED else JobEvent.Type.NORMAL,
+            )
+    return bool(moved)
+
+
+def _record_events(events) -> int:
+    """Store cluster events once each (their uid is the deduplication key)."""
+    if not events:
+        return 0
+    known = set(Job.objects.filter(pk__in={e.job_id for e in events}).values_list("pk", flat=True))
+    rows = [
+        JobEvent(
+            job_id=event.job_id,
+            created_at=event.at,
+            type=event.type,
+            reason=event.reason,
+            message=event.message,
+            involved=event.involved,
+            cycle=event.cycle,
+            dedup_key=event.uid,
+        )
+        for event in events
+        if event.job_id in known
+    ]
+    try:
+        created = JobEvent.objects.bulk_create(rows, ignore_conflicts=True)
+    except IntegrityError:  # a job deleted between the read and the write
+        log.warning("skipped events of a job that is gone")
+        return 0
+    return len(created)

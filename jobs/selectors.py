@@ -1,0 +1,154 @@
+"""Reads of jobs and queues, scoped to a user, cheap at 100,000 pending jobs.
+
+Positions come from the queue-order index: a page of a queue is an index range scan, and a
+single job's position is an indexed count of the jobs ahead of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.db import connection
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404
+
+from queues.models import Queue
+from queues.quantity import ResourceList
+from queues.selectors import queues_for_user
+
+from .models import IN_CLUSTER, LIVE, PENDING, Job, JobEvent
+
+QUEUE_ORDER = ("-priority", "enqueued_at", "id")
+
+
+def jobs_for_user(user) -> QuerySet[Job]:
+    jobs = Job.objects.select_related("queue__node", "owner")
+    if user.is_staff:
+        return jobs
+    return jobs.filter(queue__in=queues_for_user(user).values("id"))
+
+
+def job_get_for_user(user, pk: object) -> Job:
+    """The job if the user may see it; 404 otherwise, never a leak of its existence."""
+    try:
+        return jobs_for_user(user).get(pk=int(pk))
+    except (Job.DoesNotExist, ValueError, TypeError):
+        raise Http404("no such job") from None
+
+
+def queue_get_for_user(user, name: str) -> Queue:
+    queue = (
+        queues_for_user(user)
+        .filter(Q(name=name) | Q(node__path=name))
+        .select_related("node")
+        .first()
+    )
+    if queue is None:
+        raise Http404("no such queue")
+    return queue
+
+
+def job_position(job: Job) -> int | None:
+    """1 for the next job to be tried in its queue; None once the job left the queue."""
+    if job.state not in PENDING:
+        return None
+    ahead = Job.objects.filter(queue_id=job.queue_id, state__in=PENDING).filter(
+        Q(priority__gt=job.priority)
+        | Q(priority=job.priority, enqueued_at__lt=job.enqueued_at)
+        | Q(priority=job.priority, enqueued_at=job.enqueued_at, id__lt=job.pk)
+    )
+    return ahead.count() + 1
+
+
+def queue_pending_page(queue: Queue, *, offset: int = 0, limit: int = 50) -> list[tuple[int, Job]]:
+    """(position, job) for a page of the queue's pending jobs, in queue order."""
+    jobs = (
+        Job.objects.filter(queue=queue, state__in=PENDING)
+        .select_related("owner")
+        .order_by(*QUEUE_ORDER)[offset : offset + limit]
+    )
+    return [(offset + index + 1, job) for index, job in enumerate(jobs)]
+
+
+def queue_counts(queue: Queue) -> dict[str, int]:
+    counts = dict(
+        Job.objects.filter(queue=queue, state__in=LIVE)
+        .values_list("state")
+        .annotate(n=Count("id"))
+        .values_list("state", "n")
+    )
+    return {state: counts.get(state, 0) for state in LIVE}
+
+
+def queue_in_cluster(queue: Queue, *, limit: int = 100) -> list[Job]:
+    return list(
+        Job.objects.filter(queue=queue, state__in=IN_CLUSTER)
+        .select_related("owner")
+        .order_by("dequeued_at", "id")[:limit]
+    )
+
+
+def usage_by_path() -> dict[str, ResourceList]:
+    """Usage of every node (its subtree's admitted and running jobs)."""
+    from queues.quota import rollup
+
+    from .admission import leaf_usage
+
+    return rollup(leaf_usage())
+
+
+def queue_usage(queue: Queue) -> ResourceList:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT r.key, SUM(r.value::bigint) FROM jobs_job j
+            CROSS JOIN LATERAL jsonb_each_text(j.request) r
+            WHERE j.queue_id = %s AND j.state IN ('admitted', 'running')
+            GROUP BY r.key
+            """,
+            [queue.pk],
+        )
+        return {key: int(amount) for key, amount in cursor.fetchall()}
+
+
+def job_events(job: Job) -> QuerySet[JobEvent]:
+    return job.events.select_related("actor").order_by("created_at", "id")
+
+
+def events_by_cycle(events) -> Mapping[int | None, list[JobEvent]]:
+    """Cluster scheduling failures grouped by their cycle; other events under None."""
+    grouped: dict[int | None, list[JobEvent]] = {}
+    for event in events:
+        grouped.setdefault(event.cycle, []).append(event)
+    return grouped
+
+
+def job_positions(jobs: list[Job]) -> dict[int, int]:
+    """Positions of several pending jobs in one query (a correlated indexed count each)."""
+    ids = [job.pk for job in jobs if job.state in PENDING]
+    if not ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT j.id, 1 + (
+                SELECT COUNT(*) FROM jobs_job o
+                WHERE o.queue_id = j.queue_id AND o.state IN ('queued', 'backoff')
+                  AND (o.priority > j.priority OR (o.priority = j.priority AND (
+                       o.enqueued_at < j.enqueued_at
+                       OR (o.enqueued_at = j.enqueued_at AND o.id < j.id))))
+            )
+            FROM jobs_job j WHERE j.id = ANY(%s) AND j.state IN ('queued', 'backoff')
+            """,
+            [ids],
+        )
+        return dict(cursor.fetchall())
+
+
+def pending_counts(queue_ids: list[int]) -> dict[int, int]:
+    return dict(
+        Job.objects.filter(queue_id__in=queue_ids, state__in=PENDING)
+        .values_list("queue_id")
+        .annotate(n=Count("id"))
+        .values_list("queue_id", "n")
+    )

@@ -1,0 +1,167 @@
+"""Writes to jobs: submit, cancel, change priority, and the events that record them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from queues import selectors as queue_selectors
+from queues.models import Queue
+from queues.quota import exceeds_max
+
+from .models import PENDING, AdmissionWake, Job, JobEvent, State, sources_of
+from .triggers import request_admission
+from .validation import JobDraft, JobInvalid
+
+
+class JobPermissionDenied(Exception):
+    """The user may see the job but not do this to it; the message says who may."""
+
+
+class JobConflict(Exception):
+    """The job is not in a state that allows this (e.g. raising the priority of a running job)."""
+
+
+def event_record(
+    *,
+    job: Job,
+    reason: str,
+    message: str,
+    at: datetime,
+    actor=None,
+    type: str = JobEvent.Type.NORMAL,
+) -> JobEvent:
+    return JobEvent.objects.create(
+        job=job, reason=reason, message=message, created_at=at, actor=actor, type=type
+    )
+
+
+def capacity_changed(*, now: datetime) -> None:
+    """Wake every backed-off job for the next cycle: capacity was freed or quotas changed."""
+    AdmissionWake.objects.update_or_create(pk=1, defaults={"woken_at": now})
+
+
+def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
+    """Queue a job in a leaf queue the user may submit to.
+
+    Members submit at priority 0 or below; a higher priority is a priority jump, which only
+    the department's managers and staff may make.
+    """
+    now = now or timezone.now()
+    queue = queue_selectors.queue_get_by_name(draft.queue)
+    role = queue_selectors.queue_role(user, queue) if queue else None
+    if queue is None or role is None or not queue.active:
+        raise JobInvalid({"queue": f"{draft.queue!r} is not a queue you can submit to"})
+    if draft.priority > 0 and role == queue_selectors.MEMBER:
+        raise JobInvalid(
+            {"priority": "members submit at priority 0 or below; ask a manager to raise it"}
+        )
+    too_big = exceeds_max(
+        leaf=queue.node.path, request=draft.request, tree=queue_selectors.tree_nodes()
+    )
+    if too_big is not None:
+        raise JobInvalid({"request": f"can never be admitted: {too_big.message()}"})
+    with transaction.atomic():
+        job = Job.objects.create(
+            name=draft.name,
+            kind=draft.kind,
+            runtime=draft.runtime,
+            queue=queue,
+            namespace=(queue.node.namespaces or [queue.name])[0],
+            owner=user,
+            image=draft.image,
+            entrypoint=draft.entrypoint,
+            command=draft.command,
+            script=draft.script,
+            script_filename=draft.script_filename,
+            head=draft.head,
+            workers=draft.workers,
+            request=draft.request,
+            priority=draft.priority,
+            run_seconds=draft.run_seconds,
+            state=State.QUEUED,
+            enqueued_at=now,
+        )
+        event_record(
+            job=job,
+            reason="Enqueued",
+            message=f"Enqueued in {queue.name} by {user.username} at priority {job.priority}",
+            at=now,
+            actor=user,
+        )
+        transaction.on_commit(request_admission)
+    return job
+
+
+def job_may_act(user, job: Job) -> str | None:
+    """The user's role over the job's queue, or None when they may not act on the job."""
+    role = queue_selectors.queue_role(user, job.queue)
+    if role == queue_selectors.MEMBER and job.owner_id != user.pk:
+        return None
+    return role
+
+
+def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
+    """Cancel a pending or running job. Members cancel their own jobs; managers any job."""
+    from .tasks import reconcile
+
+    now = now or timezone.now()
+    if job_may_act(user, job) is None:
+        raise JobPermissionDenied("members cancel only their own jobs; managers cancel any job")
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        if locked.state == State.CANCELLED:
+            return locked
+        if locked.state not in sources_of(State.CANCELLED):
+            raise JobConflict(f"the job has already {locked.state}")
+        was = locked.state
+        locked.state = State.CANCELLED
+        locked.finished_at = now
+        locked.save(update_fields=["state", "finished_at"])
+        event_record(
+            job=locked, reason="Cancelled", message=f"Cancelled by {user.username} while {was}",
+            at=now, actor=user,
+        )  # fmt: skip
+        if was not in PENDING:
+            capacity_changed(now=now)
+            transaction.on_commit(lambda: reconcile.delay([locked.pk]))
+        transaction.on_commit(request_admission)
+    return locked
+
+
+def job_set_priority(*, user, job: Job, priority: int, now: datetime | None = None) -> Job:
+    """Move a pending job in its queue by changing its priority.
+
+    Raising is a priority jump: only the department's managers and staff may do it. A
+    member may lower the priority of their own job.
+    """
+    now = now or timezone.now()
+    role = job_may_act(user, job)
+    if priority > job.priority and role not in (queue_selectors.MANAGER, queue_selectors.STAFF):
+        raise JobPermissionDenied("only the department's managers and staff may raise a priority")
+    if role is None:
+        raise JobPermissionDenied("members change only their own jobs")
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        if locked.state not in PENDING:
+            raise JobConflict(f"only a pending job can change priority; this one is {locked.state}")
+        old = locked.priority
+        if old == priority:
+            return locked
+        locked.priority = priority
+        locked.save(update_fields=["priority"])
+        event_record(
+            job=locked,
+            reason="PriorityChanged",
+            message=f"{user.username} changed priority from {old} to {priority}",
+            at=now,
+            actor=user,
+        )
+        transaction.on_commit(request_admission)
+    return locked
+
+
+def queue_for_submit_choices(user) -> list[Queue]:
+    return list(queue_selectors.queues_for_user(user).filter(active=True))

@@ -1,0 +1,66 @@
+"""Plain data that describes a job to the manifests and the cluster backends.
+
+Manifests and backends take these, never ORM objects, so they are tested without a
+database and swapped by settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class PodGroup:
+    """A set of identical pods: the head (or master) or one worker group.
+
+    ``resources`` holds Kubernetes quantity strings as the user gave them
+    (``{"cpu": "4", "memory": "4G", "nvidia.com/gpu": "1"}``); they are the pod's
+    requests and limits.
+    """
+
+    name: str
+    replicas: int
+    resources: dict[str, str]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    id: int
+    name: str
+    object_name: str
+    namespace: str
+    kind: str  # "ray" or "pytorch"
+    runtime: str  # "kuberay" or "kubeflow"
+    image: str
+    head: PodGroup
+    workers: tuple[PodGroup, ...]
+    queue_name: str  # "root-algorithm-video"
+    queue_path: str  # "root/algorithm/video"
+    department: str
+    owner: str
+    priority: int = 0
+    entrypoint: str = ""
+    command: tuple[str, ...] = ()
+    script: str = ""
+    script_filename: str = "main.py"
+    priority_class: str = ""
+    run_seconds: int = 60
+    suspend: bool = False
+    enqueued_at: datetime | None = None
+    dequeued_at: datetime | None = None
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pods(self) -> list[tuple[str, dict[str, str]]]:
+        """Every pod of the gang as (pod name, resources), head first.
+
+        Names follow the operators: ``<job>-master-0`` and ``<job>-worker-1`` for a
+        PyTorchJob, ``<group>-worker-<n>`` inside a Ray cluster.
+        """
+        pods = [(f"{self.object_name}-{self.head.name}-0", self.head.resources)]
+        for group in self.workers:
+            prefix = "" if self.kind == "pytorch" else f"{group.name}-"
+            for index in range(group.replicas):
+                pods.append((f"{self.object_name}-{prefix}worker-{index}", group.resources))
+        return pods

@@ -1,0 +1,68 @@
+"""Coalescing triggers for the singleton background cycles (admit, sync).
+
+A trigger marks the cycle dirty and sends a task only if none is already waiting, so a
+burst of a thousand submits runs a few cycles, not a thousand. The running cycle checks
+the dirty mark after it releases its lock, so no trigger is lost while a cycle runs. When
+Redis is down the trigger is dropped with a warning: beat re-drives every cycle, and the
+database still holds everything.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+
+import redis
+from django.conf import settings
+from kombu.exceptions import OperationalError
+
+log = logging.getLogger(__name__)
+PENDING_TTL_SECONDS = 30  # a lost task message cannot block the trigger for longer
+
+
+@cache
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
+class Trigger:
+    def __init__(self, name: str):
+        self.dirty_key = f"caldera:{name}:dirty"
+        self.pending_key = f"caldera:{name}:pending"
+
+    def fire(self, task) -> None:
+        """Ask for a run of ``task`` soon."""
+        try:
+            client = _redis()
+            client.set(self.dirty_key, 1)
+            if client.set(self.pending_key, 1, nx=True, ex=PENDING_TTL_SECONDS):
+                task.apply_async(retry=False)
+        except (redis.RedisError, OperationalError) as error:
+            log.warning("could not trigger %s (beat will run it): %s", task.name, error)
+
+    def started(self) -> None:
+        """Called as the task starts: later triggers must send a new task."""
+        _redis().delete(self.pending_key)
+
+    def clear(self) -> None:
+        """Called under the cycle's lock, before the cycle reads the database."""
+        _redis().delete(self.dirty_key)
+
+    def is_dirty(self) -> bool:
+        return bool(_redis().exists(self.dirty_key))
+
+
+ADMIT = Trigger("admit")
+SYNC = Trigger("sync")
+
+
+def request_admission() -> None:
+    from .tasks import admit
+
+    ADMIT.fire(admit)
+
+
+def request_sync() -> None:
+    from .tasks import sync
+
+    SYNC.fire(sync)

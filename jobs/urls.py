@@ -1,0 +1,16 @@
+"""The HTML pages (the REST API lives under /api/v1/, wired in portal/urls.py)."""
+
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("jobs/new/", views.job_submit, name="job-submit"),
+    path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
+    path("jobs/<int:pk>/priority/", views.job_priority, name="job-priority"),
+    path("queues/", views.queue_list, name="queue-list"),
+    path("queues/<str:name>/", views.queue_detail, name="queue-detail"),
+    path("quota/", views.quota_tree, name="quota-tree"),
+]

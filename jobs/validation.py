@@ -1,0 +1,226 @@
+"""Reading a job document (API body or form) into a checked draft.
+
+One reader for the REST API and the HTML form, so both give the same errors: each names
+the field (``workers[0].resources.cpu``) and the reason.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from queues.quantity import QuantityError, ResourceList, add, parse_resources
+
+from .models import Job
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+NAME_MAX = 40  # leaves room for "-<id>" within Kubernetes' 63 characters
+MAX_REPLICAS = 1000
+MAX_RUN_SECONDS = 7 * 24 * 3600
+MAX_SCRIPT_BYTES = 1024 * 1024  # a ConfigMap holds at most 1 MiB
+PRIORITY_RANGE = (-1000, 1000)
+RUNTIMES = {Job.Kind.RAY: (Job.Runtime.KUBERAY,), Job.Kind.PYTORCH: (Job.Runtime.KUBEFLOW,)}
+FIELDS = {
+    "queue", "kind", "runtime", "name", "image", "entrypoint", "command", "script",
+    "script_filename", "head", "master", "workers", "priority", "run_seconds",
+}  # fmt: skip
+
+
+class JobInvalid(ValueError):
+    def __init__(self, errors: Mapping[str, str | list[str]]):
+        self.errors = {k: v if isinstance(v, list) else [v] for k, v in errors.items()}
+        super().__init__("; ".join(f"{k}: {m}" for k, ms in self.errors.items() for m in ms))
+
+
+@dataclass
+class JobDraft:
+    queue: str
+    kind: str
+    runtime: str
+    name: str
+    image: str
+    head: dict
+    workers: list[dict]
+    request: ResourceList
+    entrypoint: str = ""
+    command: list[str] = field(default_factory=list)
+    script: str = ""
+    script_filename: str = "main.py"
+    priority: int = 0
+    run_seconds: int = 60
+
+
+def job_parse(raw: object) -> JobDraft:
+    """Check a job document; raise JobInvalid with every problem found."""
+    if not isinstance(raw, Mapping):
+        raise JobInvalid({"body": "must be a JSON object"})
+    errors: dict[str, str] = {}
+    for unknown in sorted(set(raw) - FIELDS):
+        errors[unknown] = "unknown field"
+
+    def text(name: str, *, required: bool = False, limit: int = 500) -> str:
+        value = raw.get(name, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            errors[name] = "must be a string"
+            return ""
+        value = value.strip() if name != "script" else value
+        if required and not value:
+            errors[name] = "is required"
+        elif len(value.encode()) > limit:
+            errors[name] = f"is longer than {limit} bytes"
+        return value
+
+    def integer(name: str, default: int, low: int, high: int) -> int:
+        value = raw.get(name, default)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+                value = int(value)
+            else:
+                errors[name] = f"must be an integer, got {value!r}"
+                return default
+        if not low <= value <= high:
+            errors[name] = f"must be between {low} and {high}, got {value}"
+        return value
+
+    queue = text("queue", required=True)
+    kind = text("kind", required=True)
+    if kind and kind not in RUNTIMES:
+        errors["kind"] = f"must be one of {', '.join(RUNTIMES)}, got {kind!r}"
+    runtime = text("runtime") or (RUNTIMES[kind][0] if kind in RUNTIMES else "")
+    if kind in RUNTIMES and runtime not in RUNTIMES[kind]:
+        errors["runtime"] = f"a {kind} job runs on {', '.join(RUNTIMES[kind])}, not {runtime!r}"
+    name = text("name", required=True)
+    if name and (not _DNS_LABEL.match(name) or len(name) > NAME_MAX):
+        errors["name"] = (
+            f"{name!r} must be a DNS-1123 label of at most {NAME_MAX} characters "
+            "(lowercase letters, digits and '-', starting and ending with a letter or digit)"
+        )
+    image = text("image", required=True)
+    script = text("script", limit=MAX_SCRIPT_BYTES)
+    script_filename = text("script_filename", limit=100) or "main.py"
+    if not _FILENAME.match(script_filename):
+        errors["script_filename"] = f"{script_filename!r} is not a plain file name"
+
+    entrypoint, command = "", []
+    if kind == Job.Kind.RAY:
+        entrypoint = text("entrypoint", limit=10_000)
+        if raw.get("command"):
+            errors["command"] = "Ray jobs take an entrypoint, not a command"
+        if not entrypoint and not script:
+            errors["entrypoint"] = "is required (or give a script to run)"
+        if raw.get("master") is not None:
+            errors["master"] = "Ray jobs have a head, not a master"
+    elif kind == Job.Kind.PYTORCH:
+        command = _command(raw.get("command"), errors)
+        if not command and not script:
+            errors["command"] = "is required (or give a script to run)"
+        if raw.get("entrypoint"):
+            errors["entrypoint"] = "PyTorch jobs take a command, not an entrypoint"
+        if raw.get("head") is not None:
+            errors["head"] = "PyTorch jobs have a master, not a head"
+
+    head_field = "master" if kind == Job.Kind.PYTORCH else "head"
+    head, head_request = _head(head_field, raw.get(head_field), errors)
+    workers, request = _workers(raw.get("workers"), errors, kind)
+    request = add(request, head_request)
+    priority = integer("priority", 0, *PRIORITY_RANGE)
+    run_seconds = integer("run_seconds", 60, 1, MAX_RUN_SECONDS)
+    if errors:
+        raise JobInvalid(errors)
+    return JobDraft(
+        queue=queue,
+        kind=kind,
+        runtime=runtime,
+        name=name,
+        image=image,
+        head=head,
+        workers=workers,
+        request={k: v for k, v in request.items() if v},
+        entrypoint=entrypoint,
+        command=command,
+        script=script,
+        script_filename=script_filename,
+        priority=priority,
+        run_seconds=run_seconds,
+    )
+
+
+def _command(raw: object, errors: dict[str, str]) -> list[str]:
+    if raw is None or raw == "":
+        return []
+    if isinstance(raw, str):
+        try:
+            return shlex.split(raw)
+        except ValueError as error:
+            errors["command"] = f"cannot be split into arguments: {error}"
+            return []
+    if isinstance(raw, list) and all(isinstance(arg, str) for arg in raw):
+        return list(raw)
+    errors["command"] = "must be a list of strings or a shell-style string"
+    return []
+
+
+def _resources(field: str, raw: object, errors: dict[str, str]) -> tuple[dict, ResourceList]:
+    if not isinstance(raw, Mapping) or not raw:
+        errors[field] = 'is required: a mapping such as {"cpu": "4", "memory": "4Gi"}'
+        return {}, {}
+    try:
+        parsed = parse_resources(field, raw)
+    except QuantityError as error:
+        errors[error.field] = error.reason
+        return {}, {}
+    return {name: str(value) for name, value in raw.items()}, parsed
+
+
+def _head(field: str, raw: object, errors: dict[str, str]) -> tuple[dict, ResourceList]:
+    if not isinstance(raw, Mapping):
+        errors[field] = 'is required: {"resources": {"cpu": "4", "memory": "4Gi"}}'
+        return {}, {}
+    unknown = sorted(set(raw) - {"resources"})
+    if unknown:
+        errors[f"{field}.{unknown[0]}"] = "unknown field"
+    resources, request = _resources(f"{field}.resources", raw.get("resources"), errors)
+    return {"resources": resources}, request
+
+
+def _workers(raw: object, errors: dict[str, str], kind: str) -> tuple[list[dict], ResourceList]:
+    if raw is None:
+        return [], {}
+    if not isinstance(raw, list):
+        errors["workers"] = "must be a list of worker groups"
+        return [], {}
+    groups, request, names = [], {}, set()
+    for index, group in enumerate(raw):
+        field = f"workers[{index}]"
+        if not isinstance(group, Mapping):
+            errors[field] = "must be an object with name, replicas and resources"
+            continue
+        unknown = sorted(set(group) - {"name", "replicas", "resources"})
+        if unknown:
+            errors[f"{field}.{unknown[0]}"] = "unknown field"
+        name = group.get("name") or ("worker" if kind == Job.Kind.PYTORCH else f"group-{index}")
+        if not isinstance(name, str) or not _DNS_LABEL.match(name) or len(name) > 30:
+            errors[f"{field}.name"] = f"{name!r} must be a DNS-1123 label of at most 30 characters"
+        elif name in names:
+            errors[f"{field}.name"] = f"{name!r} is used by another worker group"
+        names.add(name)
+        replicas = group.get("replicas", 1)
+        if isinstance(replicas, bool) or not isinstance(replicas, int):
+            errors[f"{field}.replicas"] = f"must be an integer, got {replicas!r}"
+            replicas = 0
+        elif not 0 <= replicas <= MAX_REPLICAS:
+            errors[f"{field}.replicas"] = f"must be between 0 and {MAX_REPLICAS}, got {replicas}"
+            replicas = 0
+        resources, per_pod = _resources(f"{field}.resources", group.get("resources"), errors)
+        groups.append({"name": name, "replicas": replicas, "resources": resources})
+        request = add(request, per_pod, times=replicas)
+    if kind == Job.Kind.PYTORCH and len(groups) > 1:
+        errors["workers"] = "a PyTorchJob has one worker group"
+    return groups, request

@@ -1,0 +1,355 @@
+"""HTML pages: thin views over the same selectors and services as ``jobs/api.py``.
+
+One view and one template serve a page and its refreshing part: an HTMX request
+(``request.htmx``) gets only the template's partial (``template_name + "#partial"``).
+Polling is rendered only while something can still change, and a job page that polls a
+finished job gets ``HttpResponseStopPolling`` (286) with the final fragment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import yaml
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from queues.quantity import human
+from queues.selectors import queues_for_user, tree_nodes
+
+from . import selectors, services
+from .manifests import build_manifests
+from .models import LIVE, Job
+from .reconcile import job_spec_full
+from .validation import PRIORITY_RANGE, JobInvalid, job_parse
+
+GPU = "nvidia.com/gpu"
+MY_JOBS_LIMIT = 20
+QUEUE_PAGE_SIZE = 50
+_INTEGER = re.compile(r"^[+-]?\d+$")
+
+
+def _resource_rows(
+    minimum: Mapping[str, int], maximum: Mapping[str, int], used: Mapping[str, int]
+) -> list[dict]:
+    """One row per resource named anywhere, with readable quantities and the raw numbers."""
+    names = sorted(set(minimum) | set(maximum) | set(used), key=lambda n: (n != "cpu", n))
+    rows = []
+    for name in names:
+        limit = maximum.get(name)
+        rows.append(
+            {
+                "name": name,
+                "min": human(name, minimum[name]) if name in minimum else "",
+                "max": human(name, limit) if limit is not None else "no limit",
+                "used": human(name, used.get(name, 0)),
+                "min_units": minimum.get(name, 0),
+                "max_units": limit or 0,
+                "used_units": used.get(name, 0),
+                "borrowing": used.get(name, 0) > minimum.get(name, 0),
+            }
+        )
+    return rows
+
+
+def _request_text(request: Mapping[str, int]) -> str:
+    return ", ".join(f"{name} {human(name, units)}" for name, units in sorted(request.items()))
+
+
+def _queue_rows(user) -> list[dict]:
+    queues = list(queues_for_user(user).filter(active=True).order_by("name"))
+    counts = selectors.pending_counts([queue.pk for queue in queues])
+    usage = selectors.usage_by_path()
+    return [
+        {
+            "queue": queue,
+            "pending": counts.get(queue.pk, 0),
+            "resources": _resource_rows(
+                queue.node.min, queue.node.max, usage.get(queue.node.path, {})
+            ),
+        }
+        for queue in queues
+    ]
+
+
+@login_required
+@require_GET
+def dashboard(request: HttpRequest) -> HttpResponse:
+    jobs = list(
+        selectors.jobs_for_user(request.user)
+        .filter(owner=request.user)
+        .order_by("-id")[:MY_JOBS_LIMIT]
+    )
+    positions = selectors.job_positions(jobs)
+    active = any(job.state in LIVE for job in jobs)
+    context = {
+        "jobs": [(job, positions.get(job.pk)) for job in jobs],
+        "active": active,
+    }
+    if request.htmx:
+        response = render(request, "jobs/dashboard.html#my-jobs", context)
+        return response if active else _stop_polling(response)
+    context["queues"] = _queue_rows(request.user)
+    return render(request, "jobs/dashboard.html", context)
+
+
+# The submit form's fields, and where job_parse's error keys land among them.
+_GROUP_FIELDS = {"cpu": "cpu", "memory": "memory", GPU: "gpu"}
+_ERROR_FIELDS = {
+    "queue": "queue",
+    "kind": "kind",
+    "runtime": "kind",
+    "name": "name",
+    "image": "image",
+    "entrypoint": "entrypoint",
+    "command": "command",
+    "script": "script",
+    "script_filename": "script",
+    "priority": "priority",
+    "run_seconds": "run_seconds",
+    "head": "head",
+    "master": "head",
+    "head.resources": "head",
+    "master.resources": "head",
+    "workers": "worker",
+    "workers[0]": "worker",
+    "workers[0].resources": "worker",
+    "workers[0].name": "worker_name",
+    "workers[0].replicas": "worker_replicas",
+}
+for _group, _prefix in (("head", "head"), ("master", "head"), ("workers[0]", "worker")):
+    for _resource, _suffix in _GROUP_FIELDS.items():
+        _ERROR_FIELDS[f"{_group}.resources.{_resource}"] = f"{_prefix}_{_suffix}"
+
+FORM_DEFAULTS = {
+    "queue": "",
+    "kind": Job.Kind.RAY,
+    "name": "",
+    "image": "",
+    "entrypoint": "",
+    "command": "",
+    "script": "",
+    "head_cpu": "",
+    "head_memory": "",
+    "head_gpu": "",
+    "worker_name": "",
+    "worker_replicas": "1",
+    "worker_cpu": "",
+    "worker_memory": "",
+    "worker_gpu": "",
+    "priority": "0",
+    "run_seconds": "60",
+}
+
+
+def _resources(values: Mapping[str, str], prefix: str) -> dict[str, str]:
+    resources = {}
+    for resource, suffix in _GROUP_FIELDS.items():
+        value = values[f"{prefix}_{suffix}"]
+        if value:
+            resources[resource] = value
+    return resources
+
+
+def _number(value: str) -> int | str:
+    """Digits become an int (as in a JSON body); anything else goes on for job_parse to name."""
+    return int(value) if _INTEGER.match(value) else value
+
+
+def job_document(values: Mapping[str, str]) -> dict:
+    """The submit form's values as an API body (see RAY_JOB / PYTORCH_JOB in the tests)."""
+    kind = values["kind"]
+    document: dict = {
+        "queue": values["queue"],
+        "kind": kind,
+        "name": values["name"],
+        "image": values["image"],
+    }
+    # Each kind takes its own command field; the other one is passed on only when filled,
+    # so that job_parse says why it does not belong.
+    if kind == Job.Kind.PYTORCH:
+        document["command"] = values["command"]
+        if values["entrypoint"]:
+            document["entrypoint"] = values["entrypoint"]
+    else:
+        document["entrypoint"] = values["entrypoint"]
+        if values["command"]:
+            document["command"] = values["command"]
+    if values["script"].strip():
+        document["script"] = values["script"]
+    document["master" if kind == Job.Kind.PYTORCH else "head"] = {
+        "resources": _resources(values, "head")
+    }
+    worker = _resources(values, "worker")
+    if worker or values["worker_name"]:
+        group: dict = {"replicas": _number(values["worker_replicas"] or "1"), "resources": worker}
+        if values["worker_name"]:
+            group["name"] = values["worker_name"]
+        document["workers"] = [group]
+    for key in ("priority", "run_seconds"):
+        if values[key]:
+            document[key] = _number(values[key])
+    return document
+
+
+def _form_errors(errors: Mapping[str, list[str]]) -> tuple[dict[str, list[str]], list[str]]:
+    """job_parse's errors placed on the form's fields; the rest for the top of the form."""
+    placed: dict[str, list[str]] = {}
+    unplaced: list[str] = []
+    for key, reasons in errors.items():
+        field = _ERROR_FIELDS.get(key)
+        if field is None:
+            unplaced.extend(f"{key}: {reason}" for reason in reasons)
+        else:
+            placed.setdefault(field, []).extend(reasons)
+    return placed, unplaced
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def job_submit(request: HttpRequest) -> HttpResponse:
+    values = dict(FORM_DEFAULTS)
+    errors: dict[str, list[str]] = {}
+    top_errors: list[str] = []
+    status = 200
+    if request.method == "POST":
+        values.update({key: request.POST.get(key, "").strip() for key in FORM_DEFAULTS})
+        values["script"] = request.POST.get("script", "")
+        try:
+            draft = job_parse(job_document(values))
+            job = services.job_submit(user=request.user, draft=draft)
+        except JobInvalid as invalid:
+            errors, top_errors = _form_errors(invalid.errors)
+            status = 400
+        else:
+            messages.success(request, f"Job {job.name} #{job.pk} submitted to {job.queue.name}.")
+            return redirect("job-detail", pk=job.pk)
+    context = {
+        "values": values,
+        "errors": errors,
+        "top_errors": top_errors,
+        "queues": services.queue_for_submit_choices(request.user),
+        "kinds": Job.Kind.choices,
+    }
+    return render(request, "jobs/submit.html", context, status=status)
+
+
+def _stop_polling(response: HttpResponse) -> HttpResponse:
+    """The same fragment with status 286, which tells htmx to stop polling."""
+    return HttpResponseStopPolling(response.content, content_type=response["Content-Type"])
+
+
+@login_required
+@require_GET
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    job = selectors.job_get_for_user(request.user, pk)
+    events = list(selectors.job_events(job))
+    grouped = selectors.events_by_cycle(events)
+    context = {
+        "job": job,
+        "position": selectors.job_position(job),
+        "request_text": _request_text(job.request),
+        "events": grouped.get(None, []),
+        "cycles": sorted((cycle, rows) for cycle, rows in grouped.items() if cycle is not None),
+        "polling": not job.is_terminal,
+    }
+    if request.htmx:
+        response = render(request, "jobs/job_detail.html#job-status", context)
+        return _stop_polling(response) if job.is_terminal else response
+    context["manifest"] = yaml.safe_dump_all(build_manifests(job_spec_full(job)), sort_keys=False)
+    context["priority_range"] = PRIORITY_RANGE
+    # The services' own rule (members act on their own jobs only). Hiding the buttons is a
+    # courtesy; the services still check on POST.
+    context["may_act"] = services.job_may_act(request.user, job) is not None
+    return render(request, "jobs/job_detail.html", context)
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    job = selectors.job_get_for_user(request.user, pk)
+    try:
+        services.job_cancel(user=request.user, job=job)
+    except (services.JobPermissionDenied, services.JobConflict) as error:
+        messages.error(request, f"Cannot cancel: {error}")
+    else:
+        messages.success(request, "Job cancelled.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_priority(request: HttpRequest, pk: int) -> HttpResponse:
+    job = selectors.job_get_for_user(request.user, pk)
+    raw = request.POST.get("priority", "").strip()
+    low, high = PRIORITY_RANGE
+    if not _INTEGER.match(raw) or not low <= int(raw) <= high:
+        messages.error(request, f"Priority must be an integer between {low} and {high}.")
+        return redirect("job-detail", pk=job.pk)
+    old = job.priority
+    try:
+        job = services.job_set_priority(user=request.user, job=job, priority=int(raw))
+    except (services.JobPermissionDenied, services.JobConflict) as error:
+        messages.error(request, f"Cannot change the priority: {error}")
+    else:
+        messages.success(request, f"Priority changed from {old} to {job.priority}.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@login_required
+@require_GET
+def queue_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "jobs/queue_list.html", {"queues": _queue_rows(request.user)})
+
+
+@login_required
+@require_GET
+def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
+    queue = selectors.queue_get_for_user(request.user, name)
+    try:
+        offset = max(int(request.GET.get("offset", 0)), 0)
+    except ValueError:
+        offset = 0
+    counts = selectors.queue_counts(queue)
+    pending = counts["queued"] + counts["backoff"]
+    context = {
+        "queue": queue,
+        "counts": counts,
+        "pending_total": pending,
+        "pending": selectors.queue_pending_page(queue, offset=offset, limit=QUEUE_PAGE_SIZE),
+        "in_cluster": selectors.queue_in_cluster(queue),
+        "resources": _resource_rows(queue.node.min, queue.node.max, selectors.queue_usage(queue)),
+        "offset": offset,
+        "previous_offset": max(offset - QUEUE_PAGE_SIZE, 0) if offset else None,
+        "next_offset": offset + QUEUE_PAGE_SIZE if offset + QUEUE_PAGE_SIZE < pending else None,
+    }
+    template = "jobs/queue_detail.html"
+    if request.htmx:
+        template += "#queue-lists"
+    return render(request, template, context)
+
+
+@login_required
+@require_GET
+def quota_tree(request: HttpRequest) -> HttpResponse:
+    usage = selectors.usage_by_path()
+    nodes = sorted(tree_nodes().values(), key=lambda node: node.path.split("/"))
+    # Leaves link to their queue page where the user may see it.
+    queue_names = dict(
+        queues_for_user(request.user).filter(active=True).values_list("node__path", "name")
+    )
+    rows = [
+        {
+            "node": node,
+            "depth": node.path.count("/"),
+            "queue_name": queue_names.get(node.path),
+            "resources": _resource_rows(node.min, node.max, usage.get(node.path, {})),
+        }
+        for node in nodes
+    ]
+    return render(request, "jobs/quota_tree.html", {"rows": rows})

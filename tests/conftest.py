@@ -1,0 +1,160 @@
+"""Shared fixtures: the seed's quota tree, four personas, API clients, a real Celery worker.
+
+Personas (as in DESIGN.md): ``staff`` (admin), ``manager`` and ``member`` of the algorithm
+department (which owns root/algorithm and so the video and text queues), and ``outsider``,
+a member of infrastructure who must never see algorithm's jobs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+SEED_TREE = Path(__file__).resolve().parents[1] / "queues" / "data" / "seed-tree.yaml"
+
+RAY_JOB = {
+    "queue": "root/algorithm/video",
+    "kind": "ray",
+    "runtime": "kuberay",
+    "name": "rayjob-video",
+    "image": "rayproject/ray:2.36.1",
+    "entrypoint": "python /home/ray/samples/sample_code.py",
+    "head": {"resources": {"cpu": "4", "memory": "4G"}},
+    "workers": [{"name": "small-group", "replicas": 2, "resources": {"cpu": "4", "memory": "4G"}}],
+    "priority": 0,
+    "run_seconds": 600,
+}
+
+PYTORCH_JOB = {
+    "queue": "root/algorithm/text",
+    "kind": "pytorch",
+    "runtime": "kubeflow",
+    "name": "resnet-ddp",
+    "image": "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
+    "command": ["torchrun", "train.py"],
+    "master": {"resources": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"}},
+    "workers": [
+        {
+            "name": "worker",
+            "replicas": 2,
+            "resources": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"},
+        }
+    ],
+    "run_seconds": 120,
+}
+
+
+def seed_tree_document() -> dict:
+    return yaml.safe_load(SEED_TREE.read_text())
+
+
+@pytest.fixture(autouse=True)
+def _clean_triggers():
+    """Trigger marks left in Redis by an earlier test must not hold back this one's."""
+    from jobs.triggers import _redis
+
+    client = _redis()
+    for key in client.scan_iter("caldera:*"):
+        client.delete(key)
+    yield
+
+
+@pytest.fixture
+def tree(db):
+    from queues.services import tree_apply
+
+    return {node.path: node for node in tree_apply(document=seed_tree_document())}
+
+
+@pytest.fixture
+def departments(tree):
+    from queues.services import department_create
+
+    return {
+        name: department_create(name=name, quota_node=tree[path])
+        for name, path in [
+            ("algorithm", "root/algorithm"),
+            ("infrastructure", "root/infrastructure"),
+            ("interns", "root/interns"),
+        ]
+    }
+
+
+def _user(username: str, **extra):
+    return get_user_model().objects.create_user(
+        username=username, password="pw-" + username, **extra
+    )
+
+
+@pytest.fixture
+def staff(db):
+    return _user("root-admin", is_staff=True, is_superuser=True)
+
+
+def _person(department, username: str, role: str):
+    """A department's member or manager, created as the API does, with password ``pw-<name>``."""
+    from queues.services import membership_set
+
+    membership_set(department=department, username=username, role=role)
+    user = get_user_model().objects.get(username=username)
+    user.set_password("pw-" + username)
+    user.save(update_fields=["password"])
+    return user
+
+
+@pytest.fixture
+def manager(departments):
+    return _person(departments["algorithm"], "bob", "manager")
+
+
+@pytest.fixture
+def member(departments):
+    return _person(departments["algorithm"], "alice", "member")
+
+
+@pytest.fixture
+def other_member(departments):
+    return _person(departments["algorithm"], "carol", "member")
+
+
+@pytest.fixture
+def outsider(departments):
+    return _person(departments["infrastructure"], "oscar", "member")
+
+
+@pytest.fixture
+def intern(departments):
+    return _person(departments["interns"], "ian", "member")
+
+
+def client_for(user) -> APIClient:
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def api():
+    """``api(user)`` -> an APIClient authenticated with the user's token."""
+    return client_for
+
+
+@pytest.fixture
+def celery_worker(transactional_db):
+    """A real Celery worker (in a thread of this process) consuming from the real broker.
+
+    Tests that use it commit their data (transactional_db), so the worker sees it.
+    """
+    from celery.contrib.testing.worker import start_worker
+
+    from portal.celery import app
+
+    app.control.purge()
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10) as worker:
+        yield worker

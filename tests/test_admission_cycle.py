@@ -1,0 +1,192 @@
+"""The admission cycle and the cluster sync against the database, on an explicit clock."""
+
+import copy
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from jobs.admission import admission_cycle, backoff_delay
+from jobs.models import JobEvent, SimulatedPod
+from jobs.reconcile import cluster_sync, jobs_reconcile
+from jobs.services import job_cancel, job_set_priority, job_submit
+from jobs.validation import job_parse
+
+from .conftest import RAY_JOB
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(user, now, **changes):
+    return job_submit(user=user, draft=job_parse({**copy.deepcopy(RAY_JOB), **changes}), now=now)
+
+
+def refresh(job):
+    job.refresh_from_db()
+    return job
+
+
+@pytest.fixture
+def now():
+    return timezone.now().replace(microsecond=0)
+
+
+def test_the_seed_scenario_first_dequeued_second_backs_off_with_the_quota_reason(member, now):
+    first = submit(member, now)
+    second = submit(member, now + timedelta(seconds=1))
+    result = admission_cycle(now=now + timedelta(seconds=2))
+    assert result.admitted == [first.pk] and result.backed_off == [second.pk]
+    first, second = refresh(first), refresh(second)
+    assert first.state == "admitted" and first.dequeued_at == now + timedelta(seconds=2)
+    assert second.state == "backoff"
+    assert second.backoff_reason == (
+        "Insufficient quota in root/algorithm/video: cpu requested 12, free 2 (used 12 of max 14)"
+    )
+    assert second.next_attempt_at == now + timedelta(seconds=2) + backoff_delay(1)
+    assert second.dequeued_at is None
+    assert list(first.events.values_list("reason", flat=True)) == ["Enqueued", "Dequeued"]
+    backoff = second.events.get(reason="Backoff")
+    assert backoff.type == "Warning" and "Insufficient quota" in backoff.message
+
+
+def test_after_the_first_is_cancelled_the_second_is_dequeued_without_waiting_for_backoff(
+    member, now
+):
+    first = submit(member, now)
+    second = submit(member, now)
+    admission_cycle(now=now + timedelta(seconds=1))
+    job_cancel(user=member, job=refresh(first), now=now + timedelta(seconds=2))
+    result = admission_cycle(now=now + timedelta(seconds=2, milliseconds=1))  # before next try
+    assert result.admitted == [second.pk]
+    assert refresh(second).state == "admitted"
+
+
+def test_a_backed_off_job_is_not_retried_before_its_next_attempt(member, now):
+    submit(member, now)
+    second = submit(member, now)
+    admission_cycle(now=now)
+    assert admission_cycle(now=now + timedelta(seconds=1)).backed_off == []
+    assert admission_cycle(now=refresh(second).next_attempt_at).backed_off == [second.pk]
+
+
+@override_settings(BACKOFF_BASE_SECONDS=2, BACKOFF_MAX_SECONDS=30)
+def test_backoff_is_exponential_and_bounded():
+    assert [backoff_delay(n).total_seconds() for n in range(1, 8)] == [2, 4, 8, 16, 30, 30, 30]
+
+
+def test_repeated_refusals_grow_the_delay_and_record_one_event_per_reason(member, now):
+    submit(member, now)
+    second = submit(member, now)
+    at = now
+    delays = []
+    for _ in range(3):
+        admission_cycle(now=at)
+        second = refresh(second)
+        if second.state == "backoff":
+            delays.append(second.next_attempt_at - at)
+            at = second.next_attempt_at
+    assert delays[1] > delays[0] and second.backoff_count == 3
+    assert second.events.filter(reason="Backoff").count() == 1
+
+
+def test_a_priority_jump_puts_a_job_first_in_the_next_cycle(member, manager, now):
+    first = submit(member, now)
+    second = submit(member, now + timedelta(seconds=1))
+    job_set_priority(user=manager, job=second, priority=10, now=now + timedelta(seconds=2))
+    assert admission_cycle(now=now + timedelta(seconds=3)).admitted == [second.pk]
+    assert refresh(first).state == "backoff"
+
+
+def test_a_cycle_admits_across_queues_in_one_transaction(member, now):
+    video = submit(member, now)
+    text = submit(member, now, queue="root/algorithm/text")
+    assert sorted(admission_cycle(now=now).admitted) == sorted([video.pk, text.pk])
+
+
+def test_dequeued_jobs_run_on_the_simulated_cluster_and_finish(member, now):
+    job = submit(member, now, run_seconds=30)
+    admission_cycle(now=now)
+    jobs_reconcile([job.pk], now=now)
+    assert SimulatedPod.objects.filter(job_id=job.pk).count() == 3
+    sync = cluster_sync(now=now + timedelta(seconds=1))
+    assert sync.started == [job.pk]
+    assert refresh(job).state == "running"
+    sync = cluster_sync(now=now + timedelta(seconds=31))
+    assert sync.finished == [job.pk]
+    job = refresh(job)
+    assert job.state == "succeeded" and job.finished_at == now + timedelta(seconds=31)
+    assert not SimulatedPod.objects.filter(job_id=job.pk).exists()
+    assert list(job.events.values_list("reason", flat=True)) == [
+        "Enqueued", "Dequeued", "Running", "Succeeded",
+    ]  # fmt: skip
+
+
+def test_reconcile_and_sync_are_idempotent(member, now):
+    job = submit(member, now)
+    admission_cycle(now=now)
+    jobs_reconcile([job.pk], now=now)
+    jobs_reconcile([job.pk], now=now)
+    cluster_sync(now=now)
+    cluster_sync(now=now)
+    assert SimulatedPod.objects.filter(job_id=job.pk).count() == 3
+    assert job.events.filter(reason="Running").count() == 1
+
+
+def test_a_cancelled_running_job_leaves_the_cluster_and_frees_its_quota(member, now):
+    first = submit(member, now)
+    second = submit(member, now)
+    admission_cycle(now=now)
+    jobs_reconcile([first.pk], now=now)
+    cluster_sync(now=now)
+    job_cancel(user=member, job=refresh(first), now=now + timedelta(seconds=5))
+    jobs_reconcile([first.pk], now=now + timedelta(seconds=5))
+    assert not SimulatedPod.objects.filter(job_id=first.pk).exists()
+    assert admission_cycle(now=now + timedelta(seconds=5)).admitted == [second.pk]
+
+
+@override_settings(SIMULATED_CLUSTER_NODES="2xcpu=8,memory=64Gi")
+def test_a_gang_the_nodes_cannot_hold_records_gang_failed_scheduling_by_cycle(member, now):
+    from jobs.cluster import get_backend
+
+    get_backend.cache_clear()
+    try:
+        job = submit(member, now, head={"resources": {"cpu": "10", "memory": "1Gi"}}, workers=[])
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        cluster_sync(now=now)
+        cluster_sync(now=now)  # the same cycle is not recorded twice
+        cluster_sync(now=now + timedelta(seconds=5))
+    finally:
+        get_backend.cache_clear()
+    events = list(job.events.filter(reason="GangFailedScheduling").order_by("cycle"))
+    assert [e.cycle for e in events] == [1, 2]
+    assert events[0].message == (
+        f"rayjob-video-{job.pk}-head-0 in gang failed to be scheduled in cycle 1: "
+        "0/2 nodes are available: 2 Insufficient cpu."
+    )
+    assert events[0].type == "Warning" and events[0].involved == f"pod/rayjob-video-{job.pk}-head-0"
+    assert refresh(job).state == "admitted"
+
+
+def test_only_one_admission_cycle_runs_at_a_time(member, now):
+    from jobs.locks import ADMISSION, advisory_lock
+
+    submit(member, now)
+    with advisory_lock(ADMISSION) as held:
+        assert held
+        # A second connection (another worker) cannot take the lock while this one holds it.
+        import psycopg
+        from django.db import connection
+
+        params = connection.get_connection_params()
+        params.pop("cursor_factory", None)
+        params.pop("context", None)
+        other = psycopg.connect(**params)
+        try:
+            assert (
+                other.execute("SELECT pg_try_advisory_lock(%s)", [ADMISSION]).fetchone()[0] is False
+            )
+        finally:
+            other.close()
+    assert JobEvent.objects.filter(reason="Dequeued").count() == 0

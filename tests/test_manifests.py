@@ -1,0 +1,182 @@
+"""Generated objects validate against the operators' CRD schemas and follow the seed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from jobs.manifests import build_manifests
+from jobs.manifests.common import kube_queue_timestamp, object_name
+from jobs.spec import JobSpec, PodGroup
+
+from . import k8s_schema
+
+ENQUEUED = datetime(2025, 1, 10, 1, 36, 24, 298639, tzinfo=UTC)
+DEQUEUED = datetime(2025, 1, 10, 1, 36, 24, 641181, tzinfo=UTC)
+
+
+def ray_spec(**changes) -> JobSpec:
+    values = dict(
+        id=7,
+        name="rayjob-video",
+        object_name="rayjob-video-7",
+        namespace="video",
+        kind="ray",
+        runtime="kuberay",
+        image="rayproject/ray:2.36.1",
+        head=PodGroup("head", 1, {"cpu": "4", "memory": "4G"}),
+        workers=(PodGroup("small-group", 2, {"cpu": "4", "memory": "4G"}),),
+        queue_name="root-algorithm-video",
+        queue_path="root/algorithm/video",
+        department="algorithm",
+        owner="alice",
+        script="import ray\nray.init()\n",
+        script_filename="sample_code.py",
+        enqueued_at=ENQUEUED,
+    )
+    values.update(changes)
+    return JobSpec(**values)
+
+
+def pytorch_spec(**changes) -> JobSpec:
+    gpu = {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"}
+    values = dict(
+        id=9,
+        name="resnet-ddp",
+        object_name="resnet-ddp-9",
+        namespace="text",
+        kind="pytorch",
+        runtime="kubeflow",
+        image="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
+        head=PodGroup("master", 1, gpu),
+        workers=(PodGroup("worker", 3, gpu),),
+        queue_name="root-algorithm-text",
+        queue_path="root/algorithm/text",
+        department="algorithm",
+        owner="alice",
+        command=("torchrun", "train.py"),
+        enqueued_at=ENQUEUED,
+    )
+    values.update(changes)
+    return JobSpec(**values)
+
+
+def large_ray_spec() -> JobSpec:
+    groups = tuple(
+        PodGroup(f"group-{i}", 50, {"cpu": "16", "memory": "64Gi", "metax-tech.com/gpu": "8"})
+        for i in range(4)
+    )
+    return ray_spec(workers=groups, priority_class="high", script="", suspend=True)
+
+
+SPECS = {
+    "small ray": ray_spec(),
+    "large ray": large_ray_spec(),
+    "ray without script": ray_spec(script=""),
+    "small pytorch": pytorch_spec(),
+    "large pytorch": pytorch_spec(
+        workers=(PodGroup("worker", 127, {"cpu": "32", "metax-tech.com/gpu": "8"}),),
+        priority_class="high",
+        script="print('hi')",
+        suspend=True,
+    ),
+    "pytorch master only": pytorch_spec(workers=()),
+}
+
+
+@pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
+def test_every_generated_job_object_validates_against_its_crd(spec):
+    job_object = build_manifests(spec)[-1]
+    assert k8s_schema.errors(job_object) == []
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind"), [("ray.io/v1", "RayJob"), ("kubeflow.org/v1", "PyTorchJob")]
+)
+def test_the_operators_samples_validate_with_the_same_checker(api_version, kind):
+    found = k8s_schema.samples(api_version, kind)
+    assert found
+    for name, obj in found:
+        assert k8s_schema.errors(obj) == [], name
+
+
+def test_the_checker_rejects_an_undeclared_field_and_a_wrong_type():
+    rayjob = build_manifests(ray_spec())[-1]
+    rayjob["spec"]["shutdownAfterJobFinish"] = True
+    rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = "two"
+    found = k8s_schema.errors(rayjob)
+    assert any("shutdownAfterJobFinish" in error for error in found)
+    assert any("workerGroupSpecs.0.replicas" in error for error in found)
+
+
+def test_the_rayjob_follows_the_seed():
+    configmap, rayjob = build_manifests(ray_spec(dequeued_at=DEQUEUED, priority_class="high"))
+    assert configmap["kind"] == "ConfigMap"
+    assert configmap["metadata"]["name"] == "rayjob-video-7-script"
+    assert configmap["data"] == {"sample_code.py": "import ray\nray.init()\n"}
+
+    assert rayjob["metadata"]["name"] == "rayjob-video-7"
+    assert rayjob["metadata"]["namespace"] == "video"
+    assert rayjob["metadata"]["labels"]["ray.io/priority-class-name"] == "high"
+    assert rayjob["metadata"]["annotations"] == {
+        "caldera.io/queue-path": "root/algorithm/video",
+        "kube-queue/job-enqueue-timestamp": "2025-01-10 01:36:24.298639 +0000 UTC",
+        "kube-queue/job-dequeue-timestamp": "2025-01-10 01:36:24.641181 +0000 UTC",
+    }
+    spec = rayjob["spec"]
+    assert spec["entrypoint"] == "python /home/ray/samples/sample_code.py"
+    assert spec["shutdownAfterJobFinishes"] is True
+    head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    container = head["containers"][0]
+    assert [p["containerPort"] for p in container["ports"]] == [6379, 8265, 10001]
+    assert container["resources"]["requests"] == {"cpu": "4", "memory": "4G"}
+    assert container["volumeMounts"] == [{"mountPath": "/home/ray/samples", "name": "script"}]
+    assert head["volumes"][0]["configMap"]["name"] == "rayjob-video-7-script"
+    (workers,) = spec["rayClusterSpec"]["workerGroupSpecs"]
+    assert (workers["groupName"], workers["replicas"]) == ("small-group", 2)
+
+
+def test_the_pytorchjob_gangs_every_pod_in_its_queue():
+    (pytorchjob,) = build_manifests(pytorch_spec(suspend=True))
+    spec = pytorchjob["spec"]
+    assert spec["runPolicy"] == {
+        "suspend": True,
+        "schedulingPolicy": {"queue": "root-algorithm-text", "minAvailable": 4},
+    }
+    master = spec["pytorchReplicaSpecs"]["Master"]
+    worker = spec["pytorchReplicaSpecs"]["Worker"]
+    assert (master["replicas"], worker["replicas"]) == (1, 3)
+    container = worker["template"]["spec"]["containers"][0]
+    assert container["name"] == "pytorch"
+    assert container["command"] == ["torchrun", "train.py"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_every_object_carries_the_job_queue_and_department_labels():
+    for spec in SPECS.values():
+        for obj in build_manifests(spec):
+            labels = obj["metadata"]["labels"]
+            assert labels["caldera.io/job-id"] == str(spec.id)
+            assert labels["caldera.io/queue"] == spec.queue_name
+            assert labels["caldera.io/department"] == "algorithm"
+            assert "kube-queue/job-enqueue-timestamp" in obj["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("name", "job_id", "expected"),
+    [
+        ("rayjob-video", 12, "rayjob-video-12"),
+        ("My_Job  v2!", 3, "my-job-v2-3"),
+        ("---", 5, "job-5"),
+        ("x" * 80, 123456, "x" * 56 + "-123456"),
+    ],
+)
+def test_object_names_are_dns_1123_labels_derived_from_name_and_id(name, job_id, expected):
+    result = object_name(name, job_id)
+    assert result == expected
+    assert len(result) <= 63
+
+
+def test_the_kube_queue_timestamp_format():
+    assert kube_queue_timestamp(ENQUEUED) == "2025-01-10 01:36:24.298639 +0000 UTC"
