@@ -1,0 +1,41 @@
+# Caldera: `make demo` runs the portal, `make test` runs the tests.
+# With DATABASE_URL / REDIS_URL unset, both start a private PostgreSQL and Redis
+# (python -m portal.embedded); with them set, both use those servers.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+EMBEDDED := $(PY) -m portal.embedded run --
+
+.PHONY: venv demo test test-fast lint format clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	mkdir -p staticfiles
+	touch $@
+
+demo: venv
+	DEBUG=$${DEBUG:-1} $(EMBEDDED) $(PY) manage.py demo
+
+test: venv
+	CALDERA_STATE_DIR=$${CALDERA_STATE_DIR:-.caldera/test} SECRET_KEY=$${SECRET_KEY:-test-only-secret} \
+		$(EMBEDDED) $(PY) -m pytest $(PYTEST_ARGS)
+
+# Everything but the browser tests, for a quick loop.
+test-fast: PYTEST_ARGS = -m "not browser"
+test-fast: test
+
+lint: venv
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+format: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf .caldera staticfiles

@@ -1,0 +1,43 @@
+"""API plumbing shared by the apps: one error shape, whatever went wrong.
+
+Errors are ``{"field": ["reason", ...]}`` for bad input (400) and ``{"detail": "..."}``
+otherwise, so a CI pipeline can print them as they are.
+"""
+
+from __future__ import annotations
+
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from jobs.services import JobConflict, JobPermissionDenied
+from jobs.validation import JobInvalid
+from queues.quantity import QuantityError
+from queues.services import TreeError
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "the object is not in a state that allows this"
+    default_code = "conflict"
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, (JobInvalid, TreeError)):
+        exc = exceptions.ValidationError(exc.errors)
+    elif isinstance(exc, QuantityError):
+        exc = exceptions.ValidationError({exc.field or "body": [exc.reason]})
+    elif isinstance(exc, JobPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc))
+    elif isinstance(exc, JobConflict):
+        exc = Conflict(str(exc))
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(response.data, list):
+        response.data = {"body": response.data}
+    return response
+
+
+def error_response(errors: dict, code: int = 400) -> Response:
+    return Response(errors, status=code)

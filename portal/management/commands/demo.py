@@ -1,0 +1,182 @@
+"""``manage.py demo``: a live portal on the seed's quota tree, in the foreground.
+
+Migrates, loads the seed's ElasticQuotaTree, departments and demo users (once), then runs
+the web server (gunicorn), a Celery worker and beat as child processes, and keeps a gentle
+stream of demo jobs flowing (``DEMO_TRAFFIC=0`` turns it off). Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+SEED_TREE = Path(settings.BASE_DIR) / "queues" / "data" / "seed-tree.yaml"
+DEPARTMENTS = [
+    ("algorithm", "root/algorithm"),
+    ("infrastructure", "root/infrastructure"),
+    ("interns", "root/interns"),
+]
+# username, department, role; every demo password is the username twice ("alicealice").
+PEOPLE = [
+    ("alice", "algorithm", "member"),
+    ("bob", "algorithm", "manager"),
+    ("dora", "infrastructure", "member"),
+    ("ian", "interns", "member"),
+]
+SEED_RAYJOB = {
+    "queue": "root/algorithm/video",
+    "kind": "ray",
+    "runtime": "kuberay",
+    "name": "rayjob-video",
+    "image": "rayproject/ray:2.36.1",
+    "entrypoint": "python /home/ray/samples/sample_code.py",
+    "script": "import ray\nray.init()\nprint(ray.cluster_resources())\n",
+    "script_filename": "sample_code.py",
+    "head": {"resources": {"cpu": "4", "memory": "4G"}},
+    "workers": [{"name": "small-group", "replicas": 2, "resources": {"cpu": "4", "memory": "4G"}}],
+    "run_seconds": 90,
+}
+TRAFFIC = [
+    ("alice", "root/algorithm/video", "ray", 2, 1, 2),
+    ("bob", "root/algorithm/text", "pytorch", 4, 2, 4),
+    ("dora", "root/infrastructure/devops", "ray", 2, 2, 2),
+    ("ian", "root/interns/intern-video", "ray", 4, 3, 4),
+    ("ian", "root/interns/intern-text", "pytorch", 8, 1, 8),
+]
+MAX_PENDING = 25
+
+
+class Command(BaseCommand):
+    help = "Run the demo portal (web, worker, beat, simulated cluster) in the foreground."
+
+    def handle(self, *args, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        self.load_seed()
+        port = os.environ.get("PORT", "8000")
+        host = os.environ.get("HOST", "127.0.0.1")
+        python = sys.executable
+        state = Path(settings.STATE_DIR)
+        state.mkdir(parents=True, exist_ok=True)
+        children = [
+            subprocess.Popen(
+                [python, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{host}:{port}",
+                 "--workers", "2", "--threads", "4", "--access-logfile", "-"]
+            ),
+            subprocess.Popen(
+                [python, "-m", "celery", "-A", "portal", "worker", "-l", "info",
+                 "--concurrency", "2", "-n", "demo@%h"]
+            ),
+            subprocess.Popen(
+                [python, "-m", "celery", "-A", "portal", "beat", "-l", "warning",
+                 "--schedule", str(state / "celerybeat-schedule")]
+            ),
+        ]  # fmt: skip
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"\nCaldera demo on http://{host}:{port}/  (admin/adminadmin, alice/alicealice, "
+                "bob/bobbob, dora/doradora, ian/ianian)\n"
+                f"API docs: http://{host}:{port}/api/docs/   Ctrl-C stops everything.\n"
+            )
+        )
+        stop = False
+
+        def on_signal(signum, frame):
+            nonlocal stop
+            stop = True
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        try:
+            while not stop and all(child.poll() is None for child in children):
+                if settings.DEMO_TRAFFIC:
+                    self.submit_traffic()
+                for _ in range(40):
+                    if stop:
+                        break
+                    time.sleep(0.1)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.terminate()
+            for child in children:
+                try:
+                    child.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+
+    def load_seed(self) -> None:
+        from queues.models import Department, QuotaNode
+        from queues.services import department_create, membership_set, tree_apply
+
+        if not QuotaNode.objects.exists():
+            tree_apply(document=yaml.safe_load(SEED_TREE.read_text()))
+            self.stdout.write("loaded the seed's ElasticQuotaTree")
+        for name, path in DEPARTMENTS:
+            if not Department.objects.filter(name=name).exists():
+                department_create(name=name, quota_node=QuotaNode.objects.get(path=path))
+        users = get_user_model().objects
+        if not users.filter(username="admin").exists():
+            users.create_superuser("admin", "admin@example.com", "adminadmin")
+        for username, department, role in PEOPLE:
+            membership = membership_set(
+                department=Department.objects.get(name=department), username=username, role=role
+            )
+            if not membership.user.has_usable_password():
+                membership.user.set_password(username * 2)
+                membership.user.save()
+        from jobs.models import Job
+
+        if not Job.objects.exists():
+            self.submit("alice", SEED_RAYJOB)
+            self.submit("alice", SEED_RAYJOB)
+
+    def submit(self, username: str, body: dict) -> None:
+        from jobs.services import job_submit
+        from jobs.validation import job_parse
+
+        user = get_user_model().objects.get(username=username)
+        job_submit(user=user, draft=job_parse(copy.deepcopy(body)))
+
+    def submit_traffic(self) -> None:
+        from jobs.models import PENDING, Job
+
+        if Job.objects.filter(state__in=PENDING).count() >= MAX_PENDING:
+            return
+        username, queue, kind, head_cpu, replicas, worker_cpu = random.choice(TRAFFIC)
+        resources = lambda cpu: {"cpu": str(cpu), "memory": f"{cpu * 2}Gi"}  # noqa: E731
+        body = {
+            "queue": queue,
+            "kind": kind,
+            "name": f"demo-{kind}-{random.randint(100, 999)}",
+            "image": "rayproject/ray:2.36.1" if kind == "ray" else "pytorch/pytorch:2.4.0",
+            "workers": [
+                {"name": "worker", "replicas": replicas, "resources": resources(worker_cpu)}
+            ],
+            "run_seconds": random.randint(20, 90),
+        }
+        if kind == "ray":
+            body |= {
+                "entrypoint": "python -c 'import ray; ray.init()'",
+                "head": {"resources": resources(head_cpu)},
+            }
+        else:
+            body |= {
+                "command": ["torchrun", "train.py"],
+                "master": {"resources": resources(head_cpu)},
+            }
+        try:
+            self.submit(username, body)
+        except ValueError as error:  # a traffic job that cannot fit the current tree
+            self.stderr.write(f"demo traffic skipped a job: {error}")

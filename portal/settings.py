@@ -1,0 +1,237 @@
+"""Caldera settings: everything comes from the environment.
+
+Typed helpers fail loudly on malformed values. When DATABASE_URL or REDIS_URL are unset,
+the values written by the embedded services (``python -m portal.embedded``) to
+``.caldera/services.env`` are used, so ``manage.py`` works beside a running demo.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+STATE_DIR = Path(os.environ.get("CALDERA_STATE_DIR", BASE_DIR / ".caldera"))
+
+
+def _services_env() -> dict[str, str]:
+    path = STATE_DIR / "services.env"
+    if not path.exists():
+        return {}
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+_FALLBACK = _services_env()
+
+
+def env_str(name: str, default: str | None = None) -> str:
+    value = os.environ.get(name) or _FALLBACK.get(name) or default
+    if value is None:
+        raise ImproperlyConfigured(f"environment variable {name} is required")
+    return value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), got {raw!r}")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+DEBUG = env_bool("DEBUG", False)
+
+if DEBUG:
+    SECRET_KEY = env_str("SECRET_KEY", "caldera-debug-only-key-never-used-in-production")
+else:
+    SECRET_KEY = env_str("SECRET_KEY")
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "template_partials",
+    "portal",
+    "queues",
+    "jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL"), conn_max_age=60, conn_health_checks=True
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+# gunicorn serves static files through WhiteNoise; without collectstatic (the demo), it
+# finds them in the apps and static/ directly.
+WHITENOISE_USE_FINDERS = True
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.api.exception_handler",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Caldera API",
+    "DESCRIPTION": "Submit and follow Ray and PyTorch jobs in quota-governed queues.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI is served from our own static files, not a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Celery: Redis is the broker. Results are not stored; the database is the truth.
+REDIS_URL = env_str("REDIS_URL")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
+CELERY_WORKER_PREFETCH_MULTIPLIER = 4
+CELERY_TASK_ACKS_LATE = True
+
+# How often beat re-drives the admission cycle and the cluster sync (seconds). Each entry
+# expires just under its interval so late runs never stack.
+ADMIT_BEAT_SECONDS = env_float("ADMIT_BEAT_SECONDS", 2.0)
+SYNC_BEAT_SECONDS = env_float("SYNC_BEAT_SECONDS", 1.0)
+CELERY_BEAT_SCHEDULE = {
+    "admit": {
+        "task": "jobs.tasks.admit",
+        "schedule": ADMIT_BEAT_SECONDS,
+        "options": {"expires": ADMIT_BEAT_SECONDS * 0.9},
+    },
+    "sync": {
+        "task": "jobs.tasks.sync",
+        "schedule": SYNC_BEAT_SECONDS,
+        "options": {"expires": SYNC_BEAT_SECONDS * 0.9},
+    },
+}
+
+# Backoff of a job that was tried and did not fit: base * 2**(attempts - 1), capped.
+BACKOFF_BASE_SECONDS = env_float("BACKOFF_BASE_SECONDS", 2.0)
+BACKOFF_MAX_SECONDS = env_float("BACKOFF_MAX_SECONDS", 60.0)
+
+# The cluster backend. "simulated" is the embedded cluster of DESIGN.md section 6.
+CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
+# Simulated cluster nodes: "COUNTxRESOURCES" groups separated by ";", resources as
+# name=quantity pairs separated by ",". Default: 4 nodes of 16 cpu, 64Gi, 4 GPUs.
+SIMULATED_CLUSTER_NODES = env_str(
+    "SIMULATED_CLUSTER_NODES", "4xcpu=16,memory=64Gi,nvidia.com/gpu=4"
+)
+# Seconds between two gang scheduling cycles of a job that does not fit.
+SIMULATED_SCHEDULING_CYCLE_SECONDS = env_float("SIMULATED_SCHEDULING_CYCLE_SECONDS", 5.0)
+
+# Demo traffic: a gentle stream of jobs so queues move (make demo); 0 turns it off.
+DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", True)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

@@ -1,0 +1,37 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from jobs import api as jobs_api
+from queues import api as queues_api
+
+from .health import healthz
+
+api_v1 = [
+    path("quota-tree/", queues_api.QuotaTreeView.as_view(), name="api-quota-tree"),
+    path("departments/", queues_api.DepartmentListView.as_view(), name="api-departments"),
+    path(
+        "departments/<slug:name>/members/",
+        queues_api.DepartmentMembersView.as_view(),
+        name="api-department-members",
+    ),
+    path("jobs/", jobs_api.JobListView.as_view(), name="api-jobs"),
+    path("jobs/<int:pk>/", jobs_api.JobDetailView.as_view(), name="api-job"),
+    path("jobs/<int:pk>/cancel/", jobs_api.JobCancelView.as_view(), name="api-job-cancel"),
+    path("jobs/<int:pk>/events/", jobs_api.JobEventsView.as_view(), name="api-job-events"),
+    path("jobs/<int:pk>/manifest/", jobs_api.JobManifestView.as_view(), name="api-job-manifest"),
+    path("queues/", jobs_api.QueueListView.as_view(), name="api-queues"),
+    path("queues/<path:name>/", jobs_api.QueueDetailView.as_view(), name="api-queue"),
+]
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("", include("jobs.urls")),
+]
