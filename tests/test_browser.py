@@ -1,0 +1,81 @@
+"""The pages in a real browser: log in, submit a Ray job, follow it into its queue.
+
+Drives Debian's Chromium (``apt-get install chromium``) through Playwright against
+pytest-django's live server. Set CALDERA_SCREENSHOT_DIR to keep screenshots of the pages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture
+def page():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(5_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def screenshot(page, name: str) -> None:
+    folder = os.environ.get("CALDERA_SCREENSHOT_DIR")
+    if folder:
+        page.screenshot(path=str(Path(folder) / name), full_page=True)
+
+
+def test_it_submits_a_ray_job_and_finds_it_first_in_its_queue(
+    live_server, transactional_db, member, page
+):
+    from playwright.sync_api import expect
+
+    page.goto(live_server.url + "/jobs/new/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/\?next=/jobs/new/$"))
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill("pw-alice")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Submit a job")).to_be_visible()
+
+    page.get_by_label("Queue").select_option("root/algorithm/video")
+    page.get_by_label("Kind").select_option("ray")
+    page.locator("#id_name").fill("browser-rayjob")
+    page.get_by_label("Image").fill("rayproject/ray:2.36.1")
+    page.get_by_label("Entrypoint (Ray)").fill("python /home/ray/samples/sample_code.py")
+    page.locator("#id_head_cpu").fill("4")
+    page.locator("#id_head_memory").fill("4G")
+    page.locator("#id_worker_name").fill("small-group")
+    page.locator("#id_worker_replicas").fill("2")
+    page.locator("#id_worker_cpu").fill("4")
+    page.locator("#id_worker_memory").fill("4G")
+    page.get_by_role("button", name="Submit job").click()
+
+    expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))
+    expect(page.get_by_role("heading", name=re.compile("browser-rayjob"))).to_be_visible()
+    expect(page.locator("#job-status .state")).to_have_text("queued")
+    expect(page.locator("#job-status dd.position")).to_have_text("1")
+    screenshot(page, "caldera-job.png")
+
+    page.get_by_role("link", name="root-algorithm-video").first.click()
+    expect(page.get_by_role("heading", name="root-algorithm-video")).to_be_visible()
+    row = page.locator("#queue-lists table.pending tbody tr").filter(has_text="browser-rayjob")
+    expect(row.locator("td.position")).to_have_text("1")
+    screenshot(page, "caldera-queue.png")

@@ -1,0 +1,402 @@
+"""The HTML pages: dashboard, submit form, job, queue, queue list and quota tree."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from jobs.admission import admission_cycle
+from jobs.models import Job, JobEvent
+from jobs.services import job_cancel, job_submit
+from jobs.validation import job_parse
+
+from .conftest import RAY_JOB
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true"}
+
+RAY_FORM = {
+    "queue": "root/algorithm/video",
+    "kind": "ray",
+    "name": "rayjob-video",
+    "image": "rayproject/ray:2.36.1",
+    "entrypoint": "python /home/ray/samples/sample_code.py",
+    "command": "",
+    "script": "",
+    "head_cpu": "4",
+    "head_memory": "4G",
+    "head_gpu": "",
+    "worker_name": "small-group",
+    "worker_replicas": "2",
+    "worker_cpu": "4",
+    "worker_memory": "4G",
+    "worker_gpu": "",
+    "priority": "0",
+    "run_seconds": "600",
+}
+
+
+def submit(user, **changes) -> Job:
+    return job_submit(user=user, draft=job_parse({**copy.deepcopy(RAY_JOB), **changes}))
+
+
+def login(client, user):
+    client.force_login(user)
+    return client
+
+
+def test_it_sends_anonymous_visitors_to_the_login_page(client, tree):
+    response = client.get(reverse("dashboard"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_it_lists_my_jobs_and_my_queues_on_the_dashboard(client, member, other_member):
+    mine = submit(member, name="my-training")
+    submit(other_member, name="not-mine")
+    response = login(client, member).get(reverse("dashboard"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert reverse("job-detail", args=[mine.pk]) in html
+    assert "my-training" in html and "not-mine" not in html
+    assert response.context["jobs"] == [(mine, 1)]
+    names = [row["queue"].name for row in response.context["queues"]]
+    assert names == ["root-algorithm-text", "root-algorithm-video"]
+    video = response.context["queues"][1]
+    assert video["pending"] == 2
+    # The job table polls while a job of mine is live.
+    assert 'hx-trigger="every 2s"' in html
+
+
+def test_it_stops_polling_the_dashboard_when_none_of_my_jobs_is_live(client, member):
+    job = submit(member)
+    job_cancel(user=member, job=job)
+    page = login(client, member).get(reverse("dashboard"))
+    assert 'hx-trigger="every 2s"' not in page.content.decode()
+    fragment = client.get(reverse("dashboard"), headers=HTMX)
+    assert fragment.status_code == 286
+    assert fragment.content.decode().lstrip().startswith('<div id="my-jobs"')
+
+
+def test_it_submits_a_ray_job_from_the_form_and_redirects_to_it(client, member):
+    before = Job.objects.count()
+    response = login(client, member).post(reverse("job-submit"), RAY_FORM)
+    assert response.status_code == 302
+    job = Job.objects.get()
+    assert Job.objects.count() == before + 1
+    assert response["Location"] == reverse("job-detail", args=[job.pk])
+    assert job.owner == member and job.state == "queued"
+    assert job.queue.name == "root-algorithm-video"
+    assert job.head == RAY_JOB["head"] and job.workers == RAY_JOB["workers"]
+    assert job.request == {"cpu": 12_000, "memory": 12_000_000_000}
+    assert job.entrypoint == RAY_JOB["entrypoint"] and job.run_seconds == 600
+    assert job.events.get().reason == "Enqueued"
+
+
+def test_it_submits_a_pytorch_job_with_a_shell_style_command_and_gpus(client, member):
+    form = RAY_FORM | {
+        "queue": "root/algorithm/text",
+        "kind": "pytorch",
+        "name": "resnet-ddp",
+        "entrypoint": "",
+        "command": "torchrun train.py --note 'two words'",
+        "head_cpu": "2",
+        "head_memory": "8Gi",
+        "head_gpu": "1",
+        "worker_name": "",
+        "worker_cpu": "2",
+        "worker_memory": "8Gi",
+        "worker_gpu": "1",
+    }
+    response = login(client, member).post(reverse("job-submit"), form)
+    assert response.status_code == 302
+    job = Job.objects.get()
+    assert job.kind == "pytorch" and job.runtime == "kubeflow"
+    assert job.command == ["torchrun", "train.py", "--note", "two words"]
+    assert job.head == {"resources": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"}}
+    assert job.workers[0]["name"] == "worker" and job.workers[0]["replicas"] == 2
+    assert job.request["nvidia.com/gpu"] == 3
+
+
+def test_it_rerenders_the_form_with_the_error_beside_the_field_and_stores_nothing(client, member):
+    before = Job.objects.count()
+    response = login(client, member).post(
+        reverse("job-submit"), RAY_FORM | {"head_cpu": "4 cores", "name": "Bad_Name"}
+    )
+    assert response.status_code == 400
+    assert Job.objects.count() == before
+    assert JobEvent.objects.count() == 0
+    html = response.content.decode()
+    assert response.context["errors"]["head_cpu"] == [
+        "'4 cores' is not a Kubernetes quantity (examples: 500m, 2, 1.5, 4Gi, 4G)"
+    ]
+    # The message sits right after its input, and the input keeps what was typed.
+    cpu_input = html.index('id="id_head_cpu" value="4 cores"')
+    cpu_errors = html.index('<ul class="errors" id="head_cpu-errors"><li>&#x27;4 cores&#x27;')
+    assert cpu_input < cpu_errors < html.index('id="id_head_memory"')
+    assert 'id="name-errors"' in html and 'value="Bad_Name"' in html
+    assert 'value="python /home/ray/samples/sample_code.py"' in html
+    assert response.context["top_errors"] == []
+
+
+def test_it_shows_errors_it_cannot_place_on_a_field_at_the_top_of_the_form(client, member):
+    too_big = RAY_FORM | {"worker_replicas": "10"}  # 44 cpu can never fit video's max 14
+    response = login(client, member).post(reverse("job-submit"), too_big)
+    assert response.status_code == 400
+    assert Job.objects.count() == 0
+    [message] = response.context["top_errors"]
+    assert message.startswith("request: can never be admitted: Insufficient quota in")
+    html = response.content.decode()
+    assert html.index('id="form-errors"') < html.index('<form method="post" action="/jobs/new/"')
+
+
+def test_it_offers_only_the_users_active_leaf_queues(client, outsider):
+    response = login(client, outsider).get(reverse("job-submit"))
+    assert response.status_code == 200
+    assert [q.node.path for q in response.context["queues"]] == ["root/infrastructure/devops"]
+    assert 'value="root/algorithm/video"' not in response.content.decode()
+
+
+def test_it_refuses_a_queue_outside_the_users_departments(client, outsider):
+    response = login(client, outsider).post(reverse("job-submit"), RAY_FORM)
+    assert response.status_code == 400
+    assert response.context["errors"]["queue"] == [
+        "'root/algorithm/video' is not a queue you can submit to"
+    ]
+    assert Job.objects.count() == 0
+
+
+def test_it_shows_positions_and_backoff_reasons_on_the_queue_page(client, member, other_member):
+    first = submit(member, name="first")
+    second = submit(member, name="second")
+    result = admission_cycle()
+    assert result.admitted == [first.pk] and result.backed_off == [second.pk]
+    third = submit(other_member, name="third")
+    response = login(client, member).get(reverse("queue-detail", args=["root-algorithm-video"]))
+    assert response.status_code == 200
+    assert [(position, job.pk) for position, job in response.context["pending"]] == [
+        (1, second.pk),
+        (2, third.pk),
+    ]
+    assert [job.pk for job in response.context["in_cluster"]] == [first.pk]
+    html = response.content.decode()
+    assert (
+        "Insufficient quota in root/algorithm/video: cpu requested 12, free 2 (used 12 of max 14)"
+        in html
+    )
+    assert '<td class="num position">1</td>' in html
+    assert '<td class="num position">2</td>' in html
+    assert 'hx-trigger="every 2s"' in html
+    # Used of max for the queue's quota: 12 cpu of 14 are admitted.
+    cpu = next(row for row in response.context["resources"] if row["name"] == "cpu")
+    assert (cpu["used"], cpu["max"], cpu["min"]) == ("12", "14", "12")
+
+
+def test_it_returns_only_the_queue_lists_to_an_htmx_request(client, member):
+    submit(member, name="waiting")
+    url = reverse("queue-detail", args=["root-algorithm-video"])
+    response = login(client, member).get(url, headers=HTMX)
+    assert response.status_code == 200
+    html = response.content.decode().strip()
+    assert html.startswith('<div id="queue-lists"') and html.endswith("</div>")
+    assert "<html" not in html and "<nav" not in html
+    assert "waiting" in html
+
+
+def test_it_hides_jobs_and_queues_from_outsiders(client, member, outsider):
+    job = submit(member)
+    login(client, outsider)
+    assert client.get(reverse("job-detail", args=[job.pk])).status_code == 404
+    assert client.get(reverse("job-detail", args=[job.pk]), headers=HTMX).status_code == 404
+    assert client.get(reverse("queue-detail", args=["root-algorithm-video"])).status_code == 404
+    assert client.post(reverse("job-cancel", args=[job.pk])).status_code == 404
+    response = client.post(reverse("job-priority", args=[job.pk]), {"priority": "-5"})
+    assert response.status_code == 404
+    job.refresh_from_db()
+    assert job.state == "queued" and job.priority == 0
+    assert "root-algorithm-video" not in client.get(reverse("queue-list")).content.decode()
+
+
+def test_it_shows_the_job_with_position_events_by_cycle_and_manifest(client, member):
+    job = submit(member)
+    JobEvent.objects.create(
+        job=job, created_at=job.enqueued_at, type="Warning", reason="GangFailedScheduling",
+        message="0/4 nodes are available", cycle=3,
+    )  # fmt: skip
+    response = login(client, member).get(reverse("job-detail", args=[job.pk]))
+    assert response.status_code == 200
+    assert response.context["position"] == 1
+    html = response.content.decode()
+    assert '<dd class="position">1</dd>' in html
+    assert "Scheduling cycle 3" in html
+    assert '<tr class="event warning">' in html
+    assert [event.reason for event in response.context["events"]] == ["Enqueued"]
+    assert "kind: RayJob" in response.context["manifest"]
+    assert "kind: RayJob" in html
+    assert 'hx-trigger="every 2s"' in html
+    assert reverse("job-cancel", args=[job.pk]) in html
+    assert reverse("job-priority", args=[job.pk]) in html
+
+
+def test_it_shows_the_backoff_reason_and_next_try_on_the_job_page(client, member):
+    submit(member)
+    second = submit(member)
+    admission_cycle()
+    response = login(client, member).get(reverse("job-detail", args=[second.pk]))
+    html = response.content.decode()
+    assert "Insufficient quota in root/algorithm/video" in html
+    second.refresh_from_db()
+    assert f'Next try at <time datetime="{second.next_attempt_at.isoformat()}"' in html
+
+
+def test_it_polls_an_active_job_and_stops_with_286_once_it_is_terminal(client, member):
+    job = submit(member)
+    login(client, member)
+    live = client.get(reverse("job-detail", args=[job.pk]), headers=HTMX)
+    assert live.status_code == 200
+    assert live.content.decode().lstrip().startswith('<div id="job-status" hx-get=')
+    job_cancel(user=member, job=job)
+    final = client.get(reverse("job-detail", args=[job.pk]), headers=HTMX)
+    assert final.status_code == 286
+    html = final.content.decode()
+    assert 'state-cancelled">cancelled' in html
+    assert "hx-trigger" not in html and "<html" not in html
+
+
+def test_it_lets_a_member_cancel_their_own_job(client, member):
+    job = submit(member)
+    response = login(client, member).post(reverse("job-cancel", args=[job.pk]), follow=True)
+    assert response.status_code == 200
+    job.refresh_from_db()
+    assert job.state == "cancelled"
+    assert "Job cancelled." in response.content.decode()
+    # A finished job offers no actions.
+    assert reverse("job-cancel", args=[job.pk]) not in response.content.decode()
+
+
+def test_it_refuses_a_member_cancelling_another_members_job(client, member, other_member):
+    job = submit(other_member)
+    page = login(client, member).get(reverse("job-detail", args=[job.pk]))
+    assert reverse("job-cancel", args=[job.pk]) not in page.content.decode()
+    response = client.post(reverse("job-cancel", args=[job.pk]), follow=True)
+    assert response.status_code == 200
+    assert "members cancel only their own jobs" in response.content.decode()
+    job.refresh_from_db()
+    assert job.state == "queued"
+
+
+def test_it_refuses_a_member_raising_the_priority_and_says_why(client, member):
+    job = submit(member)
+    response = login(client, member).post(
+        reverse("job-priority", args=[job.pk]), {"priority": "5"}, follow=True
+    )
+    assert response.status_code == 200
+    assert response.redirect_chain == [(reverse("job-detail", args=[job.pk]), 302)]
+    assert "only the department&#x27;s managers and staff may raise a priority" in (
+        response.content.decode()
+    )
+    job.refresh_from_db()
+    assert job.priority == 0
+    assert not job.events.filter(reason="PriorityChanged").exists()
+
+
+def test_it_lets_a_manager_raise_the_priority(client, member, manager):
+    job = submit(member)
+    response = login(client, manager).post(
+        reverse("job-priority", args=[job.pk]), {"priority": "5"}, follow=True
+    )
+    assert response.status_code == 200
+    assert "Priority changed from 0 to 5." in response.content.decode()
+    job.refresh_from_db()
+    assert job.priority == 5
+    event = job.events.get(reason="PriorityChanged")
+    assert event.actor == manager and event.message == "bob changed priority from 0 to 5"
+
+
+def test_it_rejects_a_priority_that_is_not_a_number(client, member):
+    job = submit(member)
+    response = login(client, member).post(
+        reverse("job-priority", args=[job.pk]), {"priority": "high"}, follow=True
+    )
+    assert "Priority must be an integer between -1000 and 1000." in response.content.decode()
+    job.refresh_from_db()
+    assert job.priority == 0
+
+
+def test_it_says_a_running_job_cannot_change_priority(client, member, manager):
+    job = submit(member)
+    admission_cycle()
+    response = login(client, manager).post(
+        reverse("job-priority", args=[job.pk]), {"priority": "5"}, follow=True
+    )
+    assert response.status_code == 200
+    assert "only a pending job can change priority; this one is admitted" in (
+        response.content.decode()
+    )
+
+
+def test_it_lists_the_users_queues_with_pending_counts_and_usage(client, member):
+    submit(member)
+    submit(member)
+    admission_cycle()
+    response = login(client, member).get(reverse("queue-list"))
+    assert response.status_code == 200
+    rows = {row["queue"].name: row for row in response.context["queues"]}
+    assert set(rows) == {"root-algorithm-text", "root-algorithm-video"}
+    assert rows["root-algorithm-video"]["pending"] == 1
+    cpu = rows["root-algorithm-video"]["resources"][0]
+    assert (cpu["name"], cpu["used"], cpu["max"]) == ("cpu", "12", "14")
+    assert "12 / 14" in response.content.decode()
+
+
+def test_it_shows_the_whole_quota_tree_with_usage_to_any_user(client, member, outsider):
+    submit(member)
+    admission_cycle()
+    response = login(client, outsider).get(reverse("quota-tree"))
+    assert response.status_code == 200
+    rows = {row["node"].path: row for row in response.context["rows"]}
+    assert list(rows)[:4] == [
+        "root",
+        "root/algorithm",
+        "root/algorithm/text",
+        "root/algorithm/video",
+    ]
+    assert rows["root/algorithm/video"]["depth"] == 2
+    used = {r["name"]: r["used"] for r in rows["root/algorithm"]["resources"]}
+    assert used["cpu"] == "12" and used["memory"] == "12G"
+    # Leaves link to queue pages only where the user may open them.
+    assert rows["root/infrastructure/devops"]["queue_name"] == "root-infrastructure-devops"
+    assert rows["root/algorithm/video"]["queue_name"] is None
+
+
+def test_it_reads_the_dashboard_and_queue_page_in_a_constant_number_of_queries(
+    client, member, other_member
+):
+    def queries(url: str) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(url).status_code == 200
+        return len(captured)
+
+    login(client, member)
+    pages = [reverse("dashboard"), reverse("queue-detail", args=["root-algorithm-video"])]
+    submit(member)
+    few = [queries(url) for url in pages]
+    for index in range(5):
+        submit(member, name=f"more-{index}")
+        submit(other_member, name=f"other-{index}")
+    admission_cycle()
+    assert [queries(url) for url in pages] == few
+
+
+def test_it_links_the_admin_site_for_staff_only(client, member, staff):
+    page = login(client, member).get(reverse("dashboard")).content.decode()
+    assert 'href="/api/docs/"' in page and 'href="/admin/"' not in page
+    assert 'hx-headers=\'{"X-CSRFToken": "' in page
+    assert '<script src="/static/htmx.min.js" defer></script>' in page
+    staff_page = login(client, staff).get(reverse("dashboard")).content.decode()
+    assert 'href="/admin/"' in staff_page
