@@ -1,0 +1,38 @@
+# Caldera's image: the web server by default; docker-compose.yml runs the Celery worker and
+# beat from the same image with another command.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# The dependencies first, from pyproject.toml alone, so a code change reuses this layer.
+# pyproject.toml declares no packages ([tool.setuptools] packages = []): `pip install .`
+# installs the pinned dependencies, and the code runs from /app.
+COPY pyproject.toml ./
+RUN pip install .
+
+# The application only (no .venv, .git or .caldera of a developer's tree).
+COPY manage.py ./
+COPY portal ./portal
+COPY queues ./queues
+COPY jobs ./jobs
+COPY templates ./templates
+COPY static ./static
+
+# Settings require these; none of them is used by collectstatic nor kept in the image.
+RUN SECRET_KEY=collectstatic-build-only \
+    DATABASE_URL=postgres://build@localhost/build \
+    REDIS_URL=redis://localhost:6379/0 \
+    python manage.py collectstatic --noinput
+
+RUN useradd --system --uid 10001 --no-create-home --home-dir /app caldera
+USER caldera
+
+ENV PORT=8000
+EXPOSE 8000
+
+CMD ["sh", "-c", "exec gunicorn portal.wsgi:application --bind 0.0.0.0:${PORT} --workers 2 --threads 4 --access-logfile -"]
