@@ -232,7 +232,11 @@ def department_create(*, name: str, quota_node: QuotaNode) -> Department:
 
 def membership_set(*, department: Department, username: str, role: str) -> Membership:
     """Add a user (created if missing, without a usable password) with a role."""
-    user, _ = get_user_model().objects.get_or_create(username=username)
+    user, created = get_user_model().objects.get_or_create(username=username)
+    if created:
+        # A new person signs in once an admin gives them a password (or with a token).
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
     membership, _ = Membership.objects.update_or_create(
         department=department, user=user, defaults={"role": role}
     )

@@ -149,6 +149,8 @@ def test_staff_create_departments_and_add_members(api, staff, tree):
     assert response.status_code == 201
     membership = Membership.objects.get(user__username="alice")
     assert (membership.department.name, membership.role) == ("algorithm", "member")
+    # A user created this way signs in with a token until an admin sets a password.
+    assert not membership.user.has_usable_password()
 
 
 def test_department_errors_name_the_field(api, staff, tree):
