@@ -91,6 +91,9 @@ def parse_resources(field: str, raw: object) -> ResourceList:
     return parsed
 
 
+HUMAN_EXACT_MAX = 7
+
+
 def format_quantity(resource: str, units: int) -> str:
     """The shortest exact Kubernetes spelling of ``units`` of ``resource`` (4G, 12Gi, 500m)."""
     if resource == "cpu":
@@ -107,11 +110,19 @@ def format_resources(resources: Mapping[str, int]) -> dict[str, str]:
 
 
 def human(resource: str, units: int) -> str:
-    """A quantity for messages: cpu in cores (``1.5``), memory with its binary suffix."""
+    """A quantity for people: cpu in cores (``1.5``), others exact when that is short
+    (``12Gi``, ``4G``), else rounded to a tenth of the largest binary unit (``107.2Gi``
+    for 96Gi + 12G) rather than a wall of digits."""
     if resource == "cpu":
         cores = Fraction(units, 1000)
         return str(cores.numerator) if cores.denominator == 1 else f"{float(cores):g}"
-    return format_quantity(resource, units)
+    exact = format_quantity(resource, units)
+    if len(exact) <= HUMAN_EXACT_MAX:
+        return exact
+    suffix, factor = max(
+        ((s, f) for s, f in _BINARY.items() if abs(units) >= f), key=lambda item: item[1]
+    )
+    return f"{units / factor:.1f}".removesuffix(".0") + suffix
 
 
 def add(a: Mapping[str, int], b: Mapping[str, int], times: int = 1) -> ResourceList:

@@ -92,3 +92,11 @@ def test_it_formats_resource_lists_and_messages():
     assert format_resources({"memory": 2**30, "cpu": 250}) == {"cpu": "250m", "memory": "1Gi"}
     assert human("cpu", 1500) == "1.5"
     assert human("cpu", 12000) == "12"
+    assert human("memory", 12 * 10**9) == "12G"
+
+
+def test_people_see_a_mixed_sum_rounded_instead_of_a_wall_of_digits():
+    mixed = 96 * 2**30 + 12 * 10**9
+    assert format_quantity("memory", mixed) == "112382046Ki"  # the API stays exact
+    assert human("memory", mixed) == "107.2Gi"
+    assert human("memory", 3 * 2**30 + 1) == "3Gi"
