@@ -191,6 +191,7 @@ def test_it_shows_positions_and_backoff_reasons_on_the_queue_page(client, member
     )
     assert '<td class="num position">1</td>' in html
     assert '<td class="num position">2</td>' in html
+    assert "1 job ahead of it in the queue" in html
     assert 'hx-trigger="every 2s"' in html
     # Used of max for the queue's quota: 12 cpu of 14 are admitted.
     cpu = next(row for row in response.context["resources"] if row["name"] == "cpu")
@@ -233,6 +234,7 @@ def test_it_shows_the_job_with_position_events_by_cycle_and_manifest(client, mem
     assert response.context["position"] == 1
     html = response.content.decode()
     assert '<dd class="position">1</dd>' in html
+    assert "next in line: tried at the next admission cycle" in html
     assert "Scheduling cycle 3" in html
     assert '<tr class="event warning">' in html
     assert [event.reason for event in response.context["events"]] == ["Enqueued"]

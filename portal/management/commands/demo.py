@@ -72,10 +72,10 @@ class Command(BaseCommand):
         children = [
             subprocess.Popen(
                 [python, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{host}:{port}",
-                 "--workers", "2", "--threads", "4", "--access-logfile", "-"]
+                 "--workers", "2", "--threads", "4"]
             ),
             subprocess.Popen(
-                [python, "-m", "celery", "-A", "portal", "worker", "-l", "info",
+                [python, "-m", "celery", "-A", "portal", "worker", "-l", "warning",
                  "--concurrency", "2", "-n", "demo@%h"]
             ),
             subprocess.Popen(
