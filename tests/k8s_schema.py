@@ -1,4 +1,4 @@
-"""Validate objects against the operators' own CRD schemas in ``../shared/k8s/crds``.
+"""Validate objects against the operators' own CRD schemas in ``k8s/crds`` (see k8s/SOURCES.md).
 
 The API server validates a custom resource against the CRD's ``openAPIV3Schema`` and
 prunes fields the schema does not declare. We are stricter: an undeclared field is an
@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-CRDS = Path(__file__).resolve().parents[2] / "shared" / "k8s" / "crds"
+CRDS = Path(__file__).resolve().parents[1] / "k8s" / "crds"
 SAMPLES = CRDS.parent / "samples"
 
 CRD_FILES = {
