@@ -185,6 +185,31 @@ def _sync_queues(nodes: Mapping[str, QuotaNode], leaves: set[str]) -> None:
     Queue.objects.exclude(node_id__in=live).filter(active=True).update(active=False)
 
 
+def tree_with_node_changed(
+    *, path: str, min: Mapping[str, str], max: Mapping[str, str], namespaces: Iterable[str]
+) -> dict:
+    """The active tree as an ElasticQuotaTree object with one node's values replaced.
+
+    Editing one node goes through ``tree_parse``/``tree_apply`` like the whole tree, so the
+    admin site, the API and a YAML import share one set of checks.
+    """
+    document = tree_export()
+    node = document["spec"]["root"]
+    names = path.split("/")
+    if not node or node.get("name") != names[0]:
+        raise TreeError({"path": f"{path!r} is not a node of the quota tree"})
+    for name in names[1:]:
+        node = next((kid for kid in node.get("children", []) if kid["name"] == name), None)
+        if node is None:
+            raise TreeError({"path": f"{path!r} is not a node of the quota tree"})
+    node["min"], node["max"] = dict(min), dict(max)
+    if "children" not in node:
+        node["namespaces"] = list(namespaces)
+    elif list(namespaces):
+        raise TreeError({"namespaces": "only leaves bind namespaces"})
+    return document
+
+
 def tree_export() -> dict:
     """The active tree as an ElasticQuotaTree object, in the seed's format."""
     rows = list(QuotaNode.objects.filter(active=True).order_by("path"))
