@@ -58,6 +58,17 @@ def job_data(job: Job, position: int | None) -> dict:
     return data
 
 
+def _pending_entry(job: Job, position: int) -> dict:
+    return {
+        "job": job.pk,
+        "name": job.name,
+        "owner": job.owner.username,
+        "position": position,
+        "priority": job.priority,
+        "enqueued_at": _time(job.enqueued_at),
+    }
+
+
 def event_data(event) -> dict:
     return {
         "at": _time(event.created_at),
@@ -227,28 +238,11 @@ class QueueDetailView(APIView):
         counts = selectors.queue_counts(queue)
         data = queue_data(queue, selectors.queue_usage(queue))
         data["active"] = [
-            {
-                "job": job.pk,
-                "name": job.name,
-                "owner": job.owner.username,
-                "position": position,
-                "priority": job.priority,
-                "enqueued_at": _time(job.enqueued_at),
-            }
-            for position, job in page
-            if job.state == State.QUEUED
+            _pending_entry(job, position) for position, job in page if job.state == State.QUEUED
         ]
         data["backoff"] = [
-            {
-                "job": job.pk,
-                "name": job.name,
-                "owner": job.owner.username,
-                "position": position,
-                "priority": job.priority,
-                "enqueued_at": _time(job.enqueued_at),
-                "reason": job.backoff_reason,
-                "next_attempt_at": _time(job.next_attempt_at),
-            }
+            _pending_entry(job, position)
+            | {"reason": job.backoff_reason, "next_attempt_at": _time(job.next_attempt_at)}
             for position, job in page
             if job.state == State.BACKOFF
         ]
