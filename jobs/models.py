@@ -12,10 +12,11 @@ from queues.models import Queue
 class State(models.TextChoices):
     """The job state machine. Transitions (every one recorded as a JobEvent):
 
-    queued   -> admitted (dequeued), backoff (tried, did not fit), cancelled
-    backoff  -> admitted, backoff (tried again), cancelled
-    admitted -> running (the gang is placed), succeeded, failed, cancelled
-    running  -> succeeded, failed, cancelled
+    queued    -> admitted (dequeued), backoff (tried, did not fit), cancelled
+    backoff   -> admitted, backoff (tried again), cancelled
+    admitted  -> running (the gang is placed), succeeded, failed, cancelled, preempted
+    running   -> succeeded, failed, cancelled, preempted
+    preempted -> queued (its objects left the cluster; it keeps its enqueue time), cancelled
     """
 
     QUEUED = "queued"
@@ -25,17 +26,25 @@ class State(models.TextChoices):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    PREEMPTED = "preempted"
 
 
 PENDING = (State.QUEUED, State.BACKOFF)
 IN_CLUSTER = (State.ADMITTED, State.RUNNING)
-LIVE = PENDING + IN_CLUSTER
+LIVE = PENDING + IN_CLUSTER + (State.PREEMPTED,)
 TERMINAL = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     State.QUEUED: (State.ADMITTED, State.BACKOFF, State.CANCELLED),
     State.BACKOFF: (State.ADMITTED, State.BACKOFF, State.CANCELLED),
-    State.ADMITTED: (State.RUNNING, State.SUCCEEDED, State.FAILED, State.CANCELLED),
-    State.RUNNING: (State.SUCCEEDED, State.FAILED, State.CANCELLED),
+    State.ADMITTED: (
+        State.RUNNING,
+        State.SUCCEEDED,
+        State.FAILED,
+        State.CANCELLED,
+        State.PREEMPTED,
+    ),
+    State.RUNNING: (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.PREEMPTED),
+    State.PREEMPTED: (State.QUEUED, State.CANCELLED),
     State.SUCCEEDED: (),
     State.FAILED: (),
     State.CANCELLED: (),
@@ -87,6 +96,7 @@ class Job(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     backoff_count = models.PositiveIntegerField(default=0)
     last_tried_at = models.DateTimeField(null=True, blank=True)
+    preemption_count = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-id"]

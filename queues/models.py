@@ -57,6 +57,23 @@ class Queue(models.Model):
     node = models.OneToOneField(QuotaNode, on_delete=models.PROTECT, related_name="queue")
     name = models.CharField(max_length=500, unique=True)
     policy = models.CharField(max_length=20, choices=Policy.choices, default=Policy.PRIORITY)
+    preemption = models.BooleanField(
+        "preemption within the queue",
+        default=False,
+        help_text="A pending job may evict admitted jobs of this queue with a lower priority.",
+    )
+    backoff_base_seconds = models.FloatField(
+        null=True, blank=True, help_text="First backoff delay; empty: the site's default."
+    )
+    backoff_max_seconds = models.FloatField(
+        null=True, blank=True, help_text="Longest backoff delay; empty: the site's default."
+    )
+    priority_class = models.CharField(
+        "Kubernetes PriorityClass",
+        max_length=253,
+        blank=True,
+        help_text="Written into the job objects (ray.io/priority-class-name, schedulingPolicy).",
+    )
     active = models.BooleanField(default=True)
 
     class Meta:
