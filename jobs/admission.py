@@ -16,14 +16,14 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from queues.admission import Candidate, QueueHeads, plan_admissions
-from queues.quantity import ResourceList
+from queues.admission import Admitted, Candidate, Preemption, QueueHeads, plan_admissions
+from queues.quantity import ResourceList, add
 from queues.quota import rollup
 from queues.selectors import tree_nodes
 
 from .cluster import get_backend
 from .locks import ADMISSION, advisory_lock
-from .models import AdmissionWake, JobEvent
+from .models import AdmissionWake, JobEvent, State
 
 log = logging.getLogger(__name__)
 HEADS_PER_QUEUE = 8
@@ -33,12 +33,19 @@ HEADS_PER_QUEUE = 8
 class CycleResult:
     admitted: list[int] = field(default_factory=list)
     backed_off: list[int] = field(default_factory=list)
+    preempted: list[int] = field(default_factory=list)
     cycles: int = 0
 
 
-def backoff_delay(attempts: int) -> timedelta:
-    """Exponential and bounded: base, 2 x base, 4 x base ... up to the cap."""
-    base, cap = settings.BACKOFF_BASE_SECONDS, settings.BACKOFF_MAX_SECONDS
+def backoff_delay(
+    attempts: int, *, base: float | None = None, cap: float | None = None
+) -> timedelta:
+    """Exponential and bounded: base, 2 x base, 4 x base ... up to the cap.
+
+    ``base`` and ``cap`` are the queue's own when it sets them, else the site's.
+    """
+    base = settings.BACKOFF_BASE_SECONDS if base is None else base
+    cap = settings.BACKOFF_MAX_SECONDS if cap is None else cap
     return timedelta(seconds=min(base * 2 ** max(attempts - 1, 0), cap))
 
 
@@ -62,13 +69,47 @@ def leaf_usage() -> dict[str, ResourceList]:
     return usage
 
 
+def admitted_jobs() -> list[Admitted]:
+    """Every job holding quota (admitted or running): the pool reclaim chooses from.
+
+    Its size is bounded by what the cluster runs, not by the number of pending jobs.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT j.id, n.path, j.request::text, j.priority, j.dequeued_at
+            FROM jobs_job j
+            JOIN queues_queue q ON q.id = j.queue_id
+            JOIN queues_quotanode n ON n.id = q.node_id
+            WHERE j.state IN ('admitted', 'running')
+            """
+        )
+        return [
+            Admitted(
+                key=job_id,
+                leaf=path,
+                request={k: int(v) for k, v in json.loads(request).items()},
+                priority=priority,
+                admitted_at=dequeued_at,
+            )
+            for job_id, path, request, priority, dequeued_at in cursor.fetchall()
+        ]
+
+
+def usage_of(admitted: list[Admitted]) -> dict[str, ResourceList]:
+    leaves: dict[str, ResourceList] = {}
+    for job in admitted:
+        leaves[job.leaf] = add(leaves.get(job.leaf, {}), job.request)
+    return rollup(leaves)
+
+
 def _queue_heads(now: datetime, woken_at: datetime | None, limit: int) -> list[QueueHeads]:
     """The first ``limit`` pending jobs of every active queue, in queue order, in one query."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT n.path, q.policy, h.id, h.priority, h.enqueued_at, h.request::text, h.state,
-                   h.next_attempt_at, h.last_tried_at
+            SELECT n.path, q.policy, q.preemption, h.id, h.priority, h.enqueued_at,
+                   h.request::text, h.state, h.next_attempt_at, h.last_tried_at
             FROM queues_queue q
             JOIN queues_quotanode n ON n.id = q.node_id
             CROSS JOIN LATERAL (
@@ -85,8 +126,10 @@ def _queue_heads(now: datetime, woken_at: datetime | None, limit: int) -> list[Q
             [limit + 1],
         )
         rows = cursor.fetchall()
-    grouped: dict[str, tuple[str, list[Candidate]]] = {}
-    for path, policy, job_id, priority, enqueued_at, request, state, next_at, tried_at in rows:
+    grouped: dict[str, tuple[str, bool, list[Candidate]]] = {}
+    for row in rows:
+        path, policy, preemption, job_id, priority, enqueued_at = row[:6]
+        request, state, next_at, tried_at = row[6:]
         due = state == "queued" or (
             (next_at is not None and next_at <= now)
             or (woken_at is not None and (tried_at is None or tried_at < woken_at))
@@ -96,16 +139,18 @@ def _queue_heads(now: datetime, woken_at: datetime | None, limit: int) -> list[Q
             request={k: int(v) for k, v in json.loads(request).items()},
             rank=(-priority, enqueued_at, job_id),
             due=due,
+            priority=priority,
         )
-        grouped.setdefault(path, (policy, []))[1].append(candidate)
+        grouped.setdefault(path, (policy, preemption, []))[2].append(candidate)
     return [
         QueueHeads(
             leaf=path,
             policy=policy,
             candidates=candidates[:limit],
             exhausted=len(candidates) <= limit,
+            preemption=preemption,
         )
-        for path, (policy, candidates) in grouped.items()
+        for path, (policy, preemption, candidates) in grouped.items()
     ]
 
 
@@ -126,35 +171,73 @@ def admission_cycle(
         if before is not None:
             before()
         while True:
-            cycle_now = now or timezone.now()
-            admitted, backed_off, more = _one_cycle(cycle_now)
+            cycle = _one_cycle(now or timezone.now())
             result.cycles += 1
-            result.admitted += admitted
-            result.backed_off += backed_off
-            if not (more and admitted):
+            result.admitted += cycle.admitted
+            result.backed_off += cycle.backed_off
+            result.preempted += cycle.preempted
+            if not (cycle.more and cycle.admitted):
                 break
-    if result.admitted:
-        ids = list(result.admitted)
-        transaction.on_commit(lambda: reconcile.delay(ids))
+    # Preempted jobs leave the cluster before the jobs that take their place arrive.
+    changed = result.preempted + result.admitted
+    if changed:
+        transaction.on_commit(lambda: reconcile.delay(changed))
     return result
 
 
-def _one_cycle(now: datetime) -> tuple[list[int], list[int], bool]:
+@dataclass
+class _Cycle:
+    admitted: list[int]
+    backed_off: list[int]
+    preempted: list[int]
+    more: bool
+
+
+def _one_cycle(now: datetime) -> _Cycle:
     tree = tree_nodes()
     wake = AdmissionWake.objects.filter(pk=1).values_list("woken_at", flat=True).first()
     heads = _queue_heads(now, wake, HEADS_PER_QUEUE)
-    if not heads:
-        return [], [], False
+    admitted = admitted_jobs()
     plan = plan_admissions(
         tree=tree,
-        used=rollup(leaf_usage()),
+        used=usage_of(admitted),
         allocatable=get_backend().allocatable(),
         queues=heads,
+        admitted=admitted,
     )
     with transaction.atomic():
-        admitted = _write_dequeues([c.key for c in plan.admitted], now)
+        preempted = _write_preemptions(plan.preempted, now)
+        dequeued = _write_dequeues([c.key for c in plan.admitted], now)
         backed_off = _write_backoffs(plan.refused, now)
-    return admitted, backed_off, plan.more
+    return _Cycle(dequeued, backed_off, preempted, plan.more)
+
+
+def _write_preemptions(preemptions: list[Preemption], now: datetime) -> list[int]:
+    """Move victims to ``preempted``; reconcile takes them out and requeues them."""
+    if not preemptions:
+        return []
+    by_key = {p.victim.key: p for p in preemptions}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE jobs_job SET state = %s, preemption_count = preemption_count + 1
+            WHERE id = ANY(%s) AND state IN ('admitted', 'running')
+            RETURNING id
+            """,
+            [State.PREEMPTED, list(by_key)],
+        )
+        moved = [row[0] for row in cursor.fetchall()]
+    JobEvent.objects.bulk_create(
+        JobEvent(
+            job_id=job_id,
+            created_at=now,
+            type=JobEvent.Type.WARNING,
+            reason="Preempted",
+            message=by_key[job_id].message(),
+        )
+        for job_id in moved
+    )
+    return moved
 
 
 def _write_dequeues(ids: list[int], now: datetime) -> list[int]:
@@ -191,15 +274,20 @@ def _write_backoffs(refused: dict, now: datetime) -> list[int]:
         return []
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, state, backoff_reason, backoff_count FROM jobs_job "
-            "WHERE id = ANY(%s) AND state IN ('queued', 'backoff') FOR UPDATE",
+            """
+            SELECT j.id, j.state, j.backoff_reason, j.backoff_count,
+                   q.backoff_base_seconds, q.backoff_max_seconds
+            FROM jobs_job j JOIN queues_queue q ON q.id = j.queue_id
+            WHERE j.id = ANY(%s) AND j.state IN ('queued', 'backoff')
+            FOR UPDATE OF j
+            """,
             [list(refused)],
         )
         current = cursor.fetchall()
         values, events = [], []
-        for job_id, state, old_reason, count in current:
+        for job_id, state, old_reason, count, base, cap in current:
             reason = refused[job_id].message()
-            next_at = now + backoff_delay(count + 1)
+            next_at = now + backoff_delay(count + 1, base=base, cap=cap)
             values.append((job_id, reason, next_at))
             if state != "backoff" or reason != old_reason:
                 events.append(

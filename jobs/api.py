@@ -17,7 +17,7 @@ from . import selectors, services
 from .manifests import build_manifests
 from .models import Job, State
 from .reconcile import job_spec_full
-from .validation import job_parse
+from .validation import PRIORITY_RANGE, job_parse
 
 
 def _time(value):
@@ -50,6 +50,7 @@ def job_data(job: Job, position: int | None) -> dict:
         head_key: job.head,
         "workers": job.workers,
         "run_seconds": job.run_seconds,
+        "preemptions": job.preemption_count,
     }
     if job.kind == Job.Kind.PYTORCH:
         data["command"] = job.command
@@ -161,8 +162,9 @@ class JobDetailView(APIView):
         serializer = JobPatchSchema(data=request.data)
         serializer.is_valid(raise_exception=True)
         priority = serializer.validated_data["priority"]
-        if not -1000 <= priority <= 1000:
-            return Response({"priority": ["must be between -1000 and 1000"]}, status=400)
+        low, high = PRIORITY_RANGE
+        if not low <= priority <= high:
+            return Response({"priority": [f"must be between {low} and {high}"]}, status=400)
         job = services.job_set_priority(user=request.user, job=job, priority=priority)
         job = selectors.job_get_for_user(request.user, pk)
         return Response(job_data(job, selectors.job_position(job)))
@@ -175,6 +177,21 @@ class JobCancelView(APIView):
         services.job_cancel(user=request.user, job=job)
         job = selectors.job_get_for_user(request.user, pk)
         return Response(job_data(job, None))
+
+
+class JobMoveToHeadView(APIView):
+    @extend_schema(
+        request=None,
+        responses=OpenApiTypes.OBJECT,
+        summary="Put a pending job first in its queue (managers and staff)",
+        description="Raises the job's priority to one above the highest of the others "
+        "pending in its queue, and records who moved it, from what priority to what.",
+    )
+    def post(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        services.job_move_to_head(user=request.user, job=job)
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(job_data(job, selectors.job_position(job)))
 
 
 class JobEventsView(APIView):

@@ -53,6 +53,7 @@ def job_spec(job: Job, *, department: str = "") -> JobSpec:
         department=department,
         owner=job.owner.username,
         priority=job.priority,
+        priority_class=job.queue.priority_class,
         entrypoint=job.entrypoint,
         command=tuple(job.command),
         script=job.script,
@@ -75,12 +76,47 @@ def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> No
     wanted = [job_spec_full(job) for job in jobs if job.state in IN_CLUSTER]
     unwanted = [object_name(job.name, job.pk) for job in jobs if job.state not in IN_CLUSTER]
     backend = get_backend()
-    if wanted:
-        backend.apply(wanted, now=now)
     if unwanted:
         backend.remove(unwanted, now=now)
+    preempted = [job.pk for job in jobs if job.state == State.PREEMPTED]
+    if preempted:
+        jobs_requeue(preempted, now=now)
     if wanted:
+        backend.apply(wanted, now=now)
         request_sync()
+
+
+def jobs_requeue(job_ids: list[int], *, now: datetime) -> list[int]:
+    """Preempted jobs whose objects left the cluster go back to their queue.
+
+    They keep their enqueue time, so they return to their place in the queue order.
+    """
+    with transaction.atomic():
+        moved = list(
+            Job.objects.filter(pk__in=job_ids, state=State.PREEMPTED)
+            .select_for_update()
+            .values_list("pk", "queue__name")
+        )
+        if not moved:
+            return []
+        Job.objects.filter(pk__in=[pk for pk, _ in moved]).update(
+            state=State.QUEUED,
+            dequeued_at=None,
+            started_at=None,
+            backoff_reason="",
+            next_attempt_at=None,
+        )
+        JobEvent.objects.bulk_create(
+            JobEvent(
+                job_id=pk,
+                created_at=now,
+                reason="Requeued",
+                message=f"Left the cluster and went back to {queue} at its original place",
+            )
+            for pk, queue in moved
+        )
+    transaction.on_commit(request_admission)
+    return [pk for pk, _ in moved]
 
 
 @dataclass
@@ -132,6 +168,15 @@ def cluster_sync(
             .exclude(pk__in=list(phases))
             .values_list("pk", flat=True)
         )
+        # Preempted jobs whose objects are gone from the listing are requeued, even when
+        # the reconcile task that removed them was lost.
+        gone = list(
+            Job.objects.filter(state=State.PREEMPTED)
+            .exclude(pk__in=list(phases))
+            .values_list("pk", flat=True)
+        )
+        if gone:
+            jobs_requeue(gone, now=now)
     if leftover:
         get_backend().remove(leftover, now=now)
     if missing:

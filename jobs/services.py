@@ -12,8 +12,9 @@ from queues.models import Queue
 from queues.quota import exceeds_max
 
 from .models import PENDING, AdmissionWake, Job, JobEvent, State, sources_of
+from .selectors import QUEUE_ORDER
 from .triggers import request_admission
-from .validation import JobDraft, JobInvalid
+from .validation import PRIORITY_RANGE, JobDraft, JobInvalid
 
 
 class JobPermissionDenied(Exception):
@@ -144,22 +145,63 @@ def job_set_priority(*, user, job: Job, priority: int, now: datetime | None = No
     if role is None:
         raise JobPermissionDenied("members change only their own jobs")
     with transaction.atomic():
-        locked = Job.objects.select_for_update().get(pk=job.pk)
-        if locked.state not in PENDING:
-            raise JobConflict(f"only a pending job can change priority; this one is {locked.state}")
-        old = locked.priority
-        if old == priority:
-            return locked
-        locked.priority = priority
-        locked.save(update_fields=["priority"])
-        event_record(
-            job=locked,
-            reason="PriorityChanged",
-            message=f"{user.username} changed priority from {old} to {priority}",
-            at=now,
-            actor=user,
+        locked = _lock_pending(job)
+        return _change_priority(locked, priority, user, now, "changed")
+
+
+def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
+    """Put a pending job first in its queue: one above the highest priority of the others.
+
+    A priority jump, so for the department's managers and staff only. A job already first
+    keeps its priority.
+    """
+    now = now or timezone.now()
+    if job_may_act(user, job) not in (queue_selectors.MANAGER, queue_selectors.STAFF):
+        raise JobPermissionDenied("only the department's managers and staff may move a job")
+    with transaction.atomic():
+        # Lock the queue's row so two moves to the head cannot both compute the same top.
+        Queue.objects.select_for_update().get(pk=job.queue_id)
+        locked = _lock_pending(job)
+        top = (
+            Job.objects.filter(queue_id=locked.queue_id, state__in=PENDING)
+            .exclude(pk=locked.pk)
+            .order_by(*QUEUE_ORDER)
+            .values_list("priority", "enqueued_at", "id")
+            .first()
         )
-        transaction.on_commit(request_admission)
+        priority, enqueued_at, pk = top or (None, None, None)
+        if top is None or (-locked.priority, locked.enqueued_at, locked.pk) < (
+            -priority, enqueued_at, pk
+        ):  # fmt: skip
+            return locked  # already first
+        if priority + 1 > PRIORITY_RANGE[1]:
+            raise JobConflict(
+                f"the job ahead already has the highest priority, {PRIORITY_RANGE[1]}"
+            )
+        return _change_priority(locked, priority + 1, user, now, "moved the job to the head:")
+
+
+def _lock_pending(job: Job) -> Job:
+    locked = Job.objects.select_for_update().get(pk=job.pk)
+    if locked.state not in PENDING:
+        raise JobConflict(f"only a pending job can change priority; this one is {locked.state}")
+    return locked
+
+
+def _change_priority(locked: Job, priority: int, user, now: datetime, what: str) -> Job:
+    old = locked.priority
+    if old == priority:
+        return locked
+    locked.priority = priority
+    locked.save(update_fields=["priority"])
+    event_record(
+        job=locked,
+        reason="PriorityChanged",
+        message=f"{user.username} {what} priority from {old} to {priority}",
+        at=now,
+        actor=user,
+    )
+    transaction.on_commit(request_admission)
     return locked
 
 

@@ -10,6 +10,7 @@ urlpatterns = [
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/priority/", views.job_priority, name="job-priority"),
+    path("jobs/<int:pk>/move-to-head/", views.job_move_to_head, name="job-move-to-head"),
     path("queues/", views.queue_list, name="queue-list"),
     path("queues/<str:name>/", views.queue_detail, name="queue-detail"),
     path("quota/", views.quota_tree, name="quota-tree"),

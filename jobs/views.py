@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from queues import selectors as queue_selectors
 from queues.quantity import human
 from queues.selectors import queues_for_user, tree_nodes
 
@@ -265,7 +266,9 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context["priority_range"] = PRIORITY_RANGE
     # The services' own rule (members act on their own jobs only). Hiding the buttons is a
     # courtesy; the services still check on POST.
-    context["may_act"] = services.job_may_act(request.user, job) is not None
+    role = services.job_may_act(request.user, job)
+    context["may_act"] = role is not None
+    context["may_jump"] = role in (queue_selectors.MANAGER, queue_selectors.STAFF)
     return render(request, "jobs/job_detail.html", context)
 
 
@@ -298,6 +301,22 @@ def job_priority(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, f"Cannot change the priority: {error}")
     else:
         messages.success(request, f"Priority changed from {old} to {job.priority}.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_move_to_head(request: HttpRequest, pk: int) -> HttpResponse:
+    job = selectors.job_get_for_user(request.user, pk)
+    old = job.priority
+    try:
+        job = services.job_move_to_head(user=request.user, job=job)
+    except (services.JobPermissionDenied, services.JobConflict) as error:
+        messages.error(request, f"Cannot move the job: {error}")
+    else:
+        messages.success(
+            request, f"Moved to the head of its queue (priority {old} to {job.priority})."
+        )
     return redirect("job-detail", pk=job.pk)
 
 

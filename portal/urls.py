@@ -19,6 +19,11 @@ api_v1 = [
     path("jobs/", jobs_api.JobListView.as_view(), name="api-jobs"),
     path("jobs/<int:pk>/", jobs_api.JobDetailView.as_view(), name="api-job"),
     path("jobs/<int:pk>/cancel/", jobs_api.JobCancelView.as_view(), name="api-job-cancel"),
+    path(
+        "jobs/<int:pk>/move-to-head/",
+        jobs_api.JobMoveToHeadView.as_view(),
+        name="api-job-move-to-head",
+    ),
     path("jobs/<int:pk>/events/", jobs_api.JobEventsView.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/manifest/", jobs_api.JobManifestView.as_view(), name="api-job-manifest"),
     path("queues/", jobs_api.QueueListView.as_view(), name="api-queues"),

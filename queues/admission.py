@@ -1,26 +1,54 @@
-"""The admission rule: which queue heads are dequeued in one cycle.
+"""The admission rule: which queue heads are dequeued in one cycle, and whom they preempt.
 
-A pure function of the tree, the usage and the queue heads (DESIGN.md sections 3 and 4).
-It knows nothing of jobs: a candidate is a key, a leaf, a request and a rank.
+A pure function of the tree, the usage, the admitted jobs and the queue heads (DESIGN.md
+sections 3 and 4). It knows nothing of the database: a candidate is a key, a request and
+a rank; an admitted job is a key, a leaf, a request, a priority and an admission time.
+
+The rules, in the order they apply:
+
+1. **Over quota.** A node whose usage is above its ``max`` (an admin lowered it) gives
+   back jobs from its subtree until it is within ``max``: lowest priority first, then
+   the most recently admitted.
+2. **Fair order.** Each round offers every open queue's next candidate. Candidates that
+   stay within their guarantee (every node on the path below the root stays within its
+   own ``min``) go first; among borrowers, the one whose nodes borrow least (dominant
+   share of used over ``min``, compared from the department down to the leaf) goes
+   first; then priority and enqueue time. No leaf gets two admissions in a round.
+3. **Fit.** A candidate is admitted when its request fits under ``max`` at its leaf and
+   every ancestor, and under the cluster's allocatable resources.
+4. **Reclaim.** A candidate within its guarantee that does not fit preempts jobs of
+   borrowers (the branches, below the nearest common ancestor, that use more than their
+   own ``min``), lowest priority first, then most recently admitted, only as many as it
+   needs and only while the victim's branch is above its ``min``. If the queue allows it,
+   a candidate may also preempt lower priority jobs of its own queue. If not enough can
+   be freed, nothing is preempted and the candidate is refused with the reason.
+5. **Policies.** Under ``Priority`` a refused (or backing off) head closes its queue for
+   the cycle; under ``BestEffort`` it is set aside and the next candidate is tried.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from .quantity import ResourceList, add
+from .quantity import ResourceList, add, human, subtract
 from .quota import Node, Shortfall, path_to_root, shortfall
 
 PRIORITY = "Priority"
 BEST_EFFORT = "BestEffort"
+
+RECLAIM = "reclaim"
+QUEUE_PRIORITY = "queue priority"
+OVER_QUOTA = "over quota"
 
 
 @dataclass(frozen=True)
 class Candidate:
     """A pending job at the head of its queue.
 
-    ``rank`` orders candidates across queues (smaller first): (-priority, enqueued, id).
+    ``rank`` orders candidates of equal claim (smaller first): (-priority, enqueued, id).
     ``due`` is False while the job is backing off; it is not tried then, and under the
     ``Priority`` policy it still blocks the jobs behind it.
     """
@@ -29,6 +57,7 @@ class Candidate:
     request: ResourceList
     rank: tuple
     due: bool = True
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -37,13 +66,137 @@ class QueueHeads:
     candidates: Sequence[Candidate]  # in queue order
     policy: str = PRIORITY
     exhausted: bool = True  # False when the queue holds more jobs than were read
+    preemption: bool = False  # a candidate may preempt lower priority jobs of this queue
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A job holding quota: admitted or running."""
+
+    key: int
+    leaf: str
+    request: ResourceList
+    priority: int
+    admitted_at: Any  # comparable: later means more recently admitted
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """A job that must leave the cluster, and why."""
+
+    victim: Admitted
+    rule: str  # RECLAIM, QUEUE_PRIORITY or OVER_QUOTA
+    node: str  # the node that reclaims, or the node that went over its max
+    by: int | None = None  # the candidate the capacity goes to
+    borrower: str = ""  # RECLAIM: the branch that used more than its min
+
+    def message(self) -> str:
+        released = ", ".join(
+            f"{name} {human(name, units)}" for name, units in sorted(self.victim.request.items())
+        )
+        if self.rule == RECLAIM:
+            return (
+                f"Preempted: {self.node} reclaimed its guaranteed quota (min) from "
+                f"{self.borrower}, which used more than its min, for job #{self.by}; "
+                f"released {released}"
+            )
+        if self.rule == QUEUE_PRIORITY:
+            return (
+                f"Preempted: job #{self.by} of higher priority in the same queue needed the "
+                f"quota of {self.node}; released {released}"
+            )
+        return (
+            f"Preempted: the quota of {self.node} was lowered below its usage; released {released}"
+        )
 
 
 @dataclass
 class Plan:
     admitted: list[Candidate] = field(default_factory=list)
     refused: dict[int, Shortfall] = field(default_factory=dict)
+    preempted: list[Preemption] = field(default_factory=list)
     more: bool = False  # a queue ran out of read candidates while admitting: run again
+
+
+def victim_order(job: Admitted) -> tuple:
+    """Who is preempted first: the lowest priority, then the most recently admitted."""
+    return (job.priority, _newest_first(job.admitted_at), -job.key)
+
+
+def _newest_first(moment: Any) -> Any:
+    return -moment.timestamp() if hasattr(moment, "timestamp") else -moment
+
+
+def within_guarantee(
+    leaf: str, request: Mapping[str, int], tree: Mapping[str, Node], used: Mapping
+) -> bool:
+    """True when admitting ``request`` keeps every node below the root within its own min."""
+    for path in path_to_root(leaf)[:-1]:
+        minimum = tree[path].min
+        node_used = used.get(path, {})
+        for resource, amount in request.items():
+            if amount and node_used.get(resource, 0) + amount > minimum.get(resource, 0):
+                return False
+    return True
+
+
+def dominant_share(node: Node, used: Mapping[str, int]) -> float:
+    """The largest used/min ratio over the node's resources (infinite above a min of 0)."""
+    share = 0.0
+    for resource, amount in used.items():
+        if amount <= 0:
+            continue
+        minimum = node.min.get(resource, 0)
+        share = max(share, amount / minimum if minimum else math.inf)
+    return share
+
+
+def borrow_key(
+    leaf: str, request: Mapping[str, int], tree: Mapping[str, Node], used: Mapping
+) -> tuple[float, ...]:
+    """Dominant shares after admission, from the department down to the leaf."""
+    below_root = list(reversed(path_to_root(leaf)[:-1]))
+    return tuple(
+        dominant_share(tree[path], add(used.get(path, {}), request)) for path in below_root
+    )
+
+
+def _borrows(node: Node, used: Mapping[str, int], resource: str) -> bool:
+    """The node uses more of ``resource`` than its own min: what it uses above is lent."""
+    return used.get(resource, 0) > node.min.get(resource, 0)
+
+
+def _is_under(leaf: str, path: str) -> bool:
+    return path == "cluster" or leaf == path or leaf.startswith(path + "/")
+
+
+def _borrowing_branch(victim_leaf: str, leaf: str) -> str | None:
+    """The victim's ancestor just below the nearest common ancestor with ``leaf``."""
+    if victim_leaf == leaf:
+        return None
+    ours, theirs = leaf.split("/"), victim_leaf.split("/")
+    common = 0
+    while common < min(len(ours), len(theirs)) and ours[common] == theirs[common]:
+        common += 1
+    return "/".join(theirs[: common + 1])
+
+
+class _Usage:
+    """Usage per node path, changed as jobs are admitted and preempted during the plan."""
+
+    def __init__(self, used: Mapping[str, ResourceList]):
+        self.by_path = {path: dict(resources) for path, resources in used.items()}
+
+    def add(self, leaf: str, request: ResourceList) -> None:
+        for path in path_to_root(leaf):
+            self.by_path[path] = add(self.by_path.get(path, {}), request)
+
+    def remove(self, leaf: str, request: ResourceList) -> None:
+        for path in path_to_root(leaf):
+            self.by_path[path] = subtract(self.by_path.get(path, {}), request)
+
+    def copy(self) -> _Usage:
+        return _Usage(self.by_path)
 
 
 def plan_admissions(
@@ -52,17 +205,17 @@ def plan_admissions(
     used: Mapping[str, ResourceList],
     allocatable: Mapping[str, int] | None,
     queues: Sequence[QueueHeads],
+    admitted: Sequence[Admitted] = (),
 ) -> Plan:
-    """Admit queue heads round-robin until no queue can admit another.
-
-    Each round, every queue still open offers its next candidate, queues with the best
-    ranked head first; so no leaf gets two admissions while another leaf's fitting head
-    waits. A candidate that does not fit is refused with the reason. Under ``Priority`` a
-    refused (or backing off) head closes its queue for the cycle; under ``BestEffort`` it
-    is set aside and the next candidate is tried.
-    """
-    usage = {path: dict(resources) for path, resources in used.items()}
+    """Admit queue heads round-robin until no queue can admit another (see module doc)."""
+    usage = _Usage(used)
     plan = Plan()
+    running = {job.key: job for job in admitted}
+    for preemption in _over_quota(tree, usage, running):
+        plan.preempted.append(preemption)
+        usage.remove(preemption.victim.leaf, preemption.victim.request)
+        del running[preemption.victim.key]
+
     cursors = {index: 0 for index in range(len(queues))}
     open_queues = set(cursors)
 
@@ -77,6 +230,12 @@ def plan_admissions(
             cursors[index] += 1
         return None
 
+    def claim(index: int, candidate: Candidate) -> tuple:
+        leaf, request = queues[index].leaf, candidate.request
+        guaranteed = within_guarantee(leaf, request, tree, usage.by_path)
+        share = () if guaranteed else borrow_key(leaf, request, tree, usage.by_path)
+        return (not guaranteed, share, candidate.rank, index)
+
     while open_queues:
         offers = []
         for index in list(open_queues):
@@ -87,26 +246,113 @@ def plan_admissions(
                 if cursors[index] >= len(heads.candidates) and not heads.exhausted:
                     plan.more = True
             else:
-                offers.append((candidate.rank, index, candidate))
-        for _rank, index, candidate in sorted(offers, key=lambda offer: offer[:2]):
+                offers.append((claim(index, candidate), index, candidate))
+        for _claim, index, candidate in sorted(offers, key=lambda offer: offer[0]):
             heads = queues[index]
             while candidate is not None:
                 cursors[index] += 1
-                reason = shortfall(
-                    leaf=heads.leaf,
-                    request=candidate.request,
-                    tree=tree,
-                    used=usage,
-                    allocatable=allocatable,
-                )
-                if reason is None:
-                    plan.admitted.append(candidate)
-                    for path in path_to_root(heads.leaf):
-                        usage[path] = add(usage.get(path, {}), candidate.request)
+                if _admit(plan, tree, usage, allocatable, running, heads, candidate):
                     break
-                plan.refused[candidate.key] = reason
                 if heads.policy == PRIORITY:
                     open_queues.discard(index)
                     break
                 candidate = next_candidate(index)
     return plan
+
+
+def _admit(
+    plan: Plan,
+    tree: Mapping[str, Node],
+    usage: _Usage,
+    allocatable: Mapping[str, int] | None,
+    running: dict[int, Admitted],
+    heads: QueueHeads,
+    candidate: Candidate,
+) -> bool:
+    """Admit the candidate, preempting if the rules allow; else record why it waits."""
+    reason = shortfall(
+        leaf=heads.leaf,
+        request=candidate.request,
+        tree=tree,
+        used=usage.by_path,
+        allocatable=allocatable,
+    )
+    if reason is not None:
+        victims = _victims(tree, usage, allocatable, running, heads, candidate, reason)
+        if victims is None:
+            plan.refused[candidate.key] = reason
+            return False
+        for preemption in victims:
+            plan.preempted.append(preemption)
+            usage.remove(preemption.victim.leaf, preemption.victim.request)
+            del running[preemption.victim.key]
+    plan.admitted.append(candidate)
+    usage.add(heads.leaf, candidate.request)
+    running[candidate.key] = Admitted(
+        candidate.key, heads.leaf, candidate.request, candidate.priority, math.inf
+    )
+    return True
+
+
+def _victims(
+    tree: Mapping[str, Node],
+    usage: _Usage,
+    allocatable: Mapping[str, int] | None,
+    running: Mapping[int, Admitted],
+    heads: QueueHeads,
+    candidate: Candidate,
+    reason: Shortfall,
+) -> list[Preemption] | None:
+    """The fewest preemptions, in victim order, that let the candidate fit; None if none do."""
+    leaf, request = heads.leaf, candidate.request
+    reclaim = within_guarantee(leaf, request, tree, usage.by_path)
+    if not reclaim and not heads.preemption:
+        return None
+    trial = usage.copy()
+    chosen: list[Preemption] = []
+    pool = sorted(running.values(), key=victim_order)
+    while reason is not None:
+        preemption = None
+        short = reason.resource
+        for job in pool:
+            if not job.request.get(short) or not _is_under(job.leaf, reason.where):
+                continue  # preempting it would not free what is short, where it is short
+            if heads.preemption and job.leaf == leaf and job.priority < candidate.priority:
+                preemption = Preemption(job, QUEUE_PRIORITY, leaf, by=candidate.key)
+                break
+            branch = _borrowing_branch(job.leaf, leaf)
+            if reclaim and branch and _borrows(tree[branch], trial.by_path.get(branch, {}), short):
+                preemption = Preemption(job, RECLAIM, leaf, by=candidate.key, borrower=branch)
+                break
+        if preemption is None:
+            return None
+        pool.remove(preemption.victim)
+        trial.remove(preemption.victim.leaf, preemption.victim.request)
+        chosen.append(preemption)
+        reason = shortfall(
+            leaf=leaf, request=request, tree=tree, used=trial.by_path, allocatable=allocatable
+        )
+    return chosen
+
+
+def _over_quota(
+    tree: Mapping[str, Node], usage: _Usage, running: Mapping[int, Admitted]
+) -> list[Preemption]:
+    """Jobs to give back where usage is above max, deepest nodes first, in victim order."""
+    preemptions: list[Preemption] = []
+    pool = sorted(running.values(), key=victim_order)
+    trial = usage.copy()
+    for path in sorted(tree, key=lambda p: -p.count("/")):
+        for job in list(pool):
+            over = _over_max(tree[path], trial.by_path.get(path, {}))
+            if not over:
+                break
+            if _is_under(job.leaf, path) and any(job.request.get(r, 0) > 0 for r in over):
+                preemptions.append(Preemption(job, OVER_QUOTA, path))
+                pool.remove(job)
+                trial.remove(job.leaf, job.request)
+    return preemptions
+
+
+def _over_max(node: Node, used: Mapping[str, int]) -> set[str]:
+    return {r for r, limit in node.max.items() if used.get(r, 0) > limit}

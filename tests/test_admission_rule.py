@@ -16,6 +16,7 @@ def job(key, cpu, priority=0, seconds=0, due=True):
         request=request(cpu=cpu),
         rank=(-priority, T0 + timedelta(seconds=seconds), key),
         due=due,
+        priority=priority,
     )
 
 

@@ -60,3 +60,27 @@ def test_a_finish_frees_the_quota_for_the_next_job(api, member, celery_worker):
     request_sync()
     wait_for(lambda: Job.objects.get(pk=first).state == "succeeded", timeout=10)
     wait_for(lambda: Job.objects.get(pk=second).state in ("admitted", "running"), timeout=10)
+
+
+def test_the_intern_story_video_reclaims_its_guarantee_within_seconds(
+    api, member, intern, celery_worker
+):
+    from .test_reclaim_cycle import INTERN_JOB
+
+    interns = [
+        api(intern).post("/api/v1/jobs/", INTERN_JOB, format="json").json()["id"] for _ in range(4)
+    ]
+    wait_for(lambda: all(Job.objects.get(pk=pk).state == "running" for pk in interns))
+
+    submitted_at = time.monotonic()
+    video = api(member).post("/api/v1/jobs/", RAY_JOB, format="json").json()["id"]
+    wait_for(lambda: Job.objects.get(pk=video).state in ("admitted", "running"), timeout=10)
+    assert time.monotonic() - submitted_at < 5
+
+    victims = [pk for pk in interns if Job.objects.get(pk=pk).preemption_count]
+    assert victims == [interns[-1]]  # only as many as needed: the newest
+    wait_for(lambda: Job.objects.get(pk=victims[0]).state in ("queued", "backoff"))
+    events = api(intern).get(f"/api/v1/jobs/{victims[0]}/events/").json()
+    preempted = next(e for e in events if e["reason"] == "Preempted")
+    assert "root/algorithm/video reclaimed its guaranteed quota" in preempted["message"]
+    wait_for(lambda: Job.objects.get(pk=video).state == "running")
