@@ -28,6 +28,7 @@ The rules, in the order they apply:
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,7 +124,9 @@ def victim_order(job: Admitted) -> tuple:
     return (job.priority, _newest_first(job.admitted_at), -job.key)
 
 
-def _newest_first(moment: Any) -> Any:
+def _newest_first(moment: Any) -> float:
+    if moment is None:
+        return 0.0  # unknown admission time: taken as the oldest
     return -moment.timestamp() if hasattr(moment, "timestamp") else -moment
 
 
@@ -181,6 +184,19 @@ def _borrowing_branch(victim_leaf: str, leaf: str) -> str | None:
     return "/".join(theirs[: common + 1])
 
 
+class _Holders:
+    """The jobs holding quota, kept in victim order as the plan admits and preempts."""
+
+    def __init__(self, jobs: Sequence[Admitted]):
+        self.ordered = sorted(jobs, key=victim_order)
+
+    def add(self, job: Admitted) -> None:
+        bisect.insort(self.ordered, job, key=victim_order)
+
+    def remove(self, job: Admitted) -> None:
+        del self.ordered[bisect.bisect_left(self.ordered, victim_order(job), key=victim_order)]
+
+
 class _Usage:
     """Usage per node path, changed as jobs are admitted and preempted during the plan."""
 
@@ -210,11 +226,11 @@ def plan_admissions(
     """Admit queue heads round-robin until no queue can admit another (see module doc)."""
     usage = _Usage(used)
     plan = Plan()
-    running = {job.key: job for job in admitted}
+    running = _Holders(admitted)
     for preemption in _over_quota(tree, usage, running):
         plan.preempted.append(preemption)
         usage.remove(preemption.victim.leaf, preemption.victim.request)
-        del running[preemption.victim.key]
+        running.remove(preemption.victim)
 
     cursors = {index: 0 for index in range(len(queues))}
     open_queues = set(cursors)
@@ -265,7 +281,7 @@ def _admit(
     tree: Mapping[str, Node],
     usage: _Usage,
     allocatable: Mapping[str, int] | None,
-    running: dict[int, Admitted],
+    running: _Holders,
     heads: QueueHeads,
     candidate: Candidate,
 ) -> bool:
@@ -285,11 +301,11 @@ def _admit(
         for preemption in victims:
             plan.preempted.append(preemption)
             usage.remove(preemption.victim.leaf, preemption.victim.request)
-            del running[preemption.victim.key]
+            running.remove(preemption.victim)
     plan.admitted.append(candidate)
     usage.add(heads.leaf, candidate.request)
-    running[candidate.key] = Admitted(
-        candidate.key, heads.leaf, candidate.request, candidate.priority, math.inf
+    running.add(
+        Admitted(candidate.key, heads.leaf, candidate.request, candidate.priority, math.inf)
     )
     return True
 
@@ -298,7 +314,7 @@ def _victims(
     tree: Mapping[str, Node],
     usage: _Usage,
     allocatable: Mapping[str, int] | None,
-    running: Mapping[int, Admitted],
+    running: _Holders,
     heads: QueueHeads,
     candidate: Candidate,
     reason: Shortfall,
@@ -310,7 +326,7 @@ def _victims(
         return None
     trial = usage.copy()
     chosen: list[Preemption] = []
-    pool = sorted(running.values(), key=victim_order)
+    pool = list(running.ordered)
     while reason is not None:
         preemption = None
         short = reason.resource
@@ -335,12 +351,10 @@ def _victims(
     return chosen
 
 
-def _over_quota(
-    tree: Mapping[str, Node], usage: _Usage, running: Mapping[int, Admitted]
-) -> list[Preemption]:
+def _over_quota(tree: Mapping[str, Node], usage: _Usage, running: _Holders) -> list[Preemption]:
     """Jobs to give back where usage is above max, deepest nodes first, in victim order."""
     preemptions: list[Preemption] = []
-    pool = sorted(running.values(), key=victim_order)
+    pool = list(running.ordered)
     trial = usage.copy()
     for path in sorted(tree, key=lambda p: -p.count("/")):
         for job in list(pool):
