@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import Q
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -211,11 +212,19 @@ class JobManifestView(APIView):
         return Response(build_manifests(job_spec_full(job)))
 
 
+def _default(value, default):
+    return default if value is None else value
+
+
 def queue_data(queue, usage: dict | None = None) -> dict:
     return {
         "name": queue.name,
         "path": queue.node.path,
         "policy": queue.policy,
+        "preemption": queue.preemption,
+        "backoff_base_seconds": _default(queue.backoff_base_seconds, settings.BACKOFF_BASE_SECONDS),
+        "backoff_max_seconds": _default(queue.backoff_max_seconds, settings.BACKOFF_MAX_SECONDS),
+        "priority_class": queue.priority_class or None,
         "active": queue.active,
         "namespaces": queue.node.namespaces,
         "min": format_resources(queue.node.min),

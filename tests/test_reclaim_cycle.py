@@ -145,3 +145,16 @@ def test_a_queue_sets_its_own_backoff_base_and_cap(member, now):
     admission_cycle(now=now + timedelta(seconds=10))
     waiting.refresh_from_db()
     assert waiting.next_attempt_at == now + timedelta(seconds=10 + 15)  # 20 capped at 15
+
+
+def test_the_queue_api_shows_its_policies(api, member):
+    Queue.objects.filter(name="root-algorithm-video").update(
+        policy="BestEffort", preemption=True, backoff_max_seconds=15, priority_class="high"
+    )
+    data = api(member).get("/api/v1/queues/root-algorithm-video/").json()
+    assert (data["policy"], data["preemption"], data["priority_class"]) == (
+        "BestEffort",
+        True,
+        "high",
+    )
+    assert (data["backoff_base_seconds"], data["backoff_max_seconds"]) == (2.0, 15.0)
