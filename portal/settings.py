@@ -100,6 +100,7 @@ INSTALLED_APPS = [
     "portal",
     "queues",
     "jobs",
+    "audit",
 ]
 
 MIDDLEWARE = [

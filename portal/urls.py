@@ -16,6 +16,11 @@ api_v1 = [
         queues_api.DepartmentMembersView.as_view(),
         name="api-department-members",
     ),
+    path(
+        "departments/<slug:name>/members/<str:username>/",
+        queues_api.DepartmentMemberView.as_view(),
+        name="api-department-member",
+    ),
     path("jobs/", jobs_api.JobListView.as_view(), name="api-jobs"),
     path("jobs/<int:pk>/", jobs_api.JobDetailView.as_view(), name="api-job"),
     path("jobs/<int:pk>/cancel/", jobs_api.JobCancelView.as_view(), name="api-job-cancel"),

@@ -13,8 +13,12 @@ from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from audit.models import AuditEntry
+
 from . import services
 from .models import Department, Membership, QuotaNode
+
+API = AuditEntry.Source.API
 
 _USERNAME = re.compile(r"^[\w.@+-]{1,150}$")
 
@@ -35,7 +39,7 @@ class QuotaTreeView(APIView):
         summary="Apply an ElasticQuotaTree (staff): creates, updates and retires nodes and queues",
     )
     def put(self, request):
-        services.tree_apply(document=request.data)
+        services.tree_apply(document=request.data, actor=request.user, source=API)
         return Response(services.tree_export())
 
 
@@ -83,7 +87,9 @@ class DepartmentListView(APIView):
         serializer.is_valid(raise_exception=True)
         try:
             with transaction.atomic():
-                department = services.department_create(**serializer.validated_data)
+                department = services.department_create(
+                    **serializer.validated_data, actor=request.user, source=API
+                )
         except IntegrityError:
             return Response({"name": ["a department with this name exists"]}, status=400)
         return Response(department_data(department), status=status.HTTP_201_CREATED)
@@ -108,8 +114,20 @@ class DepartmentMembersView(APIView):
         department = get_object_or_404(Department, name=name)
         serializer = MemberSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        membership = services.membership_set(department=department, **serializer.validated_data)
+        membership = services.membership_set(
+            department=department, **serializer.validated_data, actor=request.user, source=API
+        )
         return Response(
             {"username": membership.user.username, "role": membership.role},
             status=status.HTTP_201_CREATED,
         )
+
+
+class DepartmentMemberView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(responses={204: None}, summary="Remove a member or manager (staff)")
+    def delete(self, request, name: str, username: str):
+        membership = get_object_or_404(Membership, department__name=name, user__username=username)
+        services.membership_delete(membership=membership, actor=request.user, source=API)
+        return Response(status=status.HTTP_204_NO_CONTENT)

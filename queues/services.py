@@ -6,13 +6,29 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.dispatch import Signal
 
+from audit.models import AuditEntry
+from audit.services import audit_record, describe_changes
+
 from . import quota
-from .models import Department, Membership, Queue, QuotaNode
-from .quantity import QuantityError, format_resources, parse_resources
+
+# Departments and their people have their own module; callers have always found these
+# names here.
+from .departments import (  # noqa: F401
+    department_create,
+    department_delete,
+    department_update,
+    membership_delete,
+    membership_set,
+)
+from .models import Queue, QuotaNode
+from .quantity import QuantityError, ResourceList, format_resources, parse_resources
+
+Action = AuditEntry.Action
+ObjectType = AuditEntry.ObjectType
+Source = AuditEntry.Source
 
 API_VERSION = "scheduling.sigs.k8s.io/v1beta1"
 KIND = "ElasticQuotaTree"
@@ -118,24 +134,93 @@ def tree_parse(document: object) -> ParsedTree:
     return ParsedTree(nodes=nodes, leaves=leaves)
 
 
-def tree_apply(*, document: object) -> list[QuotaNode]:
+@dataclass(frozen=True)
+class NodeChange:
+    """What applying a tree did to one node, with its values before and after (as exported)."""
+
+    action: str
+    path: str
+    before: dict | None
+    after: dict | None
+
+    def describe(self) -> str:
+        """``updated root/algorithm/video: max cpu: 14 → 20``; a retirement needs no details."""
+        if self.action == Action.RETIRED:
+            return f"{self.action} {self.path}"
+        return f"{self.action} {self.path}: " + "; ".join(describe_changes(self.before, self.after))
+
+
+def count_nodes(changes: list[NodeChange]) -> str:
+    return "1 node changed" if len(changes) == 1 else f"{len(changes)} nodes changed"
+
+
+def node_snapshot(*, min: ResourceList, max: ResourceList, namespaces: Iterable[str]) -> dict:
+    """A node's values as the audit keeps them: exact quantities spelled as in the YAML."""
+    return {
+        "min": format_resources(min),
+        "max": format_resources(max),
+        "namespaces": list(namespaces),
+    }
+
+
+def tree_apply(*, document: object, actor=None, source: str = Source.COMMAND) -> list[QuotaNode]:
     """Apply a whole tree like ``kubectl apply``: create, update and retire nodes and queues.
 
     A node that still has live jobs in its queue cannot be retired; nothing is written then.
+    Every node and queue that really changed gets an audit entry in the same transaction.
+    """
+    return _tree_write(document, actor=actor, source=source)[0]
+
+
+def tree_import(*, document: object, actor=None, source: str = Source.COMMAND) -> list[NodeChange]:
+    """``tree_apply`` for the YAML imports (the admin's YAML page, ``manage.py import_tree``),
+    which tell the person what changed; an empty list means the tree already matched."""
+    return _tree_write(document, actor=actor, source=source)[1]
+
+
+def tree_check(*, document: object) -> ParsedTree:
+    """Every check of ``tree_apply`` without writing, for forms that show errors in place.
+
+    ``tree_apply`` checks again under its lock: the tree may change in between.
     """
     parsed = tree_parse(document)
+    existing = {
+        row.path: row for row in QuotaNode.objects.filter(active=True).only("path", "active")
+    }
+    _refuse_retiring_busy(_leaving(existing, parsed))
+    return parsed
+
+
+def _leaving(existing: Mapping[str, QuotaNode], parsed: ParsedTree) -> list[str]:
+    """Active nodes the tree drops, or that stop being leaves: their queues go."""
+    wanted = {node.path for node in parsed.nodes}
+    return [
+        path
+        for path, node in existing.items()
+        if node.active and (path not in wanted or path not in parsed.leaves)
+    ]
+
+
+def _tree_write(
+    document: object, *, actor, source: str
+) -> tuple[list[QuotaNode], list[NodeChange]]:
+    parsed = tree_parse(document)
     wanted = {node.path: node for node in parsed.nodes}
+    changes: list[NodeChange] = []
     with transaction.atomic():
         existing = {node.path: node for node in QuotaNode.objects.select_for_update()}
-        leaving = [
-            path
-            for path, node in existing.items()
-            if node.active and (path not in wanted or path not in parsed.leaves)
-        ]
-        _refuse_retiring_busy(leaving)
+        _refuse_retiring_busy(_leaving(existing, parsed))
         saved: dict[str, QuotaNode] = {}
         for node in sorted(parsed.nodes, key=lambda n: n.path.count("/")):
-            row = existing.get(node.path) or QuotaNode(path=node.path)
+            row = existing.get(node.path)
+            after = node_snapshot(min=node.min, max=node.max, namespaces=node.namespaces)
+            if row is None or not row.active:
+                changes.append(NodeChange(Action.CREATED, node.path, None, after))
+            else:
+                before = node_snapshot(min=row.min, max=row.max, namespaces=row.namespaces)
+                if before != after:
+                    changes.append(NodeChange(Action.UPDATED, node.path, before, after))
+            row = row or QuotaNode(path=node.path)
             row.name = node.name
             row.parent = saved[node.parent] if node.parent else None
             row.min, row.max = node.min, node.max
@@ -143,13 +228,25 @@ def tree_apply(*, document: object) -> list[QuotaNode]:
             row.active = True
             row.save()
             saved[node.path] = row
-        retired = [existing[path] for path in existing if path not in wanted]
+        retired = [row for path, row in existing.items() if path not in wanted and row.active]
         for row in sorted(retired, key=lambda r: -r.depth):
+            before = node_snapshot(min=row.min, max=row.max, namespaces=row.namespaces)
+            changes.append(NodeChange(Action.RETIRED, row.path, before, None))
             row.active = False
             row.save(update_fields=["active", "updated_at"])
-        _sync_queues(saved, parsed.leaves)
+        for change in changes:
+            audit_record(
+                action=change.action,
+                object_type=ObjectType.QUOTA_NODE,
+                object_key=change.path,
+                before=change.before,
+                after=change.after,
+                actor=actor,
+                source=source,
+            )
+        _sync_queues(saved, parsed.leaves, actor=actor, source=source)
         transaction.on_commit(lambda: tree_changed.send(sender=QuotaNode))
-    return list(saved.values())
+    return list(saved.values()), changes
 
 
 def _refuse_retiring_busy(paths: list[str]) -> None:
@@ -171,18 +268,92 @@ def _refuse_retiring_busy(paths: list[str]) -> None:
         )
 
 
-def _sync_queues(nodes: Mapping[str, QuotaNode], leaves: set[str]) -> None:
+QUEUE_SETTINGS = (
+    "policy",
+    "preemption",
+    "backoff_base_seconds",
+    "backoff_max_seconds",
+    "priority_class",
+)
+
+
+def queue_snapshot(queue: Queue) -> dict:
+    return {
+        "node": queue.node.path,
+        **{name: getattr(queue, name) for name in QUEUE_SETTINGS},
+    }
+
+
+def _audit_queue(action: str, queue: Queue, before, after, *, actor, source: str) -> None:
+    audit_record(
+        action=action,
+        object_type=ObjectType.QUEUE,
+        object_key=queue.name,
+        before=before,
+        after=after,
+        actor=actor,
+        source=source,
+    )
+
+
+def _sync_queues(nodes: Mapping[str, QuotaNode], leaves: set[str], *, actor, source: str) -> None:
+    """One active queue per leaf: created with its leaf, retired with it, revived with it."""
     by_node = {queue.node_id: queue for queue in Queue.objects.select_for_update()}
     for path, node in nodes.items():
         queue = by_node.get(node.id)
         is_leaf = path in leaves
         if queue is None and is_leaf:
-            Queue.objects.create(node=node, name=Queue.name_for(path))
+            queue = Queue.objects.create(node=node, name=Queue.name_for(path))
+            _audit_queue(
+                Action.CREATED, queue, None, queue_snapshot(queue), actor=actor, source=source
+            )
         elif queue is not None and queue.active != is_leaf:
             queue.active = is_leaf
             queue.save(update_fields=["active"])
+            snapshot = queue_snapshot(queue)
+            if is_leaf:
+                _audit_queue(Action.CREATED, queue, None, snapshot, actor=actor, source=source)
+            else:
+                _audit_queue(Action.RETIRED, queue, snapshot, None, actor=actor, source=source)
     live = {node.id for node in nodes.values()}
-    Queue.objects.exclude(node_id__in=live).filter(active=True).update(active=False)
+    leaving = Queue.objects.exclude(node_id__in=live).filter(active=True).select_related("node")
+    for queue in leaving:
+        _audit_queue(Action.RETIRED, queue, queue_snapshot(queue), None, actor=actor, source=source)
+    leaving.update(active=False)
+
+
+def queue_update(
+    *, queue: Queue, changes: Mapping[str, object], actor=None, source: str = Source.COMMAND
+) -> Queue:
+    """Change a queue's policy, preemption, backoff or PriorityClass, and audit the change.
+
+    Its name, node and activity follow the tree and are not set here.
+    """
+    unknown = set(changes) - set(QUEUE_SETTINGS)
+    if unknown:
+        raise ValueError(f"not a queue setting: {', '.join(sorted(unknown))}")
+    with transaction.atomic():
+        row = Queue.objects.select_for_update().select_related("node").get(pk=queue.pk)
+        before = queue_snapshot(row)
+        for name, value in changes.items():
+            setattr(row, name, value)
+        if changes:
+            row.save(update_fields=list(changes))
+        _audit_queue(Action.UPDATED, row, before, queue_snapshot(row), actor=actor, source=source)
+    return row
+
+
+def tree_find(document: Mapping, path: str) -> dict:
+    """The node at ``path`` inside an ElasticQuotaTree object (to be edited in place)."""
+    node = document["spec"]["root"]
+    names = path.split("/")
+    if not node or node.get("name") != names[0]:
+        raise TreeError({"path": f"{path!r} is not a node of the quota tree"})
+    for name in names[1:]:
+        node = next((kid for kid in node.get("children", []) if kid["name"] == name), None)
+        if node is None:
+            raise TreeError({"path": f"{path!r} is not a node of the quota tree"})
+    return node
 
 
 def tree_with_node_changed(
@@ -194,14 +365,7 @@ def tree_with_node_changed(
     admin site, the API and a YAML import share one set of checks.
     """
     document = tree_export()
-    node = document["spec"]["root"]
-    names = path.split("/")
-    if not node or node.get("name") != names[0]:
-        raise TreeError({"path": f"{path!r} is not a node of the quota tree"})
-    for name in names[1:]:
-        node = next((kid for kid in node.get("children", []) if kid["name"] == name), None)
-        if node is None:
-            raise TreeError({"path": f"{path!r} is not a node of the quota tree"})
+    node = tree_find(document, path)
     node["min"], node["max"] = dict(min), dict(max)
     if "children" not in node:
         node["namespaces"] = list(namespaces)
@@ -249,20 +413,3 @@ def node_validate_change(
     if all(node.path != path for node in nodes):
         nodes.append(changed)
     return quota.validate_tree(nodes)
-
-
-def department_create(*, name: str, quota_node: QuotaNode) -> Department:
-    return Department.objects.create(name=name, quota_node=quota_node)
-
-
-def membership_set(*, department: Department, username: str, role: str) -> Membership:
-    """Add a user (created if missing, without a usable password) with a role."""
-    user, created = get_user_model().objects.get_or_create(username=username)
-    if created:
-        # A new person signs in once an admin gives them a password (or with a token).
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    membership, _ = Membership.objects.update_or_create(
-        department=department, user=user, defaults={"role": role}
-    )
-    return membership

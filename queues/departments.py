@@ -1,0 +1,137 @@
+"""Writes to departments and their memberships, each audited in its own transaction."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from audit.models import AuditEntry
+from audit.services import audit_record
+
+from .models import Department, Membership, QuotaNode
+
+Action = AuditEntry.Action
+ObjectType = AuditEntry.ObjectType
+Source = AuditEntry.Source
+
+
+def department_snapshot(department: Department) -> dict:
+    return {"name": department.name, "quota_node": department.quota_node.path}
+
+
+def _audit_department(action: str, key: str, before, after, *, actor, source: str) -> None:
+    audit_record(
+        action=action,
+        object_type=ObjectType.DEPARTMENT,
+        object_key=key,
+        before=before,
+        after=after,
+        actor=actor,
+        source=source,
+    )
+
+
+def department_create(
+    *, name: str, quota_node: QuotaNode, actor=None, source: str = Source.COMMAND
+) -> Department:
+    with transaction.atomic():
+        department = Department.objects.create(name=name, quota_node=quota_node)
+        after = department_snapshot(department)
+        _audit_department(Action.CREATED, name, None, after, actor=actor, source=source)
+    return department
+
+
+def department_update(
+    *,
+    department: Department,
+    name: str,
+    quota_node: QuotaNode,
+    actor=None,
+    source: str = Source.COMMAND,
+) -> Department:
+    """Rename a department or move it to another node; its history stays under both names
+    (the entry of the rename carries the old one)."""
+    with transaction.atomic():
+        row = Department.objects.select_for_update().select_related("quota_node")
+        row = row.get(pk=department.pk)
+        before = department_snapshot(row)
+        row.name, row.quota_node = name, quota_node
+        row.save(update_fields=["name", "quota_node"])
+        after = department_snapshot(row)
+        _audit_department(Action.UPDATED, row.name, before, after, actor=actor, source=source)
+    return row
+
+
+def department_delete(*, department: Department, actor=None, source: str = Source.COMMAND) -> None:
+    """Delete a department and its memberships, each recorded (the jobs keep their queues)."""
+    with transaction.atomic():
+        for membership in Membership.objects.filter(department=department):
+            membership_delete(membership=membership, actor=actor, source=source)
+        row = Department.objects.select_related("quota_node").filter(pk=department.pk).first()
+        if row is None:
+            return
+        before = department_snapshot(row)
+        row.delete()
+        _audit_department(Action.DELETED, row.name, before, None, actor=actor, source=source)
+
+
+def membership_key(membership: Membership) -> str:
+    """``algorithm/alice``: the department first, so a department's history includes it."""
+    return f"{membership.department.name}/{membership.user.username}"
+
+
+def membership_set(
+    *,
+    department: Department,
+    username: str,
+    role: str,
+    actor=None,
+    source: str = Source.COMMAND,
+) -> Membership:
+    """Add a user (created if missing, without a usable password) with a role, or change the
+    role; only a real change is audited, so setting the same role twice records one entry."""
+    with transaction.atomic():
+        user, created = get_user_model().objects.get_or_create(username=username)
+        if created:
+            # A new person signs in once an admin gives them a password (or with a token).
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+        membership, added = Membership.objects.select_for_update().get_or_create(
+            department=department, user=user, defaults={"role": role}
+        )
+        before = None if added else {"role": membership.role}
+        if not added and membership.role != role:
+            membership.role = role
+            membership.save(update_fields=["role"])
+        audit_record(
+            action=Action.CREATED if added else Action.UPDATED,
+            object_type=ObjectType.MEMBERSHIP,
+            object_key=membership_key(membership),
+            before=before,
+            after={"role": membership.role},
+            actor=actor,
+            source=source,
+        )
+    return membership
+
+
+def membership_delete(*, membership: Membership, actor=None, source: str = Source.COMMAND) -> None:
+    """Remove a person from a department; removing one already gone records nothing."""
+    with transaction.atomic():
+        row = (
+            Membership.objects.select_for_update()
+            .select_related("department", "user")
+            .filter(pk=membership.pk)
+            .first()
+        )
+        if row is None:
+            return
+        row.delete()
+        audit_record(
+            action=Action.DELETED,
+            object_type=ObjectType.MEMBERSHIP,
+            object_key=membership_key(row),
+            before={"role": row.role},
+            actor=actor,
+            source=source,
+        )
