@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from django.db.models import Q, QuerySet
 
 from .models import Department, Membership, Queue, QuotaNode
+from .quantity import ResourceList
 from .quota import Node, path_to_root
+
+# Set by the jobs app: the live usage of every node (its subtree's admitted and running jobs'
+# requests) by path. queues/ knows nothing of jobs; without that app nothing is in use.
+usage_provider: Callable[[], Mapping[str, ResourceList]] | None = None
 
 STAFF = "staff"
 MANAGER = Membership.Role.MANAGER
@@ -68,3 +75,8 @@ def queue_get_by_name(name: str) -> Queue | None:
 
 def tree_nodes() -> dict[str, Node]:
     return {row.path: row.as_node() for row in QuotaNode.objects.filter(active=True)}
+
+
+def node_usage() -> Mapping[str, ResourceList]:
+    """Usage by node path, through the hook the jobs app registers."""
+    return usage_provider() if usage_provider is not None else {}

@@ -1,0 +1,324 @@
+"""The quota tree in the admin: the tree with live usage, a node with its children, YAML in
+and out.
+
+Every write goes through ``queues.services.tree_apply``, the same path as
+``PUT /api/v1/quota-tree/``, so the invariants of the tree are checked the same way
+everywhere, a refused change writes nothing and each change is audited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from audit.models import AuditEntry
+
+from .. import exchange, selectors, services
+from ..models import QuotaNode
+from ..quantity import format_quantity, human
+from .history import AuditHistoryMixin, audit_url
+from .tree_forms import ChildForm, ChildrenFormSet, QuotaNodeForm
+
+MAX_UPLOAD_BYTES = 1_000_000  # a tree of thousands of nodes; anything larger is a mistake
+NONE = "—"
+
+
+def _may_edit(request, node: QuotaNode | None) -> bool:
+    """Staff with the right to change nodes edit active ones; a retired node is history,
+    shown read-only, and comes back by naming it again in the tree's YAML."""
+    active = node is None or node.active
+    return active and request.user.has_perm("queues.change_quotanode")
+
+
+def _lines(resources: list[str], values: Mapping[str, int], spell: Callable) -> str:
+    """One line per resource, in the same order in every column, so a row reads across."""
+    return format_html_join(
+        "",
+        '<div style="white-space: nowrap">{} {}</div>',
+        ((r, spell(r, values[r]) if r in values else NONE) for r in resources),
+    )
+
+
+def _download(text: str, filename: str) -> HttpResponse:
+    response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+class ChildrenInline(admin.TabularInline):
+    """A node's children, edited with it and applied with it as one tree."""
+
+    model = QuotaNode
+    fk_name = "parent"
+    form = ChildForm
+    formset = ChildrenFormSet
+    fields = ["name", "min_text", "max_text", "namespaces_text"]
+    extra = 1
+    verbose_name = "child"
+    verbose_name_plural = "children"
+    show_change_link = True
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(active=True).order_by("path")
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+
+        class RetiringChildForm(formset.form):
+            def hand_clean_DELETE(self) -> None:
+                """A deleted child is retired, never deleted: the admin's check for protected
+                rows (its queue) does not apply; the tree's check for live jobs does."""
+
+        formset.form = RetiringChildForm
+        return formset
+
+    # Adding, changing and retiring a child all edit the tree, like the node's own values.
+    def has_add_permission(self, request, obj=None) -> bool:
+        return _may_edit(request, obj)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return _may_edit(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return _may_edit(request, obj)
+
+
+@admin.register(QuotaNode)
+class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
+    form = QuotaNodeForm
+    inlines = [ChildrenInline]
+    # get_list_display adds the usage, counted once per page.
+    list_display = ["tree_name", "namespaces_display", "active"]
+    list_display_links = ["tree_name"]
+    list_filter = ["active"]
+    search_fields = ["path"]
+    ordering = ["path"]
+    sortable_by: list[str] = []  # ordered by path, the list reads as the tree
+    list_per_page = 1000
+    readonly_fields = [
+        "path",
+        "parent_link",
+        "min_display",
+        "max_display",
+        "namespaces_display",
+        "usage",
+        "active",
+    ]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "path",
+                    "parent_link",
+                    "min_text",
+                    "max_text",
+                    "namespaces_text",
+                    "usage",
+                    "active",
+                ]
+            },
+        )
+    ]
+    change_list_template = "admin/queues/quotanode/change_list.html"
+    change_form_template = "admin/queues/quotanode/change_form.html"
+
+    def get_fieldsets(self, request, obj=None):
+        if self.has_change_permission(request, obj):
+            return self.fieldsets
+        # Read only (a retired node): the values as text, not as empty inputs.
+        fields = ["path", "parent_link", "min_display", "max_display", "namespaces_display"]
+        return [(None, {"fields": [*fields, "active"]})]
+
+    def audit_filters(self, node: QuotaNode) -> dict[str, str]:
+        return {"object_type__exact": AuditEntry.ObjectType.QUOTA_NODE, "object_key": node.path}
+
+    def get_list_display(self, request):
+        usage = selectors.node_usage()
+
+        def resources(node: QuotaNode) -> list[str]:
+            return sorted({*node.min, *node.max, *usage.get(node.path, {})})
+
+        @admin.display(description="min (guaranteed)")
+        def min_column(node: QuotaNode) -> str:
+            return _lines(resources(node), node.min, format_quantity)
+
+        @admin.display(description="max (ceiling)")
+        def max_column(node: QuotaNode) -> str:
+            return _lines(resources(node), node.max, format_quantity)
+
+        @admin.display(description="used now")
+        def used_column(node: QuotaNode) -> str:
+            used = usage.get(node.path, {})
+            return _lines(resources(node), {r: used.get(r, 0) for r in resources(node)}, human)
+
+        return ["tree_name", min_column, max_column, used_column, "namespaces_display", "active"]
+
+    @admin.display(description="node")
+    def tree_name(self, node: QuotaNode) -> str:
+        return format_html(
+            '<span class="quota-node" data-depth="{}" style="padding-left: {}em; '
+            'white-space: nowrap" title="{}">'
+            "{}</span>{}",
+            node.depth,
+            f"{node.depth * 1.5:g}",
+            node.path,
+            node.name,
+            "" if node.active else " (retired)",
+        )
+
+    @admin.display(description="namespaces")
+    def namespaces_display(self, node: QuotaNode) -> str:
+        return ", ".join(node.namespaces)
+
+    @admin.display(description="min (guaranteed)")
+    def min_display(self, node: QuotaNode) -> str:
+        return _lines(sorted(node.min), node.min, format_quantity) or NONE
+
+    @admin.display(description="max (ceiling)")
+    def max_display(self, node: QuotaNode) -> str:
+        return _lines(sorted(node.max), node.max, format_quantity) or NONE
+
+    @admin.display(description="parent")
+    def parent_link(self, node: QuotaNode) -> str:
+        if node.parent_id is None:
+            return "— (the root)"
+        url = reverse("admin:queues_quotanode_change", args=[node.parent_id])
+        return format_html('<a href="{}">{}</a>', url, node.parent.path)
+
+    @admin.display(description="used now (admitted and running jobs)")
+    def usage(self, node: QuotaNode) -> str:
+        used = selectors.node_usage().get(node.path, {})
+        rows = [
+            (
+                resource,
+                human(resource, used.get(resource, 0)),
+                human(resource, node.max[resource]) if resource in node.max else NONE,
+                human(resource, node.min[resource]) if resource in node.min else NONE,
+            )
+            for resource in sorted({*node.min, *node.max, *used})
+        ]
+        return format_html_join("", "<div>{}: {} of max {} (min {})</div>", rows) or NONE
+
+    def has_add_permission(self, request) -> bool:
+        # New nodes are added as children on their parent's page, or in the YAML.
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return _may_edit(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # Nodes leave by being dropped from the tree: retired, kept for the jobs' history.
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        """Nothing here: the node is written with its children in ``save_related``."""
+
+    def save_related(self, request, form, formsets, change) -> None:
+        (children,) = [fs for fs in formsets if isinstance(fs, ChildrenFormSet)]
+        try:
+            children.applied = services.tree_import(
+                document=children.document, actor=request.user, source=AuditEntry.Source.ADMIN
+            )
+        except services.TreeError as error:
+            # Another admin changed the tree between the form's check and this save.
+            children.applied = []
+            messages.error(request, f"Not saved: {error}")
+            return
+        for change in children.applied:
+            messages.info(request, change.describe())
+
+    def construct_change_message(self, request, form, formsets, add=False) -> str:
+        applied = [c for fs in formsets for c in getattr(fs, "applied", [])]
+        return "; ".join(change.describe() for change in applied) or "No change."
+
+    def get_urls(self):
+        own = [
+            path("tree/", self.admin_site.admin_view(self.tree_view), name="queues_quotanode_tree"),
+            path(
+                "export/",
+                self.admin_site.admin_view(self.export_view),
+                name="queues_quotanode_export",
+            ),
+            path(
+                "export-volcano/",
+                self.admin_site.admin_view(self.export_volcano_view),
+                name="queues_quotanode_export_volcano",
+            ),
+        ]
+        return own + super().get_urls()
+
+    def changelist_view(self, request, extra_context=None):
+        extra_context = {**(extra_context or {}), "audit_url": audit_url()}
+        return super().changelist_view(request, extra_context)
+
+    def export_view(self, request):
+        """The active tree as an ElasticQuotaTree YAML file, the seed's format."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return _download(exchange.tree_yaml(), "elasticquotatree.yaml")
+
+    def export_volcano_view(self, request):
+        """A Volcano Queue per leaf, for clusters that schedule with Volcano."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return _download(exchange.volcano_queues_yaml(), "volcano-queues.yaml")
+
+    def tree_view(self, request):
+        """The whole tree as ElasticQuotaTree YAML: edit or upload, then apply like
+        ``kubectl apply``."""
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        errors: dict[str, list[str]] = {}
+        if request.method == "POST":
+            text = request.POST.get("document", "")
+            upload = request.FILES.get("file")
+            if upload is not None:
+                text, errors = _read_upload(upload)
+            if not errors:
+                try:
+                    changes = services.tree_import(
+                        document=exchange.tree_load(text),
+                        actor=request.user,
+                        source=AuditEntry.Source.YAML_IMPORT,
+                    )
+                except services.TreeError as error:
+                    errors = error.errors
+                else:
+                    _report(request, changes)
+                    return redirect(reverse("admin:queues_quotanode_changelist"))
+        else:
+            text = exchange.tree_yaml()
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Edit the quota tree (ElasticQuotaTree YAML)",
+            "document": text,
+            "errors": errors,
+        }
+        return TemplateResponse(request, "admin/queues/quotanode/tree.html", context)
+
+
+def _read_upload(upload) -> tuple[str, dict[str, list[str]]]:
+    if upload.size > MAX_UPLOAD_BYTES:
+        return "", {"file": [f"{upload.name} is larger than {MAX_UPLOAD_BYTES} bytes"]}
+    try:
+        return upload.read().decode("utf-8"), {}
+    except UnicodeDecodeError:
+        return "", {"file": [f"{upload.name} is not UTF-8 text"]}
+
+
+def _report(request, changes: list[services.NodeChange]) -> None:
+    if not changes:
+        messages.info(request, "The quota tree already matched the YAML: nothing changed.")
+        return
+    messages.success(request, f"The quota tree was applied: {services.count_nodes(changes)}.")
+    for change in changes:
+        messages.info(request, change.describe())

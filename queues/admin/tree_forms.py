@@ -1,0 +1,231 @@
+"""Forms of the quota tree's admin pages: a node's values and its children, checked as one tree.
+
+A node's page edits its ``min``, ``max`` and namespaces and, inline, those of its children
+(rename, add, retire). Django validates the node's form first and its children's formset
+second, handing both the same node instance; the form leaves itself on that instance
+(``editing_form``) so the formset, which sees everything, builds one ElasticQuotaTree
+document and checks it with ``services.tree_check``. Each broken rule goes back to the row
+it concerns, and the whole change is applied by one ``tree_apply``, or not at all.
+"""
+
+from __future__ import annotations
+
+from django import forms
+
+from .. import services
+from ..models import QuotaNode
+from ..quantity import format_resources
+
+RESOURCE_HELP = "One resource per line, as in the tree's YAML: 'cpu: 12', 'memory: 12Gi'."
+TEXT_FIELDS = {"min": "min_text", "max": "max_text", "namespaces": "namespaces_text"}
+
+
+def resources_text(resources: dict) -> str:
+    return "\n".join(f"{name}: {value}" for name, value in format_resources(resources).items())
+
+
+def parse_resources_text(text: str) -> dict[str, str]:
+    """'cpu: 12' lines into {"cpu": "12"}; quantities are checked by the tree's parser."""
+    result: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip() or not value.strip():
+            raise forms.ValidationError(f"line {number}: write 'resource: quantity', got {line!r}")
+        result[name.strip()] = value.strip()
+    return result
+
+
+class NodeValuesForm(forms.ModelForm):
+    """A node's ``min``, ``max`` and namespaces as text; ``values`` holds them once parsed.
+
+    Nothing is written through this form: the admin applies the tree document instead.
+    """
+
+    min_text = forms.CharField(
+        label="Min (guaranteed)", widget=forms.Textarea(attrs={"rows": 4}), required=False,
+        help_text=RESOURCE_HELP,
+    )  # fmt: skip
+    max_text = forms.CharField(
+        label="Max (ceiling)", widget=forms.Textarea(attrs={"rows": 4}), required=False,
+        help_text=RESOURCE_HELP,
+    )  # fmt: skip
+    namespaces_text = forms.CharField(
+        label="Namespaces", required=False,
+        help_text="Leaves only: the Kubernetes namespaces bound to this node, comma-separated.",
+    )  # fmt: skip
+
+    class Meta:
+        model = QuotaNode
+        fields: list[str] = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        node = self.instance
+        self.fields["min_text"].initial = resources_text(node.min)
+        self.fields["max_text"].initial = resources_text(node.max)
+        self.fields["namespaces_text"].initial = ", ".join(node.namespaces)
+        self.values: dict | None = None
+
+    def clean(self):
+        cleaned = super().clean()
+        values: dict = {}
+        for key in ("min", "max"):
+            try:
+                values[key] = parse_resources_text(cleaned.get(TEXT_FIELDS[key], ""))
+            except forms.ValidationError as error:
+                self.add_error(TEXT_FIELDS[key], error)
+        text = cleaned.get("namespaces_text", "")
+        values["namespaces"] = [ns.strip() for ns in text.split(",") if ns.strip()]
+        if not self.errors:
+            self.values = values
+        return cleaned
+
+
+class QuotaNodeForm(NodeValuesForm):
+    """The node's own values; its children's formset checks and carries the whole change."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.instance.editing_form = self
+
+
+class ChildForm(NodeValuesForm):
+    name = forms.CharField(
+        max_length=63,
+        help_text="Renaming moves the node: its old path and queue are retired.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Four columns side by side: keep each one narrow.
+        for field in ("min_text", "max_text"):
+            self.fields[field].widget.attrs.update(rows=3, cols=24)
+        self.fields["namespaces_text"].widget.attrs["size"] = 16
+        self.fields["name"].widget.attrs["size"] = 16
+        # The row's node as the tree has it now; cleaning sets the instance's new name.
+        self.original_name = self.instance.name if self.instance.pk else None
+        self.fields["name"].initial = self.original_name
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.values is not None:
+            self.values["name"] = cleaned.get("name", "")
+        return cleaned
+
+
+class ChildrenFormSet(forms.BaseInlineFormSet):
+    """The children of a node. ``clean`` checks the node and its children as one tree, and
+    leaves the document to apply in ``document``."""
+
+    def clean(self) -> None:
+        super().clean()
+        self.document: dict | None = None
+        node_form: QuotaNodeForm = self.instance.editing_form
+        rows = [form for form in self.forms if form.instance.pk or form.has_changed()]
+        deleted = [form for form in rows if self._should_delete_form(form)]
+        if node_form.values is None or any(form.errors for form in rows if form not in deleted):
+            return  # the messages on the rows come first
+        try:
+            document, owners = self._compose(node_form, rows, deleted)
+        except services.TreeError as error:  # the node left the tree since the page was shown
+            raise forms.ValidationError(str(error)) from None
+        try:
+            services.tree_check(document=document)
+        except services.TreeError as error:
+            for key, reasons in error.errors.items():
+                for reason in reasons:
+                    _route(key, reason, owners, node_form)
+            raise forms.ValidationError(
+                f"Nothing was saved: the change would break the rules of the tree at "
+                f"{self.instance.path} (see the messages in place)."
+            ) from None
+        self.document = document
+
+    def _compose(self, node_form, rows, deleted) -> tuple[dict, dict]:
+        """The active tree with this node's and its children's new values, and which form
+        owns which node (by field prefix and by path), to put each message in place."""
+        document = services.tree_export()
+        path = self.instance.path
+        node = services.tree_find(document, path)
+        node["min"], node["max"] = node_form.values["min"], node_form.values["max"]
+        children: list[dict] = list(node.get("children", []))
+        placed: list[tuple[dict, ChildForm]] = []
+        retiring: list[ChildForm] = []
+        for form in rows:
+            old = next((kid for kid in children if kid["name"] == form.original_name), None)
+            if form in deleted:
+                if old is not None:
+                    children.remove(old)
+                    retiring.append(form)
+                continue
+            kid = old if old is not None else {}
+            if old is None:
+                children.append(kid)
+            values = form.values
+            kid.update(name=values["name"], min=values["min"], max=values["max"])
+            _set_namespaces(kid, values["namespaces"])
+            placed.append((kid, form))
+        if children:
+            node["children"] = children
+        else:
+            node.pop("children", None)
+        _set_namespaces(node, node_form.values["namespaces"])
+        prefix = _field_prefix(document, path)
+        owners = {"prefix": {prefix: node_form}, "path": {path: node_form}}
+        for form in retiring:  # a refused retirement shows on the row that asked for it
+            owners["path"][f"{path}/{form.original_name}"] = form
+        for kid, form in placed:
+            # By identity: two new rows may hold equal values (a name written twice).
+            index = next(i for i, other in enumerate(children) if other is kid)
+            owners["prefix"][f"{prefix}.children[{index}]"] = form
+            owners["path"][f"{path}/{kid['name']}"] = form
+        return document, owners
+
+
+def _set_namespaces(node: dict, namespaces: list[str]) -> None:
+    """Leaves carry their namespaces; a node with children has none, and naming some on it
+    leaves them in place for the tree's check to refuse with the node's path."""
+    if node.get("children") and not namespaces:
+        node.pop("namespaces", None)
+    else:
+        node["namespaces"] = namespaces
+
+
+def _field_prefix(document: dict, path: str) -> str:
+    """``root/algorithm/video`` -> ``spec.root.children[0].children[0]``, as the parser says."""
+    prefix, node = "spec.root", document["spec"]["root"]
+    for name in path.split("/")[1:]:
+        index = next(i for i, kid in enumerate(node["children"]) if kid["name"] == name)
+        prefix, node = f"{prefix}.children[{index}]", node["children"][index]
+    return prefix
+
+
+def _route(key: str, reason: str, owners: dict, node_form: forms.Form) -> None:
+    """Put a message of the tree's checks on the form of the node it concerns.
+
+    Parse errors carry a field path (``spec.root.children[0].max.cpu``): the longest owner
+    prefix gives the row, the next part the field. Broken invariants and refused retirements
+    name a node path first: the nearest owner at or above it gets them. The rest, like a
+    namespace bound twice, go to the node's own form; each message names its nodes.
+    """
+    by_prefix = owners["prefix"]
+    for prefix in sorted(by_prefix, key=len, reverse=True):
+        if key.startswith(prefix + "."):
+            form = by_prefix[prefix]
+            part, _, rest = key[len(prefix) + 1 :].partition(".")
+            field = TEXT_FIELDS.get(part, part)
+            message = f"{rest}: {reason}" if rest else reason
+            if field in form.fields:
+                form.add_error(field, message)
+            else:
+                form.add_error(None, f"{part}{'.' + rest if rest else ''}: {reason}")
+            return
+    subject = reason.removeprefix("cannot retire ").split(":", 1)[0]
+    by_path = owners["path"]
+    for path in sorted(by_path, key=len, reverse=True):
+        if subject == path or subject.startswith(path + "/"):
+            by_path[path].add_error(None, reason)
+            return
+    node_form.add_error(None, reason if key == "spec.root" else f"{key}: {reason}")
