@@ -22,6 +22,10 @@ CRD_FILES = {
     ("ray.io/v1", "RayCluster"): "rayclusters.ray.io.yaml",
     ("kubeflow.org/v1", "PyTorchJob"): "pytorchjobs.kubeflow.org.yaml",
     ("batch.volcano.sh/v1alpha1", "Job"): "jobs.batch.volcano.sh.yaml",
+    ("scheduling.volcano.sh/v1beta1", "Queue"): "queues.scheduling.volcano.sh.yaml",
+    ("scheduling.sigs.k8s.io/v1beta1", "ElasticQuotaTree"): (
+        "elasticquotatrees.scheduling.sigs.k8s.io.yaml"
+    ),
 }
 
 
@@ -53,8 +57,11 @@ def schema_for(api_version: str, kind: str) -> dict:
     version = api_version.split("/")[1]
     (served,) = [v for v in document["spec"]["versions"] if v["name"] == version]
     schema = copy.deepcopy(served["schema"]["openAPIV3Schema"])
-    # metadata is validated by the API server's ObjectMeta rules, not the CRD schema.
+    # metadata is validated by the API server's ObjectMeta rules, not the CRD schema; every
+    # object has apiVersion and kind even where the CRD (ElasticQuotaTree's) omits them.
     schema["properties"]["metadata"] = {"type": "object"}
+    schema["properties"].setdefault("apiVersion", {"type": "string"})
+    schema["properties"].setdefault("kind", {"type": "string"})
     return _strict(schema)
 
 
