@@ -29,4 +29,14 @@ class JobsConfig(AppConfig):
             request_admission()
 
         queue_services.live_jobs_counter = live_jobs_counter
-        queue_services.tree_changed.connect(on_tree_changed, dispatch_uid="jobs-tree-changed")
+        # weak=False: the receiver is a local function, which would be collected at once.
+        queue_services.tree_changed.connect(
+            on_tree_changed, weak=False, dispatch_uid="jobs-tree-changed"
+        )
+
+        # The admin's tree shows each node's live usage, which only jobs/ can count.
+        from queues import selectors as queue_selectors
+
+        from .selectors import usage_by_path
+
+        queue_selectors.usage_provider = usage_by_path

@@ -53,14 +53,18 @@ def seed_tree_document() -> dict:
     return yaml.safe_load(SEED_TREE.read_text())
 
 
-@pytest.fixture(autouse=True)
-def _clean_triggers():
-    """Trigger marks left in Redis by an earlier test must not hold back this one's."""
+def _clear_trigger_marks() -> None:
     from jobs.triggers import _redis
 
     client = _redis()
     for key in client.scan_iter("caldera:*"):
         client.delete(key)
+
+
+@pytest.fixture(autouse=True)
+def _clean_triggers():
+    """Trigger marks left in Redis by an earlier test must not hold back this one's."""
+    _clear_trigger_marks()
     yield
 
 
@@ -156,5 +160,8 @@ def celery_worker(transactional_db):
     from portal.celery import app
 
     app.control.purge()
+    # Setting up the tree fired triggers whose tasks the purge just dropped: without this,
+    # their "pending" marks would hold back new triggers until they expire.
+    _clear_trigger_marks()
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10) as worker:
         yield worker

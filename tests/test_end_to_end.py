@@ -84,3 +84,27 @@ def test_the_intern_story_video_reclaims_its_guarantee_within_seconds(
     preempted = next(e for e in events if e["reason"] == "Preempted")
     assert "root/algorithm/video reclaimed its guaranteed quota" in preempted["message"]
     wait_for(lambda: Job.objects.get(pk=video).state == "running")
+
+
+def test_lowering_the_interns_quota_reclaims_without_waiting_for_a_beat(
+    api, intern, staff, celery_worker
+):
+    from .conftest import seed_tree_document
+    from .test_reclaim_cycle import INTERN_JOB
+
+    interns = [
+        api(intern).post("/api/v1/jobs/", INTERN_JOB, format="json").json()["id"] for _ in range(4)
+    ]
+    wait_for(lambda: all(Job.objects.get(pk=pk).state == "running" for pk in interns))
+
+    document = seed_tree_document()
+    interns_node = document["spec"]["root"]["children"][2]
+    for node in [interns_node, *interns_node["children"]]:
+        node["max"]["cpu"] = 32
+    response = api(staff).put("/api/v1/quota-tree/", document, format="json")
+    assert response.status_code == 200, response.json()
+
+    preempted = lambda: [pk for pk in interns if Job.objects.get(pk=pk).preemption_count]  # noqa: E731
+    assert sorted(wait_for(lambda: len(preempted()) == 2 and preempted(), timeout=10)) == sorted(
+        interns[2:]
+    )
