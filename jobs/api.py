@@ -101,7 +101,7 @@ class JobSubmitSchema(serializers.Serializer):
         required=False, help_text='[{"name": "small-group", "replicas": 2, "resources": {...}}]'
     )
     priority = serializers.IntegerField(required=False, default=0)
-    run_seconds = serializers.IntegerField(required=False, default=60)
+    run_seconds = serializers.FloatField(required=False, default=60)
 
 
 class JobPatchSchema(serializers.Serializer):

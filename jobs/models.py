@@ -84,7 +84,9 @@ class Job(models.Model):
     # The gang's total request in integer base units (cpu in millicores, memory in bytes).
     request = models.JSONField()
     priority = models.IntegerField(default=0)
-    run_seconds = models.PositiveIntegerField(default=60)
+    # The expected run time: the simulated cluster runs the job this long; on a real
+    # cluster it only feeds estimates. Fractions are allowed (benchmarks replay 0.2 s jobs).
+    run_seconds = models.FloatField(default=60)
 
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -195,7 +197,7 @@ class SimulatedPod(models.Model):
     phase = models.CharField(max_length=10, choices=Phase.choices, default=Phase.PENDING)
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
-    run_seconds = models.PositiveIntegerField()
+    run_seconds = models.FloatField()
     cycle = models.PositiveIntegerField(default=0)
     last_cycle_at = models.DateTimeField(null=True, blank=True)
     index = models.PositiveIntegerField(default=0)

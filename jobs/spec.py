@@ -45,7 +45,7 @@ class JobSpec:
     script: str = ""
     script_filename: str = "main.py"
     priority_class: str = ""
-    run_seconds: int = 60
+    run_seconds: float = 60
     suspend: bool = False
     enqueued_at: datetime | None = None
     dequeued_at: datetime | None = None

@@ -19,6 +19,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 NAME_MAX = 40  # leaves room for "-<id>" within Kubernetes' 63 characters
 MAX_REPLICAS = 1000
+MIN_RUN_SECONDS = 0.01
 MAX_RUN_SECONDS = 7 * 24 * 3600
 MAX_SCRIPT_BYTES = 1024 * 1024  # a ConfigMap holds at most 1 MiB
 PRIORITY_RANGE = (-1000, 1000)
@@ -50,7 +51,7 @@ class JobDraft:
     script: str = ""
     script_filename: str = "main.py"
     priority: int = 0
-    run_seconds: int = 60
+    run_seconds: float = 60
 
 
 def job_parse(raw: object) -> JobDraft:
@@ -87,6 +88,19 @@ def job_parse(raw: object) -> JobDraft:
                 return default
         if not low <= value <= high:
             errors[name] = f"must be between {low} and {high}, got {value}"
+        return value
+
+    def number(name: str, default: float, low: float, high: float) -> float:
+        value = raw.get(name, default)
+        if value is None:
+            return default
+        if isinstance(value, str) and re.fullmatch(r"\s*-?\d+(\.\d+)?\s*", value):
+            value = float(value)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            errors[name] = f"must be a number, got {value!r}"
+            return default
+        if not low <= value <= high:
+            errors[name] = f"must be between {low:g} and {high:g}, got {value:g}"
         return value
 
     queue = text("queue", required=True)
@@ -131,7 +145,7 @@ def job_parse(raw: object) -> JobDraft:
     workers, request = _workers(raw.get("workers"), errors, kind)
     request = add(request, head_request)
     priority = integer("priority", 0, *PRIORITY_RANGE)
-    run_seconds = integer("run_seconds", 60, 1, MAX_RUN_SECONDS)
+    run_seconds = number("run_seconds", 60, MIN_RUN_SECONDS, MAX_RUN_SECONDS)
     if errors:
         raise JobInvalid(errors)
     return JobDraft(

@@ -159,7 +159,7 @@ def _resources(values: Mapping[str, str], prefix: str) -> dict[str, str]:
 
 def _number(value: str) -> int | str:
     """Digits become an int (as in a JSON body); anything else goes on for job_parse to name."""
-    return int(value) if _INTEGER.match(value) else value
+    return int(value) if _INTEGER.match(value) else value.strip()
 
 
 def job_document(values: Mapping[str, str]) -> dict:

@@ -69,7 +69,8 @@ def test_the_queue_may_be_named_by_queue_name_or_path(api, member):
         ({"image": ""}, "image", "is required"),
         ({"entrypoint": ""}, "entrypoint", "is required"),
         ({"priority": "high"}, "priority", "must be an integer"),
-        ({"run_seconds": 0}, "run_seconds", "must be between 1 and"),
+        ({"run_seconds": 0}, "run_seconds", "must be between 0.01 and 604800, got 0"),
+        ({"run_seconds": "soon"}, "run_seconds", "must be a number, got 'soon'"),
         ({"queue": "root/nowhere"}, "queue", "is not a queue you can submit to"),
         ({"queue": "root/infrastructure/devops"}, "queue", "is not a queue you can submit to"),
         ({"colour": "red"}, "colour", "unknown field"),
@@ -88,6 +89,12 @@ def test_bad_input_gets_400_naming_the_field_and_stores_nothing(
     assert response.status_code == 400
     assert any(reason in message for message in response.json()[field]), response.json()
     assert not Job.objects.exists() and not JobEvent.objects.exists()
+
+
+def test_a_run_time_may_be_a_fraction_of_a_second(api, member):
+    response = submit(api, member, run_seconds=0.2)
+    assert response.status_code == 201, response.json()
+    assert response.json()["run_seconds"] == 0.2
 
 
 def test_a_body_that_is_not_an_object_gets_400(api, member):

@@ -47,7 +47,7 @@ class Pod:
     job_id: int
     index: int
     requests: ResourceList
-    run_seconds: int
+    run_seconds: float
     created_at: datetime
     phase: str = "Pending"
     node: str = ""
