@@ -24,7 +24,7 @@ from .manifests.common import object_name
 from .models import IN_CLUSTER, Job, JobEvent, State, sources_of
 from .services import capacity_changed
 from .spec import JobSpec, PodGroup
-from .triggers import request_admission, request_sync
+from .triggers import request_admission, request_sync, request_sync_at
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +184,8 @@ def cluster_sync(
     if result.finished:
         capacity_changed(now=now)
         request_admission()
+    if observation.next_change_at is not None:
+        request_sync_at(observation.next_change_at)
     return result
 
 

@@ -10,6 +10,8 @@ database still holds everything.
 from __future__ import annotations
 
 import logging
+import time
+from datetime import datetime
 from functools import cache
 
 import redis
@@ -66,3 +68,26 @@ def request_sync() -> None:
     from .tasks import sync
 
     SYNC.fire(sync)
+
+
+WAKE_KEY = "caldera:sync:wake"
+
+
+def request_sync_at(moment: datetime) -> None:
+    """Ask for a sync at ``moment``, when the cluster said it will change by itself.
+
+    Only the earliest wake is kept scheduled; that sync asks for the next one. Beat still
+    re-drives the sync, so a lost wake only delays a change, never loses it.
+    """
+    from .tasks import sync
+
+    at = moment.timestamp()
+    try:
+        client = _redis()
+        scheduled = client.get(WAKE_KEY)
+        if scheduled is not None and time.time() < float(scheduled) <= at:
+            return
+        client.set(WAKE_KEY, at, ex=max(int(at - time.time()) + 60, 60))
+        sync.apply_async(eta=moment, retry=False)
+    except (redis.RedisError, OperationalError) as error:
+        log.warning("could not schedule a sync (beat will run it): %s", error)

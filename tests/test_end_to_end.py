@@ -49,17 +49,18 @@ def test_the_seed_scenario_through_the_api_with_a_real_worker(api, member, celer
 
 def test_a_finish_frees_the_quota_for_the_next_job(api, member, celery_worker):
     client = api(member)
-    first = client.post("/api/v1/jobs/", {**RAY_JOB, "run_seconds": 2}, format="json").json()["id"]
+    first = client.post("/api/v1/jobs/", {**RAY_JOB, "run_seconds": 1.5}, format="json").json()
     second = client.post("/api/v1/jobs/", RAY_JOB, format="json").json()["id"]
-    wait_for(lambda: Job.objects.get(pk=first).state == "running")
-    # Nothing but the worker's own sync trigger moves the first job to succeeded; a test
-    # process stands in for beat by asking for one sync after the run time.
-    from jobs.triggers import request_sync
-
-    time.sleep(2.1)
-    request_sync()
-    wait_for(lambda: Job.objects.get(pk=first).state == "succeeded", timeout=10)
+    wait_for(lambda: Job.objects.get(pk=first["id"]).state == "running")
+    # No beat runs: the simulated cluster asked for a sync at the moment the first job
+    # ends, and that finish triggers the admission of the second.
     wait_for(lambda: Job.objects.get(pk=second).state in ("admitted", "running"), timeout=10)
+    finished = Job.objects.get(pk=first["id"])
+    assert finished.state == "succeeded"
+    ran = (finished.finished_at - finished.started_at).total_seconds()
+    assert 1.5 <= ran < 2.5
+    waited = Job.objects.get(pk=second)
+    assert (waited.dequeued_at - finished.finished_at).total_seconds() < 1
 
 
 def test_the_intern_story_video_reclaims_its_guarantee_within_seconds(

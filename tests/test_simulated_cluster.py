@@ -94,6 +94,19 @@ def test_finished_pods_free_their_nodes_for_waiting_gangs():
     assert phases(sim.tick(now=T0 + timedelta(seconds=10))) == {1: "Succeeded", 2: "Running"}
 
 
+def test_it_says_when_it_will_change_next_a_finish_or_a_gangs_next_cycle():
+    sim = cluster("1xcpu=12,memory=64Gi")
+    sim.create(spec(1, run_seconds=10.5), now=T0)
+    assert sim.tick(now=T0).next_change_at == T0 + timedelta(seconds=10.5)
+    sim.create(spec(2), now=T0 + timedelta(seconds=1))
+    # Job 2 waits; it will be tried again after a scheduling cycle, before job 1 ends.
+    observation = sim.tick(now=T0 + timedelta(seconds=1))
+    assert observation.next_change_at == T0 + timedelta(seconds=6)
+    sim.delete("rayjob-1")
+    sim.delete("rayjob-2")
+    assert sim.tick(now=T0 + timedelta(seconds=2)).next_change_at is None
+
+
 def test_deleting_a_job_removes_its_pods():
     sim = cluster()
     sim.create(spec(1), now=T0)

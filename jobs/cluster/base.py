@@ -46,6 +46,9 @@ class ClusterEvent:
 class Observation:
     statuses: list[ObjectStatus]
     events: list[ClusterEvent]
+    # When the cluster will change by itself next (a simulated pod finishes). A real
+    # cluster does not know; its changes arrive through the watch.
+    next_change_at: datetime | None = None
 
 
 class ClusterBackend(ABC):

@@ -148,7 +148,23 @@ class SimulatedCluster:
                         cycle=cycle,
                     )
                 )
-        return Observation(statuses=self.statuses(), events=events)
+        return Observation(
+            statuses=self.statuses(), events=events, next_change_at=self.next_change_at()
+        )
+
+    def next_change_at(self) -> datetime | None:
+        """When a pod will finish or a waiting gang will be tried again, if ever."""
+        moments = []
+        for pods in self.objects().values():
+            first = pods[0]
+            if first.phase == "Pending" and first.last_cycle_at is not None:
+                moments.append(first.last_cycle_at + timedelta(seconds=self.cycle_seconds))
+            moments.extend(
+                pod.started_at + timedelta(seconds=pod.run_seconds)
+                for pod in pods
+                if pod.phase == "Running" and pod.started_at is not None
+            )
+        return min(moments, default=None)
 
     def statuses(self) -> list[ObjectStatus]:
         statuses = []
