@@ -60,7 +60,9 @@ def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
             {"priority": "members submit at priority 0 or below; ask a manager to raise it"}
         )
     too_big = exceeds_max(
-        leaf=queue.node.path, request=draft.request, tree=queue_selectors.tree_nodes()
+        leaf=queue.node.path,
+        request=draft.request,
+        tree=queue_selectors.path_nodes(queue.node.path),
     )
     if too_big is not None:
         raise JobInvalid({"request": f"can never be admitted: {too_big.message()}"})

@@ -77,6 +77,12 @@ def tree_nodes() -> dict[str, Node]:
     return {row.path: row.as_node() for row in QuotaNode.objects.filter(active=True)}
 
 
+def path_nodes(leaf: str) -> dict[str, Node]:
+    """The nodes from ``leaf`` up to the root: all that a request's fit depends on."""
+    rows = QuotaNode.objects.filter(path__in=path_to_root(leaf), active=True)
+    return {row.path: row.as_node() for row in rows}
+
+
 def node_usage() -> Mapping[str, ResourceList]:
     """Usage by node path, through the hook the jobs app registers."""
     return usage_provider() if usage_provider is not None else {}
