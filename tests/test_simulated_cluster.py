@@ -50,6 +50,18 @@ def test_it_places_a_gang_and_runs_it_for_its_run_time():
     assert phases(sim.tick(now=T0 + timedelta(seconds=60))) == {1: "Succeeded"}
 
 
+def test_a_gang_that_fits_starts_as_it_is_created_unless_an_older_one_waits():
+    sim = cluster("1xcpu=12,memory=64Gi")
+    sim.create(spec(1, run_seconds=10), now=T0)
+    assert {p.phase for p in sim.pods.values()} == {"Running"}
+    sim.create(spec(2), now=T0)  # does not fit: waits for a tick to report why
+    sim.create(spec(3, head_cpu="0", workers=0), now=T0)  # fits, but job 2 came first
+    assert {p.job_id for p in sim.pods.values() if p.phase == "Pending"} == {2, 3}
+    assert phases(sim.tick(now=T0 + timedelta(seconds=10))) == {
+        1: "Succeeded", 2: "Running", 3: "Running",
+    }  # fmt: skip
+
+
 def test_creating_twice_is_the_same_as_once():
     sim = cluster()
     sim.create(spec(1), now=T0)

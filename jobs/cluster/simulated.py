@@ -92,6 +92,29 @@ class SimulatedCluster:
                 run_seconds=spec.run_seconds,
                 created_at=now,
             )
+        self._bind_on_arrival(spec.object_name, now)
+
+    def _bind_on_arrival(self, object_name: str, now: datetime) -> None:
+        """Like the scheduler, bind a gang that fits as it arrives, unless older ones wait.
+
+        Its run time starts now, not at the next observation; a gang that does not fit
+        waits for the next tick, which reports why.
+        """
+        waiting = [
+            pod
+            for pod in self.pods.values()
+            if pod.phase == "Pending" and pod.object_name != object_name
+        ]
+        if waiting:
+            return
+        gang = [pod for pod in self.pods.values() if pod.object_name == object_name]
+        gang.sort(key=lambda pod: pod.index)
+        placement = _place(gang, self.free())
+        if placement is not None:
+            for pod in gang:
+                self.pods[pod.name] = replace(
+                    pod, phase="Running", node=placement[pod.name], started_at=now
+                )
 
     def delete(self, object_name: str) -> None:
         for name in [n for n, pod in self.pods.items() if pod.object_name == object_name]:
