@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EMBEDDED := $(PY) -m portal.embedded run --
 
-.PHONY: venv demo test test-fast lint format clean
+.PHONY: venv demo test test-fast bench lint format clean
 
 venv: $(VENV)/.installed
 
@@ -24,6 +24,11 @@ demo: venv
 test: venv
 	CALDERA_STATE_DIR=$${CALDERA_STATE_DIR:-.caldera/test} SECRET_KEY=$${SECRET_KEY:-test-only-secret} \
 		$(EMBEDDED) $(PY) -m pytest $(PYTEST_ARGS)
+
+# The benchmarks (docs/benchmarks.md); FULL=1 adds the large scenarios. Never part of test.
+bench: venv
+	CALDERA_STATE_DIR=$${CALDERA_STATE_DIR:-.caldera/bench} \
+		$(EMBEDDED) $(PY) -m bench $(if $(FULL),--full) $(BENCH_ARGS)
 
 # Everything but the browser tests, for a quick loop.
 test-fast: PYTEST_ARGS = -m "not browser"

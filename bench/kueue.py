@@ -1,0 +1,168 @@
+"""Kueue's scheduler performance scenarios, read from its own generator configs.
+
+``bench/scenarios/`` holds Kueue's ``generator.yaml`` files (see SOURCES.md there). A
+scenario becomes an ElasticQuotaTree (a department per cohort, a leaf per cluster queue,
+min = nominal quota, max = nominal + borrowing limit) and a timetable of submissions: each
+queue receives each workload set's ``count`` workloads, one every ``creationIntervalMs``,
+all sets starting together, as Kueue's runner does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+
+# Kueue's own measured means (rangespec files) and the physical bound of the baseline.
+KUEUE_BASELINE = {
+    "wall_seconds": 351.1,
+    "mean_admission_seconds": {"large": 6.666, "medium": 76.768, "small": 215.468},
+    "physical_bound_seconds": 66.0,
+}
+KUEUE_LARGE_SCALE_LIMIT_SECONDS = 900.0
+
+
+@dataclass(frozen=True)
+class WorkloadClass:
+    name: str
+    runtime_seconds: float
+    priority: int
+    cpu: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    queue: str  # the leaf's path
+    at: float  # seconds after the start
+    workload_class: WorkloadClass
+    index: int  # within its queue and class
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    path: str
+    nominal_cpu: int
+    borrowing_limit_cpu: int
+    reclaim: bool
+    preempt_lower_priority: bool
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    queues: list[QueueSpec]
+    workloads: list[Workload]  # in submission order
+
+    @property
+    def total_cpu(self) -> int:
+        return sum(queue.nominal_cpu for queue in self.queues)
+
+    @property
+    def work_cpu_seconds(self) -> float:
+        return sum(w.workload_class.cpu * w.workload_class.runtime_seconds for w in self.workloads)
+
+    @property
+    def physical_bound_seconds(self) -> float:
+        """No scheduler can do the work faster than the whole cluster busy all the time."""
+        return self.work_cpu_seconds / self.total_cpu
+
+    def tree_document(self) -> dict:
+        """The scenario's quota as an ElasticQuotaTree in the seed's format."""
+        cohorts: dict[str, list[QueueSpec]] = {}
+        for queue in self.queues:
+            cohorts.setdefault(queue.path.split("/")[1], []).append(queue)
+        children = []
+        for cohort, queues in cohorts.items():
+            nominal = sum(q.nominal_cpu for q in queues)
+            children.append(
+                {
+                    "name": cohort,
+                    "min": {"cpu": nominal},
+                    "max": {"cpu": nominal},
+                    "children": [
+                        {
+                            "name": q.path.rsplit("/", 1)[1],
+                            "min": {"cpu": q.nominal_cpu},
+                            "max": {"cpu": q.nominal_cpu + q.borrowing_limit_cpu},
+                            "namespaces": [q.path.replace("/", "-")],
+                        }
+                        for q in queues
+                    ],
+                }
+            )
+        return {
+            "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+            "kind": "ElasticQuotaTree",
+            "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+            "spec": {
+                "root": {
+                    "name": "root",
+                    "min": {"cpu": self.total_cpu},
+                    "max": {"cpu": self.total_cpu},
+                    "children": children,
+                }
+            },
+        }
+
+
+def load(name: str, *, scale: float = 1.0) -> Scenario:
+    """Read ``<name>-generator.yaml``; ``scale`` < 1 keeps that share of each set's count."""
+    config = yaml.safe_load((SCENARIOS / f"{name}-generator.yaml").read_text())
+    queues: list[QueueSpec] = []
+    workloads: list[Workload] = []
+    for cohort_set in config["cohorts"]:
+        for c in range(cohort_set["count"]):
+            cohort = f"{cohort_set['className']}-{c}"
+            for queue_set in cohort_set["queuesSets"]:
+                for q in range(queue_set["count"]):
+                    path = f"root/{cohort}/{queue_set['className']}-{c}-{q}"
+                    queues.append(
+                        QueueSpec(
+                            path=path,
+                            nominal_cpu=queue_set["nominalQuota"],
+                            borrowing_limit_cpu=queue_set["borrowingLimit"],
+                            reclaim=queue_set.get("reclaimWithinCohort", "Never") != "Never",
+                            preempt_lower_priority=(
+                                queue_set.get("withinClusterQueue") == "LowerPriority"
+                            ),
+                        )
+                    )
+                    workloads += _queue_workloads(path, queue_set["workloadsSets"], scale)
+    workloads.sort(key=lambda w: (w.at, w.queue, w.workload_class.name, w.index))
+    return Scenario(name=name, queues=queues, workloads=workloads)
+
+
+def _queue_workloads(path: str, sets: list[dict], scale: float) -> list[Workload]:
+    workloads = []
+    for workload_set in sets:
+        count = max(1, round(workload_set["count"] * scale))
+        interval = workload_set["creationIntervalMs"] / 1000
+        for spec in workload_set["workloads"]:
+            workload_class = WorkloadClass(
+                name=spec["className"],
+                runtime_seconds=spec["runtimeMs"] / 1000,
+                priority=spec["priority"],
+                cpu=spec["request"],
+            )
+            workloads += [
+                Workload(path, index * interval, workload_class, index) for index in range(count)
+            ]
+    return workloads
+
+
+def job_body(workload: Workload) -> dict:
+    """The REST API body (and ``job_parse`` input) of one workload: a one-pod Ray job."""
+    cls = workload.workload_class
+    return {
+        "queue": workload.queue,
+        "kind": "ray",
+        "name": f"{cls.name}-{workload.index}",
+        "image": "rayproject/ray:2.36.1",
+        "entrypoint": "python -c 'pass'",
+        "head": {"resources": {"cpu": str(cls.cpu)}},
+        "priority": cls.priority,
+        "run_seconds": cls.runtime_seconds,
+    }
