@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     command = "make bench" + (" FULL=1" if args.full else "")
     run = {
         "command": command,
-        "argv": shlex.join([sys.executable, "-m", "bench", *(argv or sys.argv[1:])]),
+        "argv": shlex.join(
+            [os.path.relpath(sys.executable, REPO), "-m", "bench", *(argv or sys.argv[1:])]
+        ),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": report.machine(),
         "kueue": results,
