@@ -160,10 +160,9 @@ def admission_cycle(
     """Run cycles until nothing more can be admitted. None if another process holds the lock.
 
     ``before`` runs once the lock is held, before anything is read (the trigger clears its
-    dirty mark there, so a trigger that arrives later runs another cycle).
+    dirty mark there, so a trigger that arrives later runs another cycle). The caller makes
+    the cluster follow: ``result.preempted`` then ``result.admitted`` (see jobs.tasks).
     """
-    from .tasks import reconcile
-
     result = CycleResult()
     with advisory_lock(ADMISSION) as acquired:
         if not acquired:
@@ -178,10 +177,6 @@ def admission_cycle(
             result.preempted += cycle.preempted
             if not (cycle.more and cycle.admitted):
                 break
-    # Preempted jobs leave the cluster before the jobs that take their place arrive.
-    changed = result.preempted + result.admitted
-    if changed:
-        transaction.on_commit(lambda: reconcile.delay(changed))
     return result
 
 
