@@ -73,7 +73,16 @@ def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> No
     """Create the objects of jobs in the cluster states; delete those of the others."""
     now = now or timezone.now()
     jobs = list(Job.objects.filter(pk__in=list(job_ids)).select_related("queue__node", "owner"))
-    wanted = [job_spec_full(job) for job in jobs if job.state in IN_CLUSTER]
+    departments: dict[int, str] = {}  # one lookup per queue, not per job
+    for job in jobs:
+        if job.state in IN_CLUSTER and job.queue_id not in departments:
+            department = queue_department(job.queue)
+            departments[job.queue_id] = department.name if department else ""
+    wanted = [
+        job_spec(job, department=departments[job.queue_id])
+        for job in jobs
+        if job.state in IN_CLUSTER
+    ]
     unwanted = [object_name(job.name, job.pk) for job in jobs if job.state not in IN_CLUSTER]
     backend = get_backend()
     if unwanted:
