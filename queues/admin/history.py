@@ -19,10 +19,8 @@ def audit_url(**filters: str) -> str:
 
 
 class AuditHistoryMixin:
-    """For a ModelAdmin: ``audit_filters(obj)`` says which entries are the object's history."""
-
-    def audit_filters(self, obj) -> dict[str, str]:
-        raise NotImplementedError
+    """For a ModelAdmin that defines ``audit_filters(obj)``: the admin filters (a dict) that
+    select the object's entries in the audit trail."""
 
     def history_view(self, request, object_id, extra_context=None):
         obj = self.get_object(request, unquote(object_id))
