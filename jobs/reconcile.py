@@ -138,7 +138,10 @@ class SyncResult:
 def cluster_sync(
     *, now: datetime | None = None, before: Callable[[], None] | None = None
 ) -> SyncResult | None:
-    """Record cluster statuses and events. None if another process is syncing."""
+    """Record cluster statuses and events. None if another process is syncing.
+
+    The caller admits into the capacity ``result.finished`` freed (see jobs.tasks.sync).
+    """
     now = now or timezone.now()
     result = SyncResult()
     with advisory_lock(SYNC) as acquired:
@@ -191,8 +194,7 @@ def cluster_sync(
     if missing:
         jobs_reconcile(missing, now=now)
     if result.finished:
-        capacity_changed(now=now)
-        request_admission()
+        capacity_changed(now=now)  # the caller admits into what they freed (jobs.tasks.sync)
     if observation.next_change_at is not None:
         request_sync_at(observation.next_change_at)
     return result

@@ -76,6 +76,7 @@ def sync() -> None:
             return
         if result.finished:
             # The capacity they freed goes to the next jobs in this task, without a hop.
+            ADMIT.mark()
             admit_and_reconcile()
         if not SYNC.is_dirty():
             return

@@ -42,6 +42,16 @@ class Trigger:
         except (redis.RedisError, OperationalError) as error:
             log.warning("could not trigger %s (beat will run it): %s", task.name, error)
 
+    def mark(self) -> None:
+        """Mark the cycle dirty without sending a task: for a caller about to run it itself.
+
+        If another process holds the cycle's lock, it sees the mark and runs again.
+        """
+        try:
+            _redis().set(self.dirty_key, 1)
+        except redis.RedisError as error:
+            log.warning("could not mark %s dirty (beat will run it): %s", self.dirty_key, error)
+
     def started(self) -> None:
         """Called as the task starts: later triggers must send a new task."""
         _redis().delete(self.pending_key)
