@@ -156,18 +156,23 @@ def cluster_sync(
             job.pk: job
             for job in Job.objects.filter(pk__in=list(phases)).only("id", "state", "name")
         }
+        moves: dict[str, dict[int, str]] = {
+            State.RUNNING: {},
+            State.SUCCEEDED: {},
+            State.FAILED: {},
+        }
         for job_id, status in phases.items():
             job = jobs.get(job_id)
             if job is None:
                 continue
             if status.phase == "Running" and job.state == State.ADMITTED:
-                if _transition(job_id, State.RUNNING, now, "Running", "All pods are running"):
-                    result.started.append(job_id)
+                moves[State.RUNNING][job_id] = "All pods are running"
             elif status.phase in ("Succeeded", "Failed"):
                 target = State.SUCCEEDED if status.phase == "Succeeded" else State.FAILED
-                message = status.message or f"The job {status.phase.lower()}"
-                if _transition(job_id, target, now, status.phase, message):
-                    result.finished.append(job_id)
+                moves[target][job_id] = status.message or f"The job {status.phase.lower()}"
+        result.started = _transition(State.RUNNING, moves[State.RUNNING], now, "Running")
+        for target, reason in ((State.SUCCEEDED, "Succeeded"), (State.FAILED, "Failed")):
+            result.finished += _transition(target, moves[target], now, reason)
         # Objects of jobs that are no longer in the cluster states (finished, cancelled)
         # are removed; admitted jobs missing from a complete listing are created again.
         leftover = [
@@ -204,22 +209,29 @@ def _state_now(job: Job, result: SyncResult) -> str:
     return State.SUCCEEDED if job.pk in result.finished else job.state
 
 
-def _transition(job_id: int, target: str, now: datetime, reason: str, message: str) -> bool:
-    """Compare-and-swap the job into ``target``; record the event when it moved."""
+def _transition(target: str, messages: dict[int, str], now: datetime, reason: str) -> list[int]:
+    """Compare-and-swap these jobs into ``target`` together; an event for each that moved."""
+    if not messages:
+        return []
     stamps = {"started_at": now} if target == State.RUNNING else {"finished_at": now}
     with transaction.atomic():
-        moved = Job.objects.filter(pk=job_id, state__in=sources_of(target)).update(
-            state=target, **stamps
+        moved = list(
+            Job.objects.select_for_update()
+            .filter(pk__in=list(messages), state__in=sources_of(target))
+            .values_list("pk", flat=True)
         )
-        if moved:
-            JobEvent.objects.create(
+        Job.objects.filter(pk__in=moved).update(state=target, **stamps)
+        JobEvent.objects.bulk_create(
+            JobEvent(
                 job_id=job_id,
                 created_at=now,
                 reason=reason,
-                message=message,
+                message=messages[job_id],
                 type=JobEvent.Type.WARNING if target == State.FAILED else JobEvent.Type.NORMAL,
             )
-    return bool(moved)
+            for job_id in moved
+        )
+    return moved
 
 
 def _record_events(events) -> int:
