@@ -113,15 +113,15 @@ def _queue_heads(now: datetime, woken_at: datetime | None, limit: int) -> list[Q
             FROM queues_queue q
             JOIN queues_quotanode n ON n.id = q.node_id
             CROSS JOIN LATERAL (
-                SELECT j.id, j.priority, j.enqueued_at, j.request, j.state,
+                SELECT j.id, j.priority, j.ticket, j.enqueued_at, j.request, j.state,
                        j.next_attempt_at, j.last_tried_at
                 FROM jobs_job j
                 WHERE j.queue_id = q.id AND j.state IN ('queued', 'backoff')
-                ORDER BY j.priority DESC, j.enqueued_at, j.id
+                ORDER BY j.priority DESC, j.ticket
                 LIMIT %s
             ) h
             WHERE q.active AND n.active
-            ORDER BY n.path, h.priority DESC, h.enqueued_at, h.id
+            ORDER BY n.path, h.priority DESC, h.ticket
             """,
             [limit + 1],
         )

@@ -144,6 +144,48 @@ class JobListView(APIView):
         return Response(job_data(job, selectors.job_position(job)), status=status.HTTP_201_CREATED)
 
 
+class JobBatchSchema(serializers.Serializer):
+    jobs = JobSubmitSchema(many=True, help_text=f"1 to {services.BATCH_MAX} jobs")
+
+
+def _batch_entry(job: Job) -> dict:
+    return {
+        "id": job.pk,
+        "name": job.name,
+        "queue": job.queue.name,
+        "state": job.state,
+        "priority": job.priority,
+        "enqueued_at": _time(job.enqueued_at),
+    }
+
+
+class JobBatchView(APIView):
+    @extend_schema(
+        request=JobBatchSchema,
+        responses={201: OpenApiTypes.OBJECT},
+        summary=f"Submit up to {services.BATCH_MAX} jobs at once, all or none",
+        description="Each job is checked as POST /api/v1/jobs/ checks it. If any is refused, "
+        "none is stored and the 400 names each problem as jobs[i].field. The answer lists the "
+        "jobs in the order sent; GET /api/v1/jobs/{id}/ gives a job's position.",
+    )
+    def post(self, request):
+        length = request.META.get("CONTENT_LENGTH", "")
+        if length.isdigit() and int(length) > services.BATCH_MAX_BYTES:
+            limit = services.BATCH_MAX_BYTES // 2**20
+            return Response(
+                {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},
+                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
+        jobs = request.data.get("jobs") if isinstance(request.data, dict) else None
+        if not isinstance(jobs, list):
+            return Response({"jobs": ["must be a list of job objects"]}, status=400)
+        submitted = services.job_submit_batch(user=request.user, documents=jobs)
+        return Response(
+            {"count": len(submitted), "jobs": [_batch_entry(job) for job in submitted]},
+            status=status.HTTP_201_CREATED,
+        )
+
+
 class JobDetailView(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT, summary="A job, with its queue position")
     def get(self, request, pk: int):

@@ -99,16 +99,19 @@ class Job(models.Model):
     backoff_count = models.PositiveIntegerField(default=0)
     last_tried_at = models.DateTimeField(null=True, blank=True)
     preemption_count = models.PositiveIntegerField(default=0)
+    # The job's place in its queue's arrival order: 1, 2, 3, ... per queue, given by the
+    # database as the row is inserted (trigger job_ticket, migration 0004), so it follows
+    # the order in which submissions committed. A requeued job keeps its ticket.
+    ticket = models.BigIntegerField(null=True, editable=False)
 
     class Meta:
         ordering = ["-id"]
         indexes = [
-            # The queue order, for heads and positions: priority, then enqueue time.
+            # The queue order, for heads and positions: priority, then arrival.
             models.Index(
                 "queue",
                 models.F("priority").desc(),
-                "enqueued_at",
-                "id",
+                "ticket",
                 name="job_pending_order",
                 condition=Q(state__in=["queued", "backoff"]),
             ),
@@ -179,6 +182,42 @@ class AdmissionWake(models.Model):
 
     def __str__(self) -> str:
         return f"capacity changed at {self.woken_at:%Y-%m-%d %H:%M:%S}"
+
+
+TICKET_BLOCK = 1024  # tickets per PendingBlock row (the trigger's SQL says the same)
+
+
+class PendingBlock(models.Model):
+    """How many pending jobs a queue holds at one priority within a block of tickets.
+
+    Kept by database triggers on every write to jobs (migration 0004), in the same
+    transaction, so it is never out of step. A job's position is the sum of the blocks
+    ahead of it plus a count within its own block: at most TICKET_BLOCK index entries
+    however deep the queue, instead of counting every job ahead.
+    """
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE)
+    priority = models.IntegerField()
+    block = models.BigIntegerField()
+    jobs = models.IntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "priority", "block"], name="pending_block_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue_id}/{self.priority}/{self.block}: {self.jobs}"
+
+
+class QueueTicket(models.Model):
+    """The last ticket given in each queue (written only by the job_ticket trigger)."""
+
+    queue = models.OneToOneField(Queue, on_delete=models.CASCADE, primary_key=True)
+    last = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.queue_id}: {self.last}"
 
 
 class SimulatedPod(models.Model):
