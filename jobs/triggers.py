@@ -35,9 +35,11 @@ class Trigger:
     def fire(self, task) -> None:
         """Ask for a run of ``task`` soon."""
         try:
-            client = _redis()
-            client.set(self.dirty_key, 1)
-            if client.set(self.pending_key, 1, nx=True, ex=PENDING_TTL_SECONDS):
+            pipe = _redis().pipeline(transaction=False)  # one round trip for both
+            pipe.set(self.dirty_key, 1)
+            pipe.set(self.pending_key, 1, nx=True, ex=PENDING_TTL_SECONDS)
+            _dirty, first = pipe.execute()
+            if first:
                 task.apply_async(retry=False)
         except (redis.RedisError, OperationalError) as error:
             log.warning("could not trigger %s (beat will run it): %s", task.name, error)
