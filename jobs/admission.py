@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -177,7 +178,44 @@ def admission_cycle(
             result.preempted += cycle.preempted
             if not (cycle.more and cycle.admitted):
                 break
+        _compact_now_and_then()
     return result
+
+
+COMPACT_EVERY_SECONDS = 1.0
+_last_compaction = 0.0
+
+
+def _compact_now_and_then() -> None:
+    global _last_compaction
+    if time.monotonic() - _last_compaction >= COMPACT_EVERY_SECONDS:
+        compact_pending_blocks()
+        _last_compaction = time.monotonic()
+
+
+def compact_pending_blocks() -> None:
+    """Fold the appended changes of each (queue, priority, block) into one row.
+
+    Run under the admission lock, so by one process at a time. Rows that writers append
+    meanwhile are not in this statement's snapshot and stay, so no count is lost.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH folded AS (
+                DELETE FROM jobs_pendingblock b
+                USING (
+                    SELECT queue_id, priority, block FROM jobs_pendingblock
+                    GROUP BY 1, 2, 3 HAVING COUNT(*) > 1 OR SUM(jobs) = 0
+                ) k
+                WHERE (b.queue_id, b.priority, b.block) = (k.queue_id, k.priority, k.block)
+                RETURNING b.queue_id, b.priority, b.block, b.jobs
+            )
+            INSERT INTO jobs_pendingblock (queue_id, priority, block, jobs)
+            SELECT queue_id, priority, block, SUM(jobs) FROM folded
+            GROUP BY 1, 2, 3 HAVING SUM(jobs) <> 0
+            """
+        )
 
 
 @dataclass

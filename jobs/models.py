@@ -188,26 +188,26 @@ TICKET_BLOCK = 1024  # tickets per PendingBlock row (the trigger's SQL says the 
 
 
 class PendingBlock(models.Model):
-    """How many pending jobs a queue holds at one priority within a block of tickets.
+    """A change in how many pending jobs a queue holds at one priority in a block of tickets.
 
-    Kept by database triggers on every write to jobs (migration 0004), in the same
-    transaction, so it is never out of step. A job's position is the sum of the blocks
-    ahead of it plus a count within its own block: at most TICKET_BLOCK index entries
-    however deep the queue, instead of counting every job ahead.
+    Database triggers append a row for each statement that moves pending jobs (migration
+    0004), in the statement's transaction; rows are only ever appended, never updated, so
+    writers never wait on each other here. The admission cycle folds each key's rows into
+    one (``compact_pending_blocks``). A block's count is the sum of its rows; a job's
+    position is the sum over the blocks ahead of it plus a count inside its own block, at
+    most TICKET_BLOCK index entries however deep the queue.
     """
 
-    queue = models.ForeignKey(Queue, on_delete=models.CASCADE)
+    queue = models.ForeignKey(Queue, on_delete=models.DO_NOTHING, db_constraint=False)
     priority = models.IntegerField()
     block = models.BigIntegerField()
     jobs = models.IntegerField()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["queue", "priority", "block"], name="pending_block_key")
-        ]
+        indexes = [models.Index(fields=["queue", "priority", "block"], name="pending_block_key")]
 
     def __str__(self) -> str:
-        return f"{self.queue_id}/{self.priority}/{self.block}: {self.jobs}"
+        return f"{self.queue_id}/{self.priority}/{self.block}: {self.jobs:+d}"
 
 
 class QueueTicket(models.Model):
