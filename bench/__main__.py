@@ -1,9 +1,18 @@
 """``make bench``: run the benchmarks and write their figures into docs/benchmarks.md.
 
-    python -m bench [--full] [--scenario baseline] [--variant service --variant api]
+    python -m bench [--full] [--part kueue --part throughput --part reads --part reaction]
+                    [--scenario baseline] [--variant service --variant api] [--seconds 5]
 
 Runs inside ``python -m portal.embedded run --`` (as ``make bench`` does), so it has a
-PostgreSQL and a Redis; each run gets a fresh database of its own (see bench/services.py).
+PostgreSQL and a Redis; each part gets a fresh database of its own (see bench/services.py).
+The parts:
+
+- kueue: Kueue's scheduler scenarios replayed in real time (bench/replay.py), through
+  the submit service (with the reaction probe running beside it) and through the API,
+  one job a request for the baseline, in batches for the large-scale scenario;
+- throughput: the submit endpoints under 1, 8 and 32 clients, and pgbench (throughput.py);
+- reads: positions and queue pages at 1k, 10k and 100k pending (reads.py);
+- reaction: from a finish or a cancel to the next dequeue, workers idle (reaction.py).
 """
 
 from __future__ import annotations
@@ -13,75 +22,170 @@ import json
 import os
 import shlex
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 from . import report
+from .replay import VARIANTS
 from .services import REPO, bench_environment, flush_redis, recreate_database, web, worker
 
 RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
+PARTS = ["kueue", "throughput", "reads", "reaction"]
+IDLE_REACTION_ROUNDS = 30
+# 60,000 jobs due within 0.4 s cannot be submitted one request at a time on 2 cores: the
+# large-scale scenario is submitted as a CI pipeline submits a sweep, in batches.
+DEFAULT_VARIANTS = {"baseline": ["service", "api"], "large-scale": ["service-batch", "api-batch"]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--full", action="store_true", help="every scenario at full size")
+    parser.add_argument("--part", action="append", choices=PARTS, help="default: every part")
     parser.add_argument("--scenario", action="append", choices=["baseline", "large-scale"])
-    parser.add_argument("--variant", action="append", choices=["service", "api"])
+    parser.add_argument(
+        "--variant",
+        action="append",
+        choices=VARIANTS,
+        help="default: service and api for the baseline, the batch variants for large-scale",
+    )
+    parser.add_argument(
+        "--seconds", type=float, help="each load generator run (default 5, 10 with --full)"
+    )
     parser.add_argument(
         "--scale", type=float, default=1.0, help="share of each workload set (quick trials)"
     )
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args(argv)
-    scenarios = args.scenario or (["baseline", "large-scale"] if args.full else ["baseline"])
-    variants = args.variant or ["service", "api"]
+    parts = args.part or PARTS
+    seconds = args.seconds or (10 if args.full else 5)
 
     env = bench_environment(dict(os.environ))
     os.environ.update(env)
     import django
 
     django.setup()
-    from django.db import connections
 
-    from .kueue import load
-    from .replay import prepare, replay
-
-    results = []
-    for name in scenarios:
-        scenario = load(name, scale=args.scale)
-        run_env = {**env, "SIMULATED_CLUSTER_NODES": f"1xcpu={scenario.total_cpu}"}
-        for variant in variants:
-            print(
-                f"bench: {name} through the {variant}: {len(scenario.workloads)} jobs", flush=True
-            )
-            connections.close_all()
-            recreate_database(run_env)
-            flush_redis(run_env)
-            user = prepare(scenario)
-            with worker(run_env):
-                if variant == "api":
-                    with web(run_env, port=PORT) as url:
-                        result = replay(scenario, variant=variant, user=user, base_url=url)
-                else:
-                    result = replay(scenario, variant=variant, user=user)
-            print(f"bench: {json.dumps(result.as_dict())}", flush=True)
-            results.append(result.as_dict())
-
-    command = "make bench" + (" FULL=1" if args.full else "")
     run = {
-        "command": command,
+        "command": "make bench" + (" FULL=1" if args.full else ""),
         "argv": shlex.join(
             [os.path.relpath(sys.executable, REPO), "-m", "bench", *(argv or sys.argv[1:])]
         ),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": report.machine(),
-        "kueue": results,
     }
+    if "kueue" in parts:
+        scenarios = args.scenario or (["baseline", "large-scale"] if args.full else ["baseline"])
+        run["kueue"] = [
+            result
+            for name in scenarios
+            for result in kueue_part(env, name, args.variant or DEFAULT_VARIANTS[name], args.scale)
+        ]
+    if "throughput" in parts:
+        run["throughput"] = throughput_part(env, seconds)
+    if "reads" in parts:
+        run["reads"] = reads_part(env, seconds / 2)
+    if "reaction" in parts:
+        run["reaction_idle"] = reaction_part(env)
+
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(run, indent=2))
     report.write(args.output, run)
     print(f"bench: figures written to {args.output}", flush=True)
     return 0
+
+
+def fresh(env: dict) -> None:
+    from django.db import connections
+
+    connections.close_all()
+    recreate_database(env)
+    flush_redis(env)
+
+
+def kueue_part(env: dict, name: str, variants: list[str], scale: float) -> list[dict]:
+    from .kueue import load
+    from .reaction import with_probe
+    from .replay import prepare, replay
+
+    scenario = load(name, scale=scale)
+    results = []
+    for variant in variants:
+        print(f"bench: {name} through the {variant}: {len(scenario.workloads)} jobs", flush=True)
+        fresh(env)
+        # Through the service, the reaction probe runs beside the replay on a queue of its
+        # own (1 cpu more in the cluster), so one run gives both figures.
+        probing = name == "baseline" and variant == "service"
+        cpu = scenario.total_cpu + (1 if probing else 0)
+        run_env = {**env, "SIMULATED_CLUSTER_NODES": f"1xcpu={cpu}"}
+        document = with_probe(scenario.tree_document()) if probing else None
+        user = prepare(scenario, document)
+        with worker(run_env):
+            if variant.startswith("api"):
+                with web(run_env, port=PORT) as url:
+                    result = replay(scenario, variant=variant, user=user, base_url=url).as_dict()
+            else:
+                stop, reaction = threading.Event(), {}
+                prober = threading.Thread(
+                    target=_probe_into, args=(reaction, user, stop), daemon=True
+                )
+                prober.start()
+                result = replay(scenario, variant=variant, user=user).as_dict()
+                stop.set()
+                prober.join(timeout=120)
+                result["reaction"] = reaction
+        print(f"bench: {json.dumps(result)}", flush=True)
+        results.append(result)
+    return results
+
+
+def _probe_into(reaction: dict, user, stop: threading.Event) -> None:
+    from .reaction import probe
+
+    reaction.update(probe(user, until=stop))
+
+
+def throughput_part(env: dict, seconds: float) -> dict:
+    from .kueue import load
+    from .replay import prepare
+    from .throughput import measure
+
+    print("bench: submission throughput", flush=True)
+    scenario = load("baseline")
+    fresh(env)
+    user = prepare(scenario)
+    # No Celery worker: the figures are the web tier's and PostgreSQL's alone.
+    with web(env, port=PORT) as url:
+        return measure(scenario, user=user, base_url=url, env=env, seconds=seconds)
+
+
+def reads_part(env: dict, seconds: float) -> dict:
+    from .reads import measure
+
+    print("bench: reads at depth", flush=True)
+    fresh(env)
+    with web(env, port=PORT) as url:
+        return measure(base_url=url, env=env, seconds=seconds)
+
+
+def reaction_part(env: dict) -> dict:
+    from django.contrib.auth import get_user_model
+
+    from queues.services import tree_apply
+
+    from .reaction import probe, with_probe
+
+    print("bench: reaction time, workers idle", flush=True)
+    fresh(env)
+    empty = {"spec": {"root": {"name": "root", "min": {"cpu": 0}, "max": {"cpu": 0},
+                               "children": []}}}  # fmt: skip
+    tree_apply(document=with_probe(empty))
+    user = get_user_model().objects.create_superuser("probe", "probe@example.com", "probe-pw")
+    with worker({**env, "SIMULATED_CLUSTER_NODES": "1xcpu=1"}):
+        result = probe(user, rounds=IDLE_REACTION_ROUNDS)
+    print(f"bench: reaction {json.dumps(result)}", flush=True)
+    return result
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from .kueue import Scenario, job_body
 
 SUBMITTERS = 8  # concurrent submitting clients (threads, each with its connection)
+BATCH_SIZE = 1000  # jobs.services.BATCH_MAX
 
 
 @dataclass
@@ -39,14 +40,15 @@ class ReplayResult:
         return asdict(self)
 
 
-def prepare(scenario: Scenario) -> object:
-    """Load the scenario's tree and queue policies; return the user who submits."""
+def prepare(scenario: Scenario, document: dict | None = None) -> object:
+    """Load the scenario's tree (or ``document``, a tree holding it) and queue policies;
+    return the user who submits."""
     from django.contrib.auth import get_user_model
 
     from queues.models import Queue
     from queues.services import tree_apply
 
-    tree_apply(document=scenario.tree_document())
+    tree_apply(document=document or scenario.tree_document())
     for spec in scenario.queues:
         # Kueue's cluster queues default to BestEffortFIFO, which the generator keeps.
         Queue.objects.filter(node__path=spec.path).update(
@@ -58,72 +60,140 @@ def prepare(scenario: Scenario) -> object:
     )
 
 
+VARIANTS = ("service", "api", "service-batch", "api-batch")
+BATCH_WINDOW_SECONDS = 0.05  # the batch variants group what falls due in this window
+
+
 def replay(scenario: Scenario, *, variant: str, user, base_url: str = "") -> ReplayResult:
-    """Submit every workload on time, wait until all have finished, and measure."""
-    submit = _service_submitter(user) if variant == "service" else _api_submitter(user, base_url)
+    """Submit every workload on time, wait until all have finished, and measure.
+
+    ``service`` and ``api`` submit each workload alone, at its time, through ``job_submit``
+    or ``POST /api/v1/jobs/``; ``service-batch`` and ``api-batch`` submit what falls due
+    within each 50 ms together (up to 1,000 a request), through ``job_submit_batch`` or
+    ``POST /api/v1/jobs/batch/``, as a CI pipeline submitting a sweep would.
+    """
+    submitters = {
+        "service": _service_submitter,
+        "api": _api_submitter,
+        "service-batch": _service_batch_submitter,
+        "api-batch": _api_batch_submitter,
+    }
+    submit = submitters[variant](user, base_url)
     lags: list[float] = []  # from a workload's time to the end of its submission
     start = time.monotonic()
 
-    def submit_on_time(workload) -> None:
-        submit(job_body(workload))
-        lags.append(time.monotonic() - (start + workload.at))
+    def submit_on_time(workloads) -> None:
+        submit([job_body(workload) for workload in workloads])
+        finished = time.monotonic()
+        lags.extend(finished - (start + workload.at) for workload in workloads)
 
     with ThreadPoolExecutor(max_workers=SUBMITTERS) as pool:
-        for workload in scenario.workloads:
-            delay = start + workload.at - time.monotonic()
+        for group in _groups(scenario.workloads, batched=variant.endswith("-batch")):
+            delay = start + group[0].at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            pool.submit(submit_on_time, workload)
-    _wait_until_finished(
-        len(scenario.workloads), timeout=max(600, 20 * scenario.physical_bound_seconds)
-    )
+            pool.submit(submit_on_time, group)
+    _wait_until_finished(scenario, timeout=max(600, 20 * scenario.physical_bound_seconds))
     return _measure(scenario, variant, lags)
 
 
-def _service_submitter(user):
+def _groups(workloads, *, batched: bool):
+    """One workload at a time, or what falls due within each window, 1,000 at most."""
+    if not batched:
+        yield from ([workload] for workload in workloads)
+        return
+    group: list = []
+    for workload in workloads:
+        if group and (
+            workload.at - group[0].at >= BATCH_WINDOW_SECONDS or len(group) == BATCH_SIZE
+        ):
+            yield group
+            group = []
+        group.append(workload)
+    if group:
+        yield group
+
+
+def _scenario_jobs(scenario: Scenario):
+    """The scenario's jobs only (a probe may share the database)."""
+    from jobs.models import Job
+
+    return Job.objects.filter(queue__node__path__in=[q.path for q in scenario.queues])
+
+
+def _service_submitter(user, _base_url):
     from jobs.services import job_submit
     from jobs.validation import job_parse
 
-    def submit(body: dict) -> None:
-        job_submit(user=user, draft=job_parse(body))
+    def submit(bodies: list[dict]) -> None:
+        for body in bodies:
+            job_submit(user=user, draft=job_parse(body))
+
+    return submit
+
+
+def _service_batch_submitter(user, _base_url):
+    from jobs.services import job_submit_batch
+
+    def submit(bodies: list[dict]) -> None:
+        job_submit_batch(user=user, documents=bodies)
 
     return submit
 
 
 def _api_submitter(user, base_url: str):
+    post = _api_poster(user)
+
+    def submit(bodies: list[dict]) -> None:
+        for body in bodies:
+            post(f"{base_url}/api/v1/jobs/", body)
+
+    return submit
+
+
+def _api_batch_submitter(user, base_url: str):
+    post = _api_poster(user)
+
+    def submit(bodies: list[dict]) -> None:
+        post(f"{base_url}/api/v1/jobs/batch/", {"jobs": bodies})
+
+    return submit
+
+
+def _api_poster(user):
+    """POST JSON with the user's token, one HTTP session per submitting thread."""
     import requests
     from rest_framework.authtoken.models import Token
 
     token, _ = Token.objects.get_or_create(user=user)
     local = threading.local()
 
-    def submit(body: dict) -> None:
+    def post(url: str, body: dict) -> None:
         session = getattr(local, "session", None)
         if session is None:
             session = local.session = requests.Session()
             session.headers["Authorization"] = f"Token {token.key}"
-        response = session.post(f"{base_url}/api/v1/jobs/", json=body, timeout=30)
+        response = session.post(url, json=body, timeout=60)
         response.raise_for_status()
 
-    return submit
+    return post
 
 
-def _wait_until_finished(expected: int, *, timeout: float) -> None:
-    from jobs.models import TERMINAL, Job
+def _wait_until_finished(scenario: Scenario, *, timeout: float) -> None:
+    from jobs.models import TERMINAL
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if Job.objects.filter(state__in=TERMINAL).count() >= expected:
+        finished = _scenario_jobs(scenario).filter(state__in=TERMINAL).count()
+        if finished >= len(scenario.workloads):
             return
         time.sleep(0.5)
     raise RuntimeError(f"not every job finished within {timeout:.0f}s")
 
 
 def _measure(scenario: Scenario, variant: str, lags: list[float]) -> ReplayResult:
-    from jobs.models import Job
-
     rows = list(
-        Job.objects.values_list(
+        _scenario_jobs(scenario).values_list(
             "name", "queue__node__path", "enqueued_at", "dequeued_at", "finished_at",
             "request", "preemption_count", "state",
         )

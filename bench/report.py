@@ -1,7 +1,8 @@
 """Write the figures of a benchmark run into docs/benchmarks.md.
 
-The generated part sits between two markers; the analysis around it is written by hand,
-so a new run replaces the numbers and keeps the explanations.
+Each part's figures sit between markers of their own, with the command and date of the run
+that produced them; the analysis around them is written by hand. A run replaces the figures
+of the parts it ran and leaves the others as they were.
 """
 
 from __future__ import annotations
@@ -12,8 +13,15 @@ from pathlib import Path
 
 from .kueue import KUEUE_BASELINE, KUEUE_LARGE_SCALE_LIMIT_SECONDS
 
-START = "<!-- figures:start (written by `make bench`) -->"
-END = "<!-- figures:end -->"
+SECTIONS = ("kueue", "throughput", "reads", "reaction")
+
+
+def start(section: str) -> str:
+    return f"<!-- figures:{section}:start (written by `make bench`) -->"
+
+
+def end(section: str) -> str:
+    return f"<!-- figures:{section}:end -->"
 
 
 def machine() -> str:
@@ -21,14 +29,20 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {memory:.0f} GiB, {platform.system()} {platform.machine()}"
 
 
-def render(run: dict) -> str:
+def _stamp(run: dict) -> list[str]:
+    return [
+        f"Last run: `{run['command']}` on {run['date']}, {run['machine']}"
+        f" (command line: `{run['argv']}`).",
+        "",
+    ]
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:,.1f} ms"
+
+
+def render_kueue(run: dict) -> list[str]:
     lines = [
-        START,
-        "",
-        f"Last run: `{run['command']}` on {run['date']}, {run['machine']}.",
-        "",
-        "### Kueue's scheduler scenarios",
-        "",
         "| scenario | submitted through | jobs | wall | bound | Kueue | mean time to admission"
         " (small / medium / large) | Kueue's means | queue usage of nominal (min / mean) |"
         " preemptions | submit lag p99 |",
@@ -62,17 +76,110 @@ def render(run: dict) -> str:
     notes = [note for result in run["kueue"] for note in result.get("notes", [])]
     if notes:
         lines += ["", *[f"- {note}" for note in notes]]
-    lines += ["", f"Command line: `{run['argv']}`", "", END]
-    return "\n".join(lines)
+    return lines
+
+
+def render_throughput(run: dict) -> list[str]:
+    figures = run["throughput"]
+    lines = [
+        "| endpoint | clients | jobs accepted / s | requests / s | p50 | p99 | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for endpoint, label in (
+        ("single", "`POST /api/v1/jobs/`"),
+        ("batch", "`POST /api/v1/jobs/batch/` (1,000 jobs)"),
+    ):
+        for row in figures[endpoint]:
+            lines.append(
+                f"| {label} | {row['clients']} | {row['items_per_second']:,.0f} "
+                f"| {row['requests_per_second']:,.1f} | {_ms(row['p50_ms'])} "
+                f"| {_ms(row['p99_ms'])} | {row['errors']} |"
+            )
+    pgbench = figures["pgbench"]
+    lines.append("")
+    if "inserts_per_second" in pgbench:
+        best = max(row["items_per_second"] for row in figures["batch"])
+        single = max(row["items_per_second"] for row in figures["single"])
+        rate = pgbench["inserts_per_second"]
+        lines.append(
+            f"pgbench, {pgbench['clients']} clients, one single-row INSERT per transaction on "
+            f"the same server: {rate:,.0f} inserts/s. Ratio to it: single-job endpoint "
+            f"{single / rate:.2f}, batch endpoint {best / rate:.2f} (best of the client counts)."
+        )
+    else:
+        lines.append(f"pgbench: {pgbench['error']}")
+    return lines
+
+
+def render_reads(run: dict) -> list[str]:
+    figures = run["reads"]
+    by_read: dict[str, dict[int, dict]] = {}
+    for row in figures["reads"]:
+        by_read.setdefault(row["read"], {})[row["pending"]] = row
+    depths = sorted({row["pending"] for row in figures["reads"]})
+    header = " | ".join(f"{d:,} pending (p50 / p99)" for d in depths)
+    lines = [
+        f"{figures['queues']:,} queues; every depth is the pending jobs of one queue.",
+        "",
+        f"| read | {header} | p50 at the deepest / at the shallowest |",
+        "| --- |" + " ---: |" * (len(depths) + 1),
+    ]
+    for read, rows in by_read.items():
+        cells = " | ".join(
+            f"{_ms(rows[d]['p50_ms'])} / {_ms(rows[d]['p99_ms'])}" for d in depths if d in rows
+        )
+        growth = rows[depths[-1]]["p50_ms"] / rows[depths[0]]["p50_ms"]
+        lines.append(f"| {read} | {cells} | {growth:.2f} x |")
+    return lines
+
+
+def render_reaction(run: dict) -> list[str]:
+    lines = [
+        "| workers | reaction to | rounds | p50 | p99 | max |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    rows = []
+    if run.get("reaction_idle"):
+        rows.append(("idle", run["reaction_idle"]))
+    for result in run.get("kueue", []):
+        if result.get("reaction"):
+            rows.append((f"running the {result['scenario']} replay", result["reaction"]))
+    for label, reaction in rows:
+        for kind in ("finish", "cancel"):
+            figures = reaction[kind]
+            lines.append(
+                f"| {label} | a {kind} | {reaction['rounds']} | {_ms(figures['p50_ms'])} "
+                f"| {_ms(figures['p99_ms'])} | {_ms(figures['max_ms'])} |"
+            )
+    return lines
+
+
+RENDERERS = {
+    "kueue": (lambda run: run.get("kueue"), render_kueue),
+    "throughput": (lambda run: run.get("throughput"), render_throughput),
+    "reads": (lambda run: run.get("reads"), render_reads),
+    "reaction": (
+        lambda run: (
+            run.get("reaction_idle")
+            or any(result.get("reaction") for result in run.get("kueue", []))
+        ),
+        render_reaction,
+    ),
+}
 
 
 def write(path: Path, run: dict) -> None:
-    """Replace the figures between the markers, or start the file with them."""
-    figures = render(run)
-    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
-    if START not in text or END not in text:
-        text = text.rstrip() + f"\n\n{START}\n{END}\n"
-    before, rest = text.split(START, 1)
-    _, after = rest.split(END, 1)
+    """Replace the figures of every part the run holds; keep the others."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    for section, (present, renderer) in RENDERERS.items():
+        if not present(run):
+            continue
+        block = "\n".join([start(section), "", *_stamp(run), *renderer(run), "", end(section)])
+        if start(section) in text and end(section) in text:
+            before, rest = text.split(start(section), 1)
+            _, after = rest.split(end(section), 1)
+            text = before + block + after
+        else:
+            text = text.rstrip() + f"\n\n{block}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(before + figures + after)
+    path.write_text(text)

@@ -42,30 +42,68 @@ def test_a_scaled_down_run_keeps_every_set_but_fewer_of_each():
     assert len(load("baseline", scale=0.1).workloads) == 30 * (35 + 10 + 5)
 
 
-def test_the_report_replaces_only_the_figures_between_its_markers(tmp_path):
+KUEUE_RESULT = {
+    "scenario": "baseline",
+    "variant": "service",
+    "jobs": 15000,
+    "wall_seconds": 80.0,
+    "physical_bound_seconds": 66.0,
+    "mean_admission_seconds": {"small": 1.0, "medium": 2.0, "large": 3.0},
+    "p99_admission_seconds": {},
+    "queue_usage_percent": {"min": 50.0, "mean": 60.0, "max": 70.0},
+    "preemptions": 5,
+    "submit_lag_p99_seconds": 0.01,
+    "reaction": {
+        "rounds": 40,
+        "finish": {"p50_ms": 90.0, "p99_ms": 400.0, "max_ms": 410.0},
+        "cancel": {"p50_ms": 80.0, "p99_ms": 300.0, "max_ms": 310.0},
+    },
+}
+STAMP = {
+    "command": "make bench",
+    "argv": "python -m bench",
+    "date": "2026-11-23 12:00 UTC",
+    "machine": "2 cores",
+}
+
+
+def test_the_report_replaces_only_the_figures_of_the_parts_that_ran(tmp_path):
     path = tmp_path / "benchmarks.md"
-    path.write_text(f"# Benchmarks\n\nhand-written\n\n{report.START}\nold\n{report.END}\n\ntail\n")
-    run = {
-        "command": "make bench",
-        "argv": "python -m bench",
-        "date": "2026-11-23 12:00 UTC",
-        "machine": "2 cores",
-        "kueue": [
-            {
-                "scenario": "baseline",
-                "variant": "service",
-                "jobs": 15000,
-                "wall_seconds": 80.0,
-                "physical_bound_seconds": 66.0,
-                "mean_admission_seconds": {"small": 1.0, "medium": 2.0, "large": 3.0},
-                "p99_admission_seconds": {},
-                "queue_usage_percent": {"min": 50.0, "mean": 60.0, "max": 70.0},
-                "preemptions": 5,
-                "submit_lag_p99_seconds": 0.01,
-            }
+    path.write_text(
+        f"# Benchmarks\n\nhand-written\n\n{report.start('kueue')}\nold\n{report.end('kueue')}\n"
+        f"\nmiddle\n\n{report.start('reads')}\nkept\n{report.end('reads')}\n\ntail\n"
+    )
+
+    report.write(path, {**STAMP, "kueue": [KUEUE_RESULT]})
+
+    text = path.read_text()
+    assert "hand-written" in text and "middle" in text and "tail" in text
+    assert "old" not in text and "kept" in text  # reads did not run: its figures stay
+    assert "| baseline | service | 15,000 | 80.0 s | 66 s | 351 s |" in text
+    # The probe that ran beside the replay fills the reaction section, added at the end.
+    assert text.endswith(report.end("reaction") + "\n")
+    assert "| running the baseline replay | a finish | 40 | 90.0 ms | 400.0 ms |" in text
+
+
+def test_the_report_shows_throughput_beside_pgbench_and_reads_by_depth(tmp_path):
+    path = tmp_path / "benchmarks.md"
+    row = {"clients": 32, "items_per_second": 500.0, "requests_per_second": 500.0,
+           "p50_ms": 60.0, "p99_ms": 90.0, "errors": 0}  # fmt: skip
+    throughput = {
+        "single": [row],
+        "batch": [row | {"items_per_second": 10000.0, "requests_per_second": 10.0}],
+        "pgbench": {"clients": 8, "inserts_per_second": 20000.0},
+    }
+    reads = {
+        "queues": 1000,
+        "reads": [
+            {"read": "job detail", "pending": 1000, "p50_ms": 4.0, "p99_ms": 8.0},
+            {"read": "job detail", "pending": 100000, "p50_ms": 5.0, "p99_ms": 9.0},
         ],
     }
-    report.write(path, run)
+
+    report.write(path, {**STAMP, "throughput": throughput, "reads": reads})
+
     text = path.read_text()
-    assert "hand-written" in text and text.endswith("tail\n") and "old" not in text
-    assert "| baseline | service | 15,000 | 80.0 s | 66 s | 351 s |" in text
+    assert "single-job endpoint 0.03, batch endpoint 0.50" in text
+    assert "| job detail | 4.0 ms / 8.0 ms | 5.0 ms / 9.0 ms | 1.25 x |" in text
