@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,12 +190,17 @@ class _Holders:
 
     def __init__(self, jobs: Sequence[Admitted]):
         self.ordered = sorted(jobs, key=victim_order)
+        self.by_leaf: dict[str, list[Admitted]] = {}
+        for job in self.ordered:
+            self.by_leaf.setdefault(job.leaf, []).append(job)
 
     def add(self, job: Admitted) -> None:
         bisect.insort(self.ordered, job, key=victim_order)
+        bisect.insort(self.by_leaf.setdefault(job.leaf, []), job, key=victim_order)
 
     def remove(self, job: Admitted) -> None:
-        del self.ordered[bisect.bisect_left(self.ordered, victim_order(job), key=victim_order)]
+        for ordered in (self.ordered, self.by_leaf[job.leaf]):
+            del ordered[bisect.bisect_left(ordered, victim_order(job), key=victim_order)]
 
 
 class _Usage:
@@ -212,7 +218,11 @@ class _Usage:
             self.by_path[path] = subtract(self.by_path.get(path, {}), request)
 
     def copy(self) -> _Usage:
-        return _Usage(self.by_path)
+        """A trial copy in O(1): reads fall through to this usage, changes stay in the copy
+        (a refused candidate tries one, and a cycle at 2,000 queues refuses thousands)."""
+        trial = _Usage({})
+        trial.by_path = ChainMap({}, self.by_path)
+        return trial
 
 
 def plan_admissions(
@@ -326,7 +336,8 @@ def _victims(
         return None
     trial = usage.copy()
     chosen: list[Preemption] = []
-    pool = list(running.ordered)
+    # Without reclaim, only lower priority jobs of the candidate's own queue can give way.
+    pool = list(running.ordered if reclaim else running.by_leaf.get(leaf, ()))
     while reason is not None:
         preemption = None
         short = reason.resource
