@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         help="default: service and api for the baseline, the batch variants for large-scale",
     )
     parser.add_argument(
+        "--no-probe", action="store_true", help="no reaction probe beside the baseline replay"
+    )
+    parser.add_argument(
         "--seconds", type=float, help="each load generator run (default 5, 10 with --full)"
     )
     parser.add_argument(
@@ -80,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         run["kueue"] = [
             result
             for name in scenarios
-            for result in kueue_part(env, name, args.variant or DEFAULT_VARIANTS[name], args.scale)
+            for result in kueue_part(
+                env, name, args.variant or DEFAULT_VARIANTS[name], args.scale, not args.no_probe
+            )
         ]
     if "throughput" in parts:
         run["throughput"] = throughput_part(env, seconds)
@@ -104,7 +109,9 @@ def fresh(env: dict) -> None:
     flush_redis(env)
 
 
-def kueue_part(env: dict, name: str, variants: list[str], scale: float) -> list[dict]:
+def kueue_part(
+    env: dict, name: str, variants: list[str], scale: float, probe: bool = True
+) -> list[dict]:
     from .kueue import load
     from .reaction import with_probe
     from .replay import prepare, replay
@@ -116,7 +123,7 @@ def kueue_part(env: dict, name: str, variants: list[str], scale: float) -> list[
         fresh(env)
         # Through the service, the reaction probe runs beside the replay on a queue of its
         # own (1 cpu more in the cluster), so one run gives both figures.
-        probing = name == "baseline" and variant == "service"
+        probing = probe and name == "baseline" and variant == "service"
         cpu = scenario.total_cpu + (1 if probing else 0)
         run_env = {**env, "SIMULATED_CLUSTER_NODES": f"1xcpu={cpu}"}
         document = with_probe(scenario.tree_document()) if probing else None
@@ -125,7 +132,7 @@ def kueue_part(env: dict, name: str, variants: list[str], scale: float) -> list[
             if variant.startswith("api"):
                 with web(run_env, port=PORT) as url:
                     result = replay(scenario, variant=variant, user=user, base_url=url).as_dict()
-            else:
+            elif probing:
                 stop, reaction = threading.Event(), {}
                 prober = threading.Thread(
                     target=_probe_into, args=(reaction, user, stop), daemon=True
@@ -135,6 +142,8 @@ def kueue_part(env: dict, name: str, variants: list[str], scale: float) -> list[
                 stop.set()
                 prober.join(timeout=120)
                 result["reaction"] = reaction
+            else:
+                result = replay(scenario, variant=variant, user=user).as_dict()
         print(f"bench: {json.dumps(result)}", flush=True)
         results.append(result)
     return results
