@@ -144,3 +144,22 @@ def test_it_is_deterministic_under_a_fixed_clock():
         ]
 
     assert run() == run()
+
+
+def test_free_capacity_follows_every_change_and_a_reload_agrees():
+    """The cluster keeps what its running pods leave free as they change; reloading the
+    same pods (a new session in another process) must find the same numbers."""
+    cluster = SimulatedCluster(parse_nodes("2xcpu=16,memory=64Gi"))
+    for job_id in range(1, 6):  # 12 cpu each: two run at once, three wait
+        cluster.create(spec(job_id, run_seconds=60 * job_id), now=T0)
+    cluster.tick(now=T0)
+    cluster.delete("rayjob-1")  # a running gang leaves
+    cluster.tick(now=T0 + timedelta(seconds=1))  # the first waiting gang takes its place
+    cluster.tick(now=T0 + timedelta(seconds=150))  # job-2 finishes, the next one starts
+
+    reloaded = SimulatedCluster(parse_nodes("2xcpu=16,memory=64Gi"), cluster.pods.values())
+
+    running = {p.object_name for p in cluster.pods.values() if p.phase == "Running"}
+    assert running == {"rayjob-3", "rayjob-4"}
+    assert cluster.free() == reloaded.free()
+    assert sum(node["cpu"] for node in cluster.free().values()) == 32_000 - 2 * 12_000

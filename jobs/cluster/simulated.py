@@ -69,6 +69,17 @@ class SimulatedCluster:
         self.nodes = nodes
         self.pods: dict[str, Pod] = {pod.name: pod for pod in pods}
         self.cycle_seconds = cycle_seconds
+        # Kept as pods change, so that creating thousands of objects in one session does not
+        # rescan every pod for each: each object's pods, the objects still pending, and what
+        # the running pods leave free.
+        self._by_object: dict[str, list[str]] = {}
+        for pod in sorted(self.pods.values(), key=lambda p: p.index):
+            self._by_object.setdefault(pod.object_name, []).append(pod.name)
+        self._pending = {p.object_name for p in self.pods.values() if p.phase == "Pending"}
+        self._free = {name: dict(resources) for name, resources in nodes.items()}
+        for pod in self.pods.values():
+            if pod.phase == "Running":
+                self._take(pod)
 
     def allocatable(self) -> ResourceList:
         return total(self.nodes.values())
@@ -80,8 +91,9 @@ class SimulatedCluster:
         return grouped
 
     def create(self, spec: JobSpec, *, now: datetime) -> None:
-        if any(pod.object_name == spec.object_name for pod in self.pods.values()):
+        if spec.object_name in self._by_object:
             return
+        names = self._by_object[spec.object_name] = []
         for index, (name, resources) in enumerate(spec.pods):
             self.pods[name] = Pod(
                 name=name,
@@ -92,7 +104,10 @@ class SimulatedCluster:
                 run_seconds=spec.run_seconds,
                 created_at=now,
             )
-        self._bind_on_arrival(spec.object_name, now)
+            names.append(name)
+        if names:
+            self._pending.add(spec.object_name)
+            self._bind_on_arrival(spec.object_name, now)
 
     def _bind_on_arrival(self, object_name: str, now: datetime) -> None:
         """Like the scheduler, bind a gang that fits as it arrives, unless older ones wait.
@@ -100,33 +115,34 @@ class SimulatedCluster:
         Its run time starts now, not at the next observation; a gang that does not fit
         waits for the next tick, which reports why.
         """
-        waiting = [
-            pod
-            for pod in self.pods.values()
-            if pod.phase == "Pending" and pod.object_name != object_name
-        ]
-        if waiting:
+        if self._pending != {object_name}:
             return
-        gang = [pod for pod in self.pods.values() if pod.object_name == object_name]
-        gang.sort(key=lambda pod: pod.index)
-        placement = _place(gang, self.free())
+        gang = [self.pods[name] for name in self._by_object[object_name]]
+        placement = _place(gang, self._free)
         if placement is not None:
             for pod in gang:
                 self.pods[pod.name] = replace(
                     pod, phase="Running", node=placement[pod.name], started_at=now
                 )
+            self._pending.discard(object_name)
 
     def delete(self, object_name: str) -> None:
-        for name in [n for n, pod in self.pods.items() if pod.object_name == object_name]:
-            del self.pods[name]
+        for name in self._by_object.pop(object_name, []):
+            pod = self.pods.pop(name)
+            if pod.phase == "Running":
+                self._give_back(pod)
+        self._pending.discard(object_name)
 
     def free(self) -> dict[str, ResourceList]:
-        free = {name: dict(resources) for name, resources in self.nodes.items()}
-        for pod in self.pods.values():
-            if pod.phase == "Running":
-                for resource, amount in pod.requests.items():
-                    free[pod.node][resource] = free[pod.node].get(resource, 0) - amount
-        return free
+        return {name: dict(resources) for name, resources in self._free.items()}
+
+    def _take(self, pod: Pod) -> None:
+        for resource, amount in pod.requests.items():
+            self._free[pod.node][resource] = self._free[pod.node].get(resource, 0) - amount
+
+    def _give_back(self, pod: Pod) -> None:
+        for resource, amount in pod.requests.items():
+            self._free[pod.node][resource] = self._free[pod.node].get(resource, 0) + amount
 
     def tick(self, *, now: datetime) -> Observation:
         """Advance the cluster to ``now``: finish pods, place gangs, emit events."""
@@ -137,16 +153,21 @@ class SimulatedCluster:
                 and pod.started_at + timedelta(seconds=pod.run_seconds) <= now
             ):
                 self.pods[name] = replace(pod, phase="Succeeded")
-        free = self.free()
-        for pods in self.objects().values():
-            if any(pod.phase != "Pending" for pod in pods):
-                continue
+                self._give_back(pod)
+        free = self._free
+        waiting = sorted(
+            self._pending,
+            key=lambda o: (self.pods[self._by_object[o][0]].created_at, o),
+        )
+        for object_name in waiting:
+            pods = [self.pods[name] for name in self._by_object[object_name]]
             placement = _place(pods, free)
             if placement is not None:
                 for pod in pods:
                     self.pods[pod.name] = replace(
                         pod, phase="Running", node=placement[pod.name], started_at=now
                     )
+                self._pending.discard(object_name)
                 continue
             first = pods[0]
             due = first.last_cycle_at is None or now - first.last_cycle_at >= timedelta(
@@ -317,14 +338,16 @@ class _Session:
                     for name, pod in after.items()
                     if name in self.before and self.before[name] != pod
                 ]
-                for pod in changed:
-                    SimulatedPod.objects.filter(name=pod.name).update(
-                        phase=pod.phase,
-                        node=pod.node,
-                        started_at=pod.started_at,
-                        cycle=pod.cycle,
-                        last_cycle_at=pod.last_cycle_at,
-                    )
+                if changed:
+                    with connection.cursor() as cursor:
+                        cursor.executemany(
+                            f"UPDATE {SimulatedPod._meta.db_table} SET phase = %s, node = %s,"
+                            " started_at = %s, cycle = %s, last_cycle_at = %s WHERE name = %s",
+                            [
+                                (p.phase, p.node, p.started_at, p.cycle, p.last_cycle_at, p.name)
+                                for p in changed
+                            ],
+                        )
         finally:
             self.atomic.__exit__(exc_type, exc, tb)
 
