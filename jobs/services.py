@@ -55,7 +55,8 @@ def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
     others: the queue with its path, (the user's roles,) the job and its event together.
     """
     now = now or timezone.now()
-    job, event = _job_for(user, draft, _submit_target(user, draft.queue), now)
+    found = queue_selectors.queue_for_submit(draft.queue)
+    job, event = _job_for(user, draft, _submit_target(user, draft.queue, found), now)
     _insert_with_event(job, event)
     transaction.on_commit(request_admission)
     return job
@@ -75,14 +76,23 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
     """
     now = now or timezone.now()
     batch_size_check(len(documents))
+    drafts: list[JobDraft | JobInvalid] = []
+    for document in documents:
+        try:
+            drafts.append(job_parse(document))
+        except JobInvalid as invalid:
+            drafts.append(invalid)
+    names = {draft.queue for draft in drafts if isinstance(draft, JobDraft)}
+    found = queue_selectors.queues_for_submit(sorted(names))  # every queue in one query
     targets: dict[str, tuple | JobInvalid] = {}
     pairs, errors = [], {}
-    for index, document in enumerate(documents):
+    for index, draft in enumerate(drafts):
         try:
-            draft = job_parse(document)
+            if isinstance(draft, JobInvalid):
+                raise draft
             if draft.queue not in targets:
                 try:
-                    targets[draft.queue] = _submit_target(user, draft.queue)
+                    targets[draft.queue] = _submit_target(user, draft.queue, found.get(draft.queue))
                 except JobInvalid as invalid:
                     targets[draft.queue] = invalid
             target = targets[draft.queue]
@@ -107,9 +117,11 @@ def batch_size_check(count: int) -> None:
         raise JobInvalid({"jobs": f"must hold 1 to {BATCH_MAX} jobs, got {count}"})
 
 
-def _submit_target(user, name: str) -> tuple:
-    """(queue, the quota nodes of its path, the user's role) or JobInvalid on the queue."""
-    found = queue_selectors.queue_for_submit(name)
+def _submit_target(user, name: str, found: tuple | None) -> tuple:
+    """(queue, the quota nodes of its path, the user's role) or JobInvalid on the queue.
+
+    ``found`` is what ``queues_for_submit`` returned for the name.
+    """
     queue, path_nodes = found if found else (None, {})
     role = queue_selectors.queue_role(user, queue) if queue else None
     if queue is None or role is None or not queue.active:
