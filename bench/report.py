@@ -37,6 +37,10 @@ def _stamp(run: dict) -> list[str]:
     ]
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+
+
 def _ms(value) -> str:
     return "-" if value is None else f"{value:,.1f} ms"
 
@@ -67,7 +71,7 @@ def render_kueue(run: dict) -> list[str]:
         )
         lines.append(
             f"| {result['scenario']} | {result['variant']} | {result['jobs']:,} "
-            f"| {result['wall_seconds']:.1f} s | {result['physical_bound_seconds']:.0f} s "
+            f"| {result['wall_seconds']:.1f} s | {_seconds(result['physical_bound_seconds'])} "
             f"| {kueue_wall} "
             f"| {' / '.join(f'{means.get(c, 0):.2f} s' for c in ('small', 'medium', 'large'))} "
             f"| {kueue_means} | {usage['min']:.0f}% / {usage['mean']:.0f}% "
