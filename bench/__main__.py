@@ -183,13 +183,12 @@ def reaction_part(env: dict) -> dict:
 
     from queues.services import tree_apply
 
+    from .kueue import quota_tree
     from .reaction import probe, with_probe
 
     print("bench: reaction time, workers idle", flush=True)
     fresh(env)
-    empty = {"spec": {"root": {"name": "root", "min": {"cpu": 0}, "max": {"cpu": 0},
-                               "children": []}}}  # fmt: skip
-    tree_apply(document=with_probe(empty))
+    tree_apply(document=with_probe(quota_tree(min_cpu=0, max_cpu=0, children=[])))
     user = get_user_model().objects.create_superuser("probe", "probe@example.com", "probe-pw")
     with worker({**env, "SIMULATED_CLUSTER_NODES": "1xcpu=1"}):
         result = probe(user, rounds=IDLE_REACTION_ROUNDS)

@@ -93,19 +93,24 @@ class Scenario:
                     ],
                 }
             )
-        return {
-            "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
-            "kind": "ElasticQuotaTree",
-            "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
-            "spec": {
-                "root": {
-                    "name": "root",
-                    "min": {"cpu": self.total_cpu},
-                    "max": {"cpu": self.total_cpu},
-                    "children": children,
-                }
-            },
-        }
+        return quota_tree(min_cpu=self.total_cpu, max_cpu=self.total_cpu, children=children)
+
+
+def quota_tree(*, min_cpu: int, max_cpu: int, children: list[dict]) -> dict:
+    """An ElasticQuotaTree document in the seed's format, with cpu quota at the root."""
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+        "kind": "ElasticQuotaTree",
+        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+        "spec": {
+            "root": {
+                "name": "root",
+                "min": {"cpu": min_cpu},
+                "max": {"cpu": max_cpu},
+                "children": children,
+            }
+        },
+    }
 
 
 def load(name: str, *, scale: float = 1.0) -> Scenario:

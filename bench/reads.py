@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 
+from .kueue import quota_tree
 from .services import REPO
 
 DEPARTMENTS, LEAVES = 10, 100  # 1,000 queues
@@ -44,19 +45,7 @@ def tree_document() -> dict:
         for d in range(DEPARTMENTS)
     ]
     total = DEPARTMENTS * LEAVES
-    return {
-        "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
-        "kind": "ElasticQuotaTree",
-        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
-        "spec": {
-            "root": {
-                "name": "root",
-                "min": {"cpu": total},
-                "max": {"cpu": 10 * total},
-                "children": departments,
-            }
-        },
-    }
+    return quota_tree(min_cpu=total, max_cpu=10 * total, children=departments)
 
 
 def _job(queue: str, index: int) -> dict:
