@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
     steps = {
         "database round trip (SELECT 1)": round_trip,
         "job_parse": job_parse,
-        "queue and its path (one query)": lambda b: selectors.queue_for_submit(b["queue"]),
+        "queue and its path (two queries)": lambda b: selectors.queue_for_submit(b["queue"]),
         "job_submit, whole": lambda b: job_submit(user=user, draft=job_parse(b)),
     }
     print(f"mean cost per submission over {len(bodies)} jobs (ms):")

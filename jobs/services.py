@@ -51,8 +51,9 @@ def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
     """Queue a job in a leaf queue the user may submit to.
 
     Members submit at priority 0 or below; a higher priority is a priority jump, which only
-    the department's managers and staff may make. Two round trips for staff, three for
-    others: the queue with its path, (the user's roles,) the job and its event together.
+    the department's managers and staff may make. Three round trips for staff, four for
+    others: the queue and the quota nodes of its path (two), (the user's roles,) the job
+    and its event together.
     """
     now = now or timezone.now()
     found = queue_selectors.queue_for_submit(draft.queue)
@@ -83,7 +84,7 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
         except JobInvalid as invalid:
             drafts.append(invalid)
     names = {draft.queue for draft in drafts if isinstance(draft, JobDraft)}
-    found = queue_selectors.queues_for_submit(sorted(names))  # every queue in one query
+    found = queue_selectors.queues_for_submit(sorted(names))  # every queue at once
     targets: dict[str, tuple | JobInvalid] = {}
     pairs, errors = [], {}
     for index, draft in enumerate(drafts):

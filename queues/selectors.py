@@ -71,7 +71,7 @@ def queue_department(queue: Queue) -> Department | None:
 
 
 def queue_for_submit(name: str) -> tuple[Queue, dict[str, Node]] | None:
-    """A queue by name or path, with the quota nodes of its path, in one query."""
+    """A queue by name or path, with the quota nodes of its path (see queues_for_submit)."""
     return queues_for_submit([name]).get(name)
 
 
