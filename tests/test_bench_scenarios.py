@@ -80,8 +80,8 @@ def test_the_report_replaces_only_the_figures_of_the_parts_that_ran(tmp_path):
     assert "hand-written" in text and "middle" in text and "tail" in text
     assert "old" not in text and "kept" in text  # reads did not run: its figures stay
     assert "| baseline | service | 15,000 | 80.0 s | 66 s | 351 s |" in text
-    # The probe that ran beside the replay fills the reaction section, added at the end.
-    assert text.endswith(report.end("reaction") + "\n")
+    # The probe that ran beside the replay fills its own section, added at the end.
+    assert text.endswith(report.end("reaction-under-load") + "\n")
     assert "| running the baseline replay | a finish | 40 | 90.0 ms | 400.0 ms |" in text
 
 
