@@ -64,6 +64,7 @@ class Job(models.Model):
     class Runtime(models.TextChoices):
         KUBERAY = "kuberay", "KubeRay RayJob"
         KUBEFLOW = "kubeflow", "Kubeflow PyTorchJob"
+        VOLCANO = "volcano", "Volcano Job"
 
     name = models.CharField(max_length=63)
     kind = models.CharField(max_length=10, choices=Kind.choices)

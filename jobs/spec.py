@@ -31,7 +31,7 @@ class JobSpec:
     object_name: str
     namespace: str
     kind: str  # "ray" or "pytorch"
-    runtime: str  # "kuberay" or "kubeflow"
+    runtime: str  # "kuberay", "kubeflow" or "volcano"
     image: str
     head: PodGroup
     workers: tuple[PodGroup, ...]
@@ -56,11 +56,13 @@ class JobSpec:
         """Every pod of the gang as (pod name, resources), head first.
 
         Names follow the operators: ``<job>-master-0`` and ``<job>-worker-1`` for a
-        PyTorchJob, ``<group>-worker-<n>`` inside a Ray cluster.
+        PyTorchJob and for a Volcano Job (``<job>-<task>-<n>``), ``<group>-worker-<n>``
+        inside a KubeRay cluster.
         """
         pods = [(f"{self.object_name}-{self.head.name}-0", self.head.resources)]
         for group in self.workers:
-            prefix = "" if self.kind == "pytorch" else f"{group.name}-"
+            flat = self.kind == "pytorch" or self.runtime == "volcano"
+            prefix = "" if flat else f"{group.name}-"
             for index in range(group.replicas):
                 pods.append((f"{self.object_name}-{prefix}worker-{index}", group.resources))
         return pods

@@ -11,6 +11,8 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from queues.quantity import QuantityError, ResourceList, add, parse_resources
 
 from .models import Job
@@ -23,7 +25,18 @@ MIN_RUN_SECONDS = 0.01
 MAX_RUN_SECONDS = 7 * 24 * 3600
 MAX_SCRIPT_BYTES = 1024 * 1024  # a ConfigMap holds at most 1 MiB
 PRIORITY_RANGE = (-1000, 1000)
-RUNTIMES = {Job.Kind.RAY: (Job.Runtime.KUBERAY,), Job.Kind.PYTORCH: (Job.Runtime.KUBEFLOW,)}
+# The runtimes each kind can run on; a cluster offers some of them (settings.CLUSTER_RUNTIMES).
+RUNTIMES = {
+    Job.Kind.RAY: (Job.Runtime.KUBERAY, Job.Runtime.VOLCANO),
+    Job.Kind.PYTORCH: (Job.Runtime.KUBEFLOW, Job.Runtime.VOLCANO),
+}
+
+
+def runtimes_offered(kind: str) -> list[str]:
+    """The runtimes this cluster offers for ``kind``, the default first."""
+    return [r for r in settings.CLUSTER_RUNTIMES if r in RUNTIMES.get(kind, ())]
+
+
 FIELDS = {
     "queue", "kind", "runtime", "name", "image", "entrypoint", "command", "script",
     "script_filename", "head", "master", "workers", "priority", "run_seconds",
@@ -107,9 +120,15 @@ def job_parse(raw: object) -> JobDraft:
     kind = text("kind", required=True)
     if kind and kind not in RUNTIMES:
         errors["kind"] = f"must be one of {', '.join(RUNTIMES)}, got {kind!r}"
-    runtime = text("runtime") or (RUNTIMES[kind][0] if kind in RUNTIMES else "")
+    offered = runtimes_offered(kind)
+    runtime = text("runtime") or (offered[0] if offered else "")
     if kind in RUNTIMES and runtime not in RUNTIMES[kind]:
         errors["runtime"] = f"a {kind} job runs on {', '.join(RUNTIMES[kind])}, not {runtime!r}"
+    elif kind in RUNTIMES and runtime not in offered:
+        errors["runtime"] = (
+            f"this cluster runs {kind} jobs on {', '.join(offered) or 'no runtime'}"
+            f", not {runtime!r}"
+        )
     name = text("name", required=True)
     if name and (not _DNS_LABEL.match(name) or len(name) > NAME_MAX):
         errors["name"] = (
@@ -143,6 +162,8 @@ def job_parse(raw: object) -> JobDraft:
     head_field = "master" if kind == Job.Kind.PYTORCH else "head"
     head, head_request = _head(head_field, raw.get(head_field), errors)
     workers, request = _workers(raw.get("workers"), errors, kind)
+    if runtime == Job.Runtime.VOLCANO and len(workers) > 1 and "workers" not in errors:
+        errors["workers"] = "a Volcano Job has one worker task: give one worker group"
     request = add(request, head_request)
     priority = integer("priority", 0, *PRIORITY_RANGE)
     run_seconds = number("run_seconds", 60, MIN_RUN_SECONDS, MAX_RUN_SECONDS)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 
 import yaml
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -130,6 +131,7 @@ for _group, _prefix in (("head", "head"), ("master", "head"), ("workers[0]", "wo
 FORM_DEFAULTS = {
     "queue": "",
     "kind": Job.Kind.RAY,
+    "runtime": "",
     "name": "",
     "image": "",
     "entrypoint": "",
@@ -171,6 +173,8 @@ def job_document(values: Mapping[str, str]) -> dict:
         "name": values["name"],
         "image": values["image"],
     }
+    if values.get("runtime"):
+        document["runtime"] = values["runtime"]
     # Each kind takes its own command field; the other one is passed on only when filled,
     # so that job_parse says why it does not belong.
     if kind == Job.Kind.PYTORCH:
@@ -236,6 +240,11 @@ def job_submit(request: HttpRequest) -> HttpResponse:
         "top_errors": top_errors,
         "queues": services.queue_for_submit_choices(request.user),
         "kinds": Job.Kind.choices,
+        "runtimes": [
+            (value, label)
+            for value, label in Job.Runtime.choices
+            if value in settings.CLUSTER_RUNTIMES
+        ],
     }
     return render(request, "jobs/submit.html", context, status=status)
 

@@ -217,6 +217,20 @@ BACKOFF_MAX_SECONDS = env_float("BACKOFF_MAX_SECONDS", 60.0)
 
 # The cluster backend. "simulated" is the embedded cluster of DESIGN.md section 6.
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
+# The job runtimes the cluster has operators for, in order of preference per kind: a Ray
+# job runs on the first of kuberay/volcano listed, a PyTorch job on the first of
+# kubeflow/volcano, unless its submission names another listed one. The form and the API
+# offer only these.
+CLUSTER_RUNTIMES = [
+    r.strip()
+    for r in env_str("CLUSTER_RUNTIMES", "kuberay,kubeflow,volcano").split(",")
+    if r.strip()
+]
+_UNKNOWN_RUNTIMES = sorted(set(CLUSTER_RUNTIMES) - {"kuberay", "kubeflow", "volcano"})
+if _UNKNOWN_RUNTIMES or not CLUSTER_RUNTIMES:
+    raise ImproperlyConfigured(
+        f"CLUSTER_RUNTIMES lists kuberay, kubeflow and/or volcano, got {CLUSTER_RUNTIMES!r}"
+    )
 # Simulated cluster nodes: "COUNTxRESOURCES" groups separated by ";", resources as
 # name=quantity pairs separated by ",". Default: 4 nodes of 16 cpu, 64Gi, 4 GPUs.
 SIMULATED_CLUSTER_NODES = env_str(

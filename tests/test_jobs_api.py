@@ -256,3 +256,51 @@ def test_the_openapi_schema_and_docs_are_served(client, api, member):
     assert schema.status_code == 200
     assert b"/api/v1/jobs/" in schema.content
     assert client.get("/api/docs/").status_code == 200
+
+
+def test_a_ray_job_can_run_on_volcano_and_its_manifest_is_a_volcano_job(api, member):
+    response = submit(api, member, runtime="volcano")
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["runtime"] == "volcano"
+    manifest = api(member).get(f"/api/v1/jobs/{response.json()['id']}/manifest/").json()
+    assert [(o["apiVersion"], o["kind"]) for o in manifest] == [
+        ("batch.volcano.sh/v1alpha1", "Job")
+    ]
+    assert manifest[0]["spec"]["plugins"] == {"ray": [], "svc": []}
+
+
+def test_a_pytorch_job_can_run_on_volcano(api, member):
+    response = submit(api, member, PYTORCH_JOB, runtime="volcano")
+
+    assert response.status_code == 201, response.json()
+    manifest = api(member).get(f"/api/v1/jobs/{response.json()['id']}/manifest/").json()
+    assert "pytorch" in manifest[-1]["spec"]["plugins"]
+
+
+def test_only_the_runtimes_the_cluster_offers_are_accepted(api, member, settings):
+    settings.CLUSTER_RUNTIMES = ["kuberay", "kubeflow"]
+
+    refused = submit(api, member, runtime="volcano")
+    default = submit(api, member)
+
+    assert refused.status_code == 400
+    assert refused.json() == {"runtime": ["this cluster runs ray jobs on kuberay, not 'volcano'"]}
+    assert default.json()["runtime"] == "kuberay"
+
+
+def test_a_cluster_with_volcano_only_runs_ray_jobs_on_volcano_by_default(api, member, settings):
+    settings.CLUSTER_RUNTIMES = ["volcano"]
+
+    assert submit(api, member, runtime=None).json()["runtime"] == "volcano"
+
+
+def test_a_volcano_job_takes_one_worker_group(api, member):
+    group = {"name": "g", "replicas": 1, "resources": {"cpu": "1"}}
+
+    response = submit(api, member, runtime="volcano", workers=[group, {**group, "name": "h"}])
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "workers": ["a Volcano Job has one worker task: give one worker group"]
+    }

@@ -82,6 +82,20 @@ SPECS = {
         suspend=True,
     ),
     "pytorch master only": pytorch_spec(workers=()),
+    "small ray on volcano": ray_spec(runtime="volcano"),
+    "large ray on volcano": ray_spec(
+        runtime="volcano",
+        workers=(PodGroup("worker", 200, {"cpu": "16", "metax-tech.com/gpu": "8"}),),
+        priority_class="high",
+        script="",
+    ),
+    "small pytorch on volcano": pytorch_spec(runtime="volcano"),
+    "large pytorch on volcano": pytorch_spec(
+        runtime="volcano",
+        workers=(PodGroup("worker", 127, {"cpu": "32", "nvidia.com/gpu": "8"}),),
+        priority_class="high",
+        script="print('hi')",
+    ),
 }
 
 
@@ -92,7 +106,12 @@ def test_every_generated_job_object_validates_against_its_crd(spec):
 
 
 @pytest.mark.parametrize(
-    ("api_version", "kind"), [("ray.io/v1", "RayJob"), ("kubeflow.org/v1", "PyTorchJob")]
+    ("api_version", "kind"),
+    [
+        ("ray.io/v1", "RayJob"),
+        ("kubeflow.org/v1", "PyTorchJob"),
+        ("batch.volcano.sh/v1alpha1", "Job"),
+    ],
 )
 def test_the_operators_samples_validate_with_the_same_checker(api_version, kind):
     found = k8s_schema.samples(api_version, kind)
@@ -180,3 +199,49 @@ def test_object_names_are_dns_1123_labels_derived_from_name_and_id(name, job_id,
 
 def test_the_kube_queue_timestamp_format():
     assert kube_queue_timestamp(ENQUEUED) == "2025-01-10 01:36:24.298639 +0000 UTC"
+
+
+def test_a_ray_job_on_volcano_uses_the_ray_and_svc_plugins_as_one_gang():
+    configmap, job = build_manifests(ray_spec(runtime="volcano", priority_class="high"))
+
+    assert (job["apiVersion"], job["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
+    assert job["metadata"]["labels"]["volcano.sh/queue-name"] == "root-algorithm-video"
+    spec = job["spec"]
+    assert spec["plugins"] == {"ray": [], "svc": []}
+    assert spec["queue"] == "root-algorithm-video" and spec["schedulerName"] == "volcano"
+    assert spec["minAvailable"] == 3  # the head and both workers, all or none
+    assert spec["policies"] == [{"event": "PodEvicted", "action": "RestartJob"}]
+    assert spec["maxRetry"] == 3 and spec["priorityClassName"] == "high"
+    head, worker = spec["tasks"]
+    assert (head["name"], head["replicas"], worker["name"], worker["replicas"]) == (
+        "head", 1, "worker", 2,
+    )  # fmt: skip
+    container = head["template"]["spec"]["containers"][0]
+    assert container["command"] == ["/bin/sh", "-c", "python /home/ray/samples/sample_code.py"]
+    assert container["volumeMounts"] == [{"mountPath": "/home/ray/samples", "name": "script"}]
+    assert (
+        head["template"]["spec"]["volumes"][0]["configMap"]["name"] == configmap["metadata"]["name"]
+    )
+
+
+def test_a_pytorch_job_on_volcano_uses_the_pytorch_plugin_and_completes_with_its_master():
+    (job,) = build_manifests(pytorch_spec(runtime="volcano"))
+
+    spec = job["spec"]
+    assert spec["plugins"] == {
+        "pytorch": ["--master=master", "--worker=worker", "--port=23456"],
+        "svc": [],
+    }
+    assert spec["minAvailable"] == 4
+    master, worker = spec["tasks"]
+    assert master["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    assert (master["replicas"], worker["replicas"]) == (1, 3)
+    assert worker["template"]["spec"]["containers"][0]["command"] == ["torchrun", "train.py"]
+    limits = worker["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == "1"
+
+
+def test_volcano_pods_are_named_after_their_tasks():
+    names = [name for name, _ in ray_spec(runtime="volcano").pods]
+
+    assert names == ["rayjob-video-7-head-0", "rayjob-video-7-worker-0", "rayjob-video-7-worker-1"]

@@ -402,3 +402,18 @@ def test_it_links_the_admin_site_for_staff_only(client, member, staff):
     assert '<script src="/static/htmx.min.js" defer></script>' in page
     staff_page = login(client, staff).get(reverse("dashboard")).content.decode()
     assert 'href="/admin/"' in staff_page
+
+
+def test_the_form_offers_the_cluster_runtimes_and_submits_to_volcano(client, member, settings):
+    settings.CLUSTER_RUNTIMES = ["kuberay", "volcano"]
+    page = login(client, member).get(reverse("job-submit")).content.decode()
+
+    assert '<option value="volcano">Volcano Job</option>' in page
+    assert '<option value="kuberay">KubeRay RayJob</option>' in page
+    assert 'value="kubeflow"' not in page  # not offered by this cluster
+
+    response = client.post(reverse("job-submit"), RAY_FORM | {"runtime": "volcano"})
+    job = Job.objects.get()
+    assert response.status_code == 302 and job.runtime == "volcano"
+    detail = client.get(reverse("job-detail", args=[job.pk])).content.decode()
+    assert "batch.volcano.sh/v1alpha1" in detail

@@ -8,19 +8,21 @@ ConfigMap holding the script first, then the job object that mounts it).
 from __future__ import annotations
 
 from ..spec import JobSpec
-from . import common, kubeflow, kuberay
+from . import common, kubeflow, kuberay, volcano
 
 BUILDERS = {
-    "kuberay": kuberay.rayjob,
-    "kubeflow": kubeflow.pytorchjob,
+    ("kuberay", "ray"): kuberay.rayjob,
+    ("kubeflow", "pytorch"): kubeflow.pytorchjob,
+    ("volcano", "ray"): volcano.ray_job,
+    ("volcano", "pytorch"): volcano.pytorch_job,
 }
 
 
 def build_manifests(spec: JobSpec) -> list[dict]:
     try:
-        build = BUILDERS[spec.runtime]
+        build = BUILDERS[spec.runtime, spec.kind]
     except KeyError:
-        raise ValueError(f"no manifests for runtime {spec.runtime!r}") from None
+        raise ValueError(f"no manifests for a {spec.kind} job on {spec.runtime!r}") from None
     objects = []
     if spec.script:
         objects.append(common.script_configmap(spec))

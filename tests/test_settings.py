@@ -1,0 +1,34 @@
+"""Settings read from the environment: a bad value stops the process with its name."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PRINT_RUNTIMES = "from django.conf import settings; print(settings.CLUSTER_RUNTIMES)"
+
+
+def load_settings(**overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", **overrides}
+    return subprocess.run(
+        [sys.executable, "-c", PRINT_RUNTIMES],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_the_cluster_runtimes_are_read_from_the_environment():
+    done = load_settings(CLUSTER_RUNTIMES=" volcano , kubeflow ")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['volcano', 'kubeflow']"
+
+
+@pytest.mark.parametrize("value", ["kuberay,kubernetes", " , "])
+def test_an_unknown_runtime_stops_the_process_and_names_the_setting(value):
+    done = load_settings(CLUSTER_RUNTIMES=value)
+
+    assert done.returncode != 0
+    assert "CLUSTER_RUNTIMES lists kuberay, kubeflow and/or volcano" in done.stderr
