@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -61,6 +62,7 @@ def job_spec(job: Job, *, department: str = "") -> JobSpec:
         run_seconds=job.run_seconds,
         enqueued_at=job.enqueued_at,
         dequeued_at=job.dequeued_at,
+        batch_scheduler="volcano" if "volcano" in settings.CLUSTER_RUNTIMES else "",
     )
 
 

@@ -50,6 +50,9 @@ class JobSpec:
     enqueued_at: datetime | None = None
     dequeued_at: datetime | None = None
     extra_labels: dict[str, str] = field(default_factory=dict)
+    # "volcano" when the cluster schedules gangs with Volcano: a RayJob then names its
+    # Volcano queue (the label KubeRay's Volcano integration reads).
+    batch_scheduler: str = ""
 
     @property
     def pods(self) -> list[tuple[str, dict[str, str]]]:

@@ -304,3 +304,15 @@ def test_a_volcano_job_takes_one_worker_group(api, member):
     assert response.json() == {
         "workers": ["a Volcano Job has one worker task: give one worker group"]
     }
+
+
+def test_a_rayjob_carries_its_volcano_queue_only_on_a_cluster_with_volcano(api, member, settings):
+    def labels() -> dict:
+        job = submit(api, member).json()
+        return (
+            api(member).get(f"/api/v1/jobs/{job['id']}/manifest/").json()[-1]["metadata"]["labels"]
+        )
+
+    assert labels()["volcano.sh/queue-name"] == "root-algorithm-video"
+    settings.CLUSTER_RUNTIMES = ["kuberay", "kubeflow"]
+    assert "volcano.sh/queue-name" not in labels()

@@ -245,3 +245,14 @@ def test_volcano_pods_are_named_after_their_tasks():
     names = [name for name, _ in ray_spec(runtime="volcano").pods]
 
     assert names == ["rayjob-video-7-head-0", "rayjob-video-7-worker-0", "rayjob-video-7-worker-1"]
+
+
+def test_a_rayjob_names_its_volcano_queue_when_the_cluster_schedules_with_volcano():
+    (_, plain), (_, on_volcano) = (
+        build_manifests(ray_spec()),
+        build_manifests(ray_spec(batch_scheduler="volcano")),
+    )
+
+    assert "volcano.sh/queue-name" not in plain["metadata"]["labels"]
+    assert on_volcano["metadata"]["labels"]["volcano.sh/queue-name"] == "root-algorithm-video"
+    assert k8s_schema.errors(on_volcano) == []

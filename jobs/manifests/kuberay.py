@@ -68,6 +68,8 @@ def rayjob(spec: JobSpec) -> dict:
     metadata = common.metadata(spec)
     if spec.priority_class:
         metadata["labels"]["ray.io/priority-class-name"] = spec.priority_class
+    if spec.batch_scheduler == "volcano":
+        metadata["labels"]["volcano.sh/queue-name"] = common.label_value(spec.queue_name)
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
