@@ -51,6 +51,8 @@ def job_data(job: Job, position: int | None) -> dict:
         head_key: job.head,
         "workers": job.workers,
         "run_seconds": job.run_seconds,
+        "pip": job.pip,
+        "env": job.env,
         "preemptions": job.preemption_count,
     }
     if job.kind == Job.Kind.PYTORCH:
@@ -102,6 +104,14 @@ class JobSubmitSchema(serializers.Serializer):
     )
     priority = serializers.IntegerField(required=False, default=0)
     run_seconds = serializers.FloatField(required=False, default=60)
+    pip = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text='Ray on kuberay: requirements for the runtime environment, ["torch==2.4.0"]',
+    )
+    env = serializers.DictField(
+        child=serializers.CharField(), required=False, help_text='{"NAME": "value"}'
+    )
 
 
 class JobPatchSchema(serializers.Serializer):

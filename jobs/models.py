@@ -79,6 +79,10 @@ class Job(models.Model):
     command = models.JSONField(default=list, blank=True)
     script = models.TextField(blank=True)
     script_filename = models.CharField(max_length=100, default="main.py")
+    # The job's software environment: pip requirements (a Ray runtime environment, KubeRay
+    # only) and environment variables (every runtime).
+    pip = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
     # Pod groups as given: {"resources": {"cpu": "4"}} and [{"name", "replicas", "resources"}].
     head = models.JSONField()
     workers = models.JSONField(default=list, blank=True)

@@ -157,6 +157,8 @@ def _job_for(user, draft: JobDraft, target: tuple, now: datetime) -> tuple[Job, 
         request=draft.request,
         priority=draft.priority,
         run_seconds=draft.run_seconds,
+        pip=draft.pip,
+        env=draft.env,
         state=State.QUEUED,
         enqueued_at=now,
     )

@@ -46,6 +46,8 @@ class JobSpec:
     script_filename: str = "main.py"
     priority_class: str = ""
     run_seconds: float = 60
+    pip: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
     suspend: bool = False
     enqueued_at: datetime | None = None
     dequeued_at: datetime | None = None

@@ -25,6 +25,9 @@ MIN_RUN_SECONDS = 0.01
 MAX_RUN_SECONDS = 7 * 24 * 3600
 MAX_SCRIPT_BYTES = 1024 * 1024  # a ConfigMap holds at most 1 MiB
 PRIORITY_RANGE = (-1000, 1000)
+MAX_PIP = 100
+MAX_ENV = 100
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The runtimes each kind can run on; a cluster offers some of them (settings.CLUSTER_RUNTIMES).
 RUNTIMES = {
     Job.Kind.RAY: (Job.Runtime.KUBERAY, Job.Runtime.VOLCANO),
@@ -39,7 +42,7 @@ def runtimes_offered(kind: str) -> list[str]:
 
 FIELDS = {
     "queue", "kind", "runtime", "name", "image", "entrypoint", "command", "script",
-    "script_filename", "head", "master", "workers", "priority", "run_seconds",
+    "script_filename", "head", "master", "workers", "priority", "run_seconds", "pip", "env",
 }  # fmt: skip
 
 
@@ -65,6 +68,8 @@ class JobDraft:
     script_filename: str = "main.py"
     priority: int = 0
     run_seconds: float = 60
+    pip: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def job_parse(raw: object) -> JobDraft:
@@ -167,6 +172,13 @@ def job_parse(raw: object) -> JobDraft:
     request = add(request, head_request)
     priority = integer("priority", 0, *PRIORITY_RANGE)
     run_seconds = number("run_seconds", 60, MIN_RUN_SECONDS, MAX_RUN_SECONDS)
+    pip = _pip(raw.get("pip"), errors)
+    if pip and runtime and runtime != Job.Runtime.KUBERAY and "pip" not in errors:
+        errors["pip"] = (
+            f"pip packages go into a Ray runtime environment (runtime kuberay); on {runtime},"
+            " install them in the image"
+        )
+    env = _env(raw.get("env"), errors)
     if errors:
         raise JobInvalid(errors)
     return JobDraft(
@@ -184,7 +196,55 @@ def job_parse(raw: object) -> JobDraft:
         script_filename=script_filename,
         priority=priority,
         run_seconds=run_seconds,
+        pip=pip,
+        env=env,
     )
+
+
+def _pip(raw: object, errors: dict[str, str]) -> list[str]:
+    """Requirement specifiers, as pip takes them: ``torch==2.4.0``, ``requests>=2``."""
+    if raw is None or raw == []:
+        return []
+    if not isinstance(raw, list):
+        errors["pip"] = 'must be a list of requirements, such as ["torch==2.4.0"]'
+        return []
+    if len(raw) > MAX_PIP:
+        errors["pip"] = f"at most {MAX_PIP} requirements, got {len(raw)}"
+        return []
+    packages = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, str) or not item.strip():
+            errors[f"pip[{index}]"] = "must be a requirement such as torch==2.4.0"
+        elif len(item) > 200 or any(c.isspace() for c in item.strip()):
+            errors[f"pip[{index}]"] = f"{item!r} is not one requirement (no spaces, 200 at most)"
+        else:
+            packages.append(item.strip())
+    return packages
+
+
+def _env(raw: object, errors: dict[str, str]) -> dict[str, str]:
+    """Environment variables: names as a shell takes them, values as strings."""
+    if raw is None or raw == {}:
+        return {}
+    if not isinstance(raw, Mapping):
+        errors["env"] = "must be an object of NAME: value"
+        return {}
+    if len(raw) > MAX_ENV:
+        errors["env"] = f"at most {MAX_ENV} variables, got {len(raw)}"
+        return {}
+    env = {}
+    for name, value in raw.items():
+        if not _ENV_NAME.match(str(name)) or len(str(name)) > 128:
+            errors[f"env.{name}"] = "is not a variable name (letters, digits, _; not first a digit)"
+        elif value is None:
+            errors[f"env.{name}"] = "needs a value (NAME=value)"
+        elif not isinstance(value, str):
+            errors[f"env.{name}"] = f"must be a string, got {value!r}"
+        elif len(value) > 4096:
+            errors[f"env.{name}"] = "is longer than 4096 characters"
+        else:
+            env[name] = value
+    return env
 
 
 def _command(raw: object, errors: dict[str, str]) -> list[str]:

@@ -105,7 +105,9 @@ _GROUP_FIELDS = {"cpu": "cpu", "memory": "memory", GPU: "gpu"}
 _ERROR_FIELDS = {
     "queue": "queue",
     "kind": "kind",
-    "runtime": "kind",
+    "runtime": "runtime",
+    "pip": "pip",
+    "env": "env",
     "name": "name",
     "image": "image",
     "entrypoint": "entrypoint",
@@ -147,6 +149,8 @@ FORM_DEFAULTS = {
     "worker_gpu": "",
     "priority": "0",
     "run_seconds": "60",
+    "pip": "",
+    "env": "",
 }
 
 
@@ -199,6 +203,15 @@ def job_document(values: Mapping[str, str]) -> dict:
     for key in ("priority", "run_seconds"):
         if values[key]:
             document[key] = _number(values[key])
+    if values["pip"].strip():
+        document["pip"] = values["pip"].split()
+    env = {}
+    for line in values["env"].splitlines():
+        if line.strip():
+            name, equals, value = line.strip().partition("=")
+            env[name.strip()] = value if equals else None
+    if env:
+        document["env"] = env
     return document
 
 
@@ -208,6 +221,10 @@ def _form_errors(errors: Mapping[str, list[str]]) -> tuple[dict[str, list[str]],
     unplaced: list[str] = []
     for key, reasons in errors.items():
         field = _ERROR_FIELDS.get(key)
+        prefix = re.split(r"[.\[]", key)[0]
+        if field is None and prefix in ("pip", "env"):  # pip[2] and env.NAME: say which
+            field = prefix
+            reasons = [f"{key[len(prefix) :].lstrip('.')}: {reason}" for reason in reasons]
         if field is None:
             unplaced.extend(f"{key}: {reason}" for reason in reasons)
         else:

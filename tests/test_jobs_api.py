@@ -3,9 +3,11 @@
 import copy
 
 import pytest
+import yaml
 
 from jobs.models import Job, JobEvent
 
+from . import k8s_schema
 from .conftest import PYTORCH_JOB, RAY_JOB
 
 pytestmark = pytest.mark.django_db
@@ -316,3 +318,59 @@ def test_a_rayjob_carries_its_volcano_queue_only_on_a_cluster_with_volcano(api, 
     assert labels()["volcano.sh/queue-name"] == "root-algorithm-video"
     settings.CLUSTER_RUNTIMES = ["kuberay", "kubeflow"]
     assert "volcano.sh/queue-name" not in labels()
+
+
+def test_pip_packages_and_env_vars_become_the_rayjobs_runtime_environment(api, member):
+    response = submit(api, member, pip=["torch==2.4.0", "pandas"], env={"MODE": "fast", "B": "1"})
+
+    assert response.status_code == 201, response.json()
+    data = response.json()
+    assert data["pip"] == ["torch==2.4.0", "pandas"] and data["env"] == {"MODE": "fast", "B": "1"}
+    (rayjob,) = api(member).get(f"/api/v1/jobs/{data['id']}/manifest/").json()
+    assert yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"]) == {
+        "pip": ["torch==2.4.0", "pandas"],
+        "env_vars": {"B": "1", "MODE": "fast"},
+    }
+    assert k8s_schema.errors(rayjob) == []
+
+
+def test_a_pytorch_job_gets_its_env_vars_in_every_container(api, member):
+    response = submit(api, member, PYTORCH_JOB, env={"NCCL_DEBUG": "INFO"})
+
+    (pytorchjob,) = api(member).get(f"/api/v1/jobs/{response.json()['id']}/manifest/").json()
+    for replica in pytorchjob["spec"]["pytorchReplicaSpecs"].values():
+        container = replica["template"]["spec"]["containers"][0]
+        assert container["env"] == [{"name": "NCCL_DEBUG", "value": "INFO"}]
+
+
+@pytest.mark.parametrize(
+    ("changes", "errors"),
+    [
+        (
+            {"runtime": "volcano", "pip": ["torch"]},
+            {"pip": ["pip packages go into a Ray runtime environment (runtime kuberay); "
+                     "on volcano, install them in the image"]},
+        ),
+        ({"pip": ["torch pandas"]}, {"pip[0]": ["'torch pandas' is not one requirement "
+                                                "(no spaces, 200 at most)"]}),
+        ({"pip": "torch"}, {"pip": ['must be a list of requirements, such as ["torch==2.4.0"]']}),
+        ({"env": {"1X": "a"}}, {"env.1X": [
+            "is not a variable name (letters, digits, _; not first a digit)"]}),
+        ({"env": {"N": 3}}, {"env.N": ["must be a string, got 3"]}),
+    ],
+)  # fmt: skip
+def test_bad_pip_and_env_are_refused_by_name(api, member, changes, errors):
+    response = submit(api, member, **changes)
+
+    assert response.status_code == 400
+    assert response.json() == errors
+    assert not Job.objects.exists()
+
+
+def test_a_batch_keeps_each_jobs_environment(api, member):
+    jobs = [{**RAY_JOB, "name": f"sweep-{i}", "env": {"SEED": str(i)}} for i in range(3)]
+
+    response = api(member).post("/api/v1/jobs/batch/", {"jobs": jobs}, format="json")
+
+    assert response.status_code == 201
+    assert [job.env for job in Job.objects.order_by("id")] == [{"SEED": str(i)} for i in range(3)]

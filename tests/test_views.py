@@ -417,3 +417,24 @@ def test_the_form_offers_the_cluster_runtimes_and_submits_to_volcano(client, mem
     assert response.status_code == 302 and job.runtime == "volcano"
     detail = client.get(reverse("job-detail", args=[job.pk])).content.decode()
     assert "batch.volcano.sh/v1alpha1" in detail
+
+
+def test_the_form_takes_pip_packages_and_env_vars(client, member):
+    form = RAY_FORM | {"pip": "torch==2.4.0  pandas", "env": "MODE=fast\r\nGREETING=a=b\r\n"}
+
+    response = login(client, member).post(reverse("job-submit"), form)
+
+    assert response.status_code == 302
+    job = Job.objects.get()
+    assert job.pip == ["torch==2.4.0", "pandas"]
+    assert job.env == {"MODE": "fast", "GREETING": "a=b"}
+
+
+def test_a_bad_env_line_is_shown_beside_the_env_field(client, member):
+    response = login(client, member).post(reverse("job-submit"), RAY_FORM | {"env": "MODE"})
+
+    assert response.status_code == 400
+    html = response.content.decode()
+    errors = html[html.index('id="env-errors"') :]
+    assert "MODE: needs a value (NAME=value)" in errors[: errors.index("</ul>")]
+    assert not Job.objects.exists()

@@ -79,6 +79,11 @@ def metadata(spec: JobSpec, *, name: str | None = None) -> dict:
     }
 
 
+def env(spec: JobSpec) -> list[dict]:
+    """The job's environment variables as a container's ``env``, in name order."""
+    return [{"name": name, "value": value} for name, value in sorted(spec.env.items())]
+
+
 def resources(quantities: dict[str, str]) -> dict:
     """Requests equal to limits, as the seed's manifests do: the gang gets what it asked."""
     return {"requests": dict(quantities), "limits": dict(quantities)}

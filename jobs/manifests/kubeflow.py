@@ -21,6 +21,8 @@ def replica_spec(spec: JobSpec, group: PodGroup, replicas: int) -> dict:
         "command": command(spec),
         "resources": common.resources(group.resources),
     }
+    if spec.env:
+        container["env"] = common.env(spec)
     pod: dict = {"containers": [container]}
     if spec.script:
         container["volumeMounts"] = [{"mountPath": SCRIPT_DIR, "name": "script"}]

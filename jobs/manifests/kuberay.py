@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import yaml
+
 from ..spec import JobSpec
 from . import common
 
@@ -70,19 +72,27 @@ def rayjob(spec: JobSpec) -> dict:
         metadata["labels"]["ray.io/priority-class-name"] = spec.priority_class
     if spec.batch_scheduler == "volcano":
         metadata["labels"]["volcano.sh/queue-name"] = common.label_value(spec.queue_name)
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": metadata,
-        "spec": {
-            "entrypoint": entrypoint(spec),
-            "shutdownAfterJobFinishes": True,
-            "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
-            "suspend": spec.suspend,
-            "rayClusterSpec": {
-                "rayVersion": RAY_VERSION,
-                "headGroupSpec": head_group(spec),
-                "workerGroupSpecs": [worker_group(spec, i) for i in range(len(spec.workers))],
-            },
+    job_spec = {
+        "entrypoint": entrypoint(spec),
+        "shutdownAfterJobFinishes": True,
+        "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
+        "suspend": spec.suspend,
+        "rayClusterSpec": {
+            "rayVersion": RAY_VERSION,
+            "headGroupSpec": head_group(spec),
+            "workerGroupSpecs": [worker_group(spec, i) for i in range(len(spec.workers))],
         },
     }
+    if spec.pip or spec.env:
+        job_spec["runtimeEnvYAML"] = runtime_env_yaml(spec)
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata, "spec": job_spec}
+
+
+def runtime_env_yaml(spec: JobSpec) -> str:
+    """Ray's runtime environment, as seed 003 writes it: ``pip`` and ``env_vars``."""
+    runtime_env: dict = {}
+    if spec.pip:
+        runtime_env["pip"] = list(spec.pip)
+    if spec.env:
+        runtime_env["env_vars"] = dict(sorted(spec.env.items()))
+    return yaml.safe_dump(runtime_env, sort_keys=False)

@@ -24,6 +24,8 @@ def _task(spec: JobSpec, name: str, group: PodGroup, replicas: int, container: d
         **container,
         "resources": common.resources(group.resources),
     }
+    if spec.env:
+        container["env"] = common.env(spec)
     pod: dict = {"containers": [container], "restartPolicy": "OnFailure"}
     if spec.script:
         container["volumeMounts"] = [{"mountPath": _script_dir(spec), "name": "script"}]
