@@ -14,7 +14,8 @@ class State(models.TextChoices):
 
     queued    -> admitted (dequeued), backoff (tried, did not fit), cancelled
     backoff   -> admitted, backoff (tried again), cancelled
-    admitted  -> running (the gang is placed), succeeded, failed, cancelled, preempted
+    admitted  -> running (the gang is placed), succeeded, failed, cancelled, preempted,
+                 backoff (its pods did not all start in time: it left the cluster)
     running   -> succeeded, failed, cancelled, preempted
     preempted -> queued (its objects left the cluster; it keeps its enqueue time), cancelled
     """
@@ -42,6 +43,7 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
         State.FAILED,
         State.CANCELLED,
         State.PREEMPTED,
+        State.BACKOFF,
     ),
     State.RUNNING: (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.PREEMPTED),
     State.PREEMPTED: (State.QUEUED, State.CANCELLED),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from queues.selectors import queue_department
 
+from .admission import backoff_delay
 from .cluster import get_backend
 from .locks import SYNC, advisory_lock
 from .manifests.common import object_name
@@ -136,7 +137,13 @@ def jobs_requeue(job_ids: list[int], *, now: datetime) -> list[int]:
 class SyncResult:
     started: list[int] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)
+    timed_out: list[int] = field(default_factory=list)  # left the cluster, into backoff
     events: int = 0
+
+    @property
+    def freed(self) -> bool:
+        """Capacity was given back: the next jobs can be admitted."""
+        return bool(self.finished or self.timed_out)
 
 
 def cluster_sync(
@@ -177,6 +184,7 @@ def cluster_sync(
         result.started = _transition(State.RUNNING, moves[State.RUNNING], now, "Running")
         for target, reason in ((State.SUCCEEDED, "Succeeded"), (State.FAILED, "Failed")):
             result.finished += _transition(target, moves[target], now, reason)
+        result.timed_out = _start_timeouts(now, started=result.started)
         # Objects of jobs that are no longer in the cluster states (finished, cancelled)
         # are removed; admitted jobs missing from a complete listing are created again.
         leftover = [
@@ -202,7 +210,7 @@ def cluster_sync(
         get_backend().remove(leftover, now=now)
     if missing:
         jobs_reconcile(missing, now=now)
-    if result.finished:
+    if result.freed:
         capacity_changed(now=now)  # the caller admits into what they freed (jobs.tasks.sync)
     if observation.next_change_at is not None:
         request_sync_at(observation.next_change_at)
@@ -210,7 +218,67 @@ def cluster_sync(
 
 
 def _state_now(job: Job, result: SyncResult) -> str:
+    if job.pk in result.timed_out:
+        return State.BACKOFF
     return State.SUCCEEDED if job.pk in result.finished else job.state
+
+
+SCHEDULING_FAILURES = ("GangFailedScheduling", "FailedScheduling", "Unschedulable")
+
+
+def _start_timeouts(now: datetime, *, started: list[int]) -> list[int]:
+    """Admitted jobs whose pods are not all running START_TIMEOUT_SECONDS after their
+    dequeue go back to their queue in backoff, with the cluster's last word on why."""
+    timeout = settings.START_TIMEOUT_SECONDS
+    late = list(
+        Job.objects.filter(state=State.ADMITTED, dequeued_at__lte=now - timedelta(seconds=timeout))
+        .exclude(pk__in=started)
+        .values_list("pk", flat=True)
+    )
+    if not late:
+        return []
+    last_failure: dict[int, str] = {}
+    for job_id, message in (
+        JobEvent.objects.filter(job_id__in=late, reason__in=SCHEDULING_FAILURES)
+        .order_by("job_id", "-created_at", "-id")
+        .values_list("job_id", "message")
+    ):
+        last_failure.setdefault(job_id, message)
+    with transaction.atomic():
+        jobs = list(
+            Job.objects.select_for_update(of=("self",))
+            .select_related("queue")
+            .filter(pk__in=late, state=State.ADMITTED)
+        )
+        for job in jobs:
+            cause = last_failure.get(job.pk, "the cluster reported no scheduling failure")
+            job.backoff_reason = (
+                f"Its pods were not all running {timeout:.0f}s after it was dequeued, so it left "
+                f"the cluster; last scheduling failure: {cause}"
+            )
+            job.backoff_count += 1
+            job.next_attempt_at = now + backoff_delay(
+                job.backoff_count,
+                base=job.queue.backoff_base_seconds,
+                cap=job.queue.backoff_max_seconds,
+            )
+            job.state, job.dequeued_at, job.last_tried_at = State.BACKOFF, None, now
+        Job.objects.bulk_update(
+            jobs,
+            ["state", "backoff_reason", "backoff_count", "next_attempt_at", "dequeued_at",
+             "last_tried_at"],
+        )  # fmt: skip
+        JobEvent.objects.bulk_create(
+            JobEvent(
+                job_id=job.pk,
+                created_at=now,
+                type=JobEvent.Type.WARNING,
+                reason="StartTimeout",
+                message=f"{job.backoff_reason}; next try at {job.next_attempt_at:%H:%M:%S}",
+            )
+            for job in jobs
+        )
+    return [job.pk for job in jobs]
 
 
 def _transition(target: str, messages: dict[int, str], now: datetime, reason: str) -> list[int]:

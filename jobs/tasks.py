@@ -74,7 +74,7 @@ def sync() -> None:
             return
         if result is None:
             return
-        if result.finished:
+        if result.freed:
             # The capacity they freed goes to the next jobs in this task, without a hop.
             ADMIT.mark()
             admit_and_reconcile()

@@ -231,6 +231,9 @@ if _UNKNOWN_RUNTIMES or not CLUSTER_RUNTIMES:
     raise ImproperlyConfigured(
         f"CLUSTER_RUNTIMES lists kuberay, kubeflow and/or volcano, got {CLUSTER_RUNTIMES!r}"
     )
+# An admitted job whose pods are not all running this long after its dequeue leaves the
+# cluster and waits in backoff, so a gang the cluster cannot place never holds its quota.
+START_TIMEOUT_SECONDS = env_float("START_TIMEOUT_SECONDS", 300.0)
 # Simulated cluster nodes: "COUNTxRESOURCES" groups separated by ";", resources as
 # name=quantity pairs separated by ",". Default: 4 nodes of 16 cpu, 64Gi, 4 GPUs.
 SIMULATED_CLUSTER_NODES = env_str(

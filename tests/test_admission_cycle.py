@@ -10,6 +10,7 @@ from django.utils import timezone
 from jobs.admission import admission_cycle, backoff_delay
 from jobs.models import JobEvent, SimulatedPod
 from jobs.reconcile import cluster_sync, jobs_reconcile
+from jobs.selectors import queue_usage
 from jobs.services import job_cancel, job_set_priority, job_submit
 from jobs.validation import job_parse
 
@@ -167,6 +168,49 @@ def test_a_gang_the_nodes_cannot_hold_records_gang_failed_scheduling_by_cycle(me
     )
     assert events[0].type == "Warning" and events[0].involved == f"pod/rayjob-video-{job.pk}-head-0"
     assert refresh(job).state == "admitted"
+
+
+@override_settings(SIMULATED_CLUSTER_NODES="2xcpu=8,memory=64Gi", START_TIMEOUT_SECONDS=30)
+def test_a_gang_that_cannot_start_in_time_leaves_the_cluster_and_waits_with_the_reason(member, now):
+    from jobs.cluster import get_backend
+
+    get_backend.cache_clear()
+    try:
+        stuck = submit(member, now, head={"resources": {"cpu": "10", "memory": "1Gi"}}, workers=[])
+        admission_cycle(now=now)
+        jobs_reconcile([stuck.pk], now=now)
+        cluster_sync(now=now)  # scheduling cycle 1
+        cluster_sync(now=now + timedelta(seconds=25))  # cycle 2, still within the timeout
+        assert refresh(stuck).state == "admitted"
+
+        result = cluster_sync(now=now + timedelta(seconds=30))
+    finally:
+        get_backend.cache_clear()
+
+    assert result.timed_out == [stuck.pk] and result.freed
+    stuck = refresh(stuck)
+    assert stuck.state == "backoff" and stuck.dequeued_at is None
+    assert stuck.backoff_reason == (
+        "Its pods were not all running 30s after it was dequeued, so it left the cluster; "
+        f"last scheduling failure: rayjob-video-{stuck.pk}-head-0 in gang failed to be "
+        "scheduled in cycle 3: 0/2 nodes are available: 2 Insufficient cpu."
+    )  # cycle 3 was observed by the same sync, just before the timeout
+    assert stuck.next_attempt_at == now + timedelta(seconds=30) + backoff_delay(1)
+    assert not SimulatedPod.objects.filter(job_id=stuck.pk).exists()
+    event = stuck.events.get(reason="StartTimeout")
+    assert event.type == "Warning" and event.message.startswith(stuck.backoff_reason)
+    assert queue_usage(stuck.queue) == {}  # it holds no quota while it waits
+
+
+@override_settings(START_TIMEOUT_SECONDS=30)
+def test_a_job_whose_pods_run_is_never_timed_out(member, now):
+    job = submit(member, now)
+    admission_cycle(now=now)
+    jobs_reconcile([job.pk], now=now)
+    cluster_sync(now=now)
+
+    assert cluster_sync(now=now + timedelta(seconds=120)).timed_out == []
+    assert refresh(job).state == "running"
 
 
 def test_only_one_admission_cycle_runs_at_a_time(member, now):
