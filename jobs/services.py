@@ -85,6 +85,7 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
             drafts.append(invalid)
     names = {draft.queue for draft in drafts if isinstance(draft, JobDraft)}
     found = queue_selectors.queues_for_submit(sorted(names))  # every queue at once
+    roles = queue_selectors.user_roles(user)  # and the user's roles, once
     targets: dict[str, tuple | JobInvalid] = {}
     pairs, errors = [], {}
     for index, draft in enumerate(drafts):
@@ -93,7 +94,9 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
                 raise draft
             if draft.queue not in targets:
                 try:
-                    targets[draft.queue] = _submit_target(user, draft.queue, found.get(draft.queue))
+                    targets[draft.queue] = _submit_target(
+                        user, draft.queue, found.get(draft.queue), roles
+                    )
                 except JobInvalid as invalid:
                     targets[draft.queue] = invalid
             target = targets[draft.queue]
@@ -118,13 +121,14 @@ def batch_size_check(count: int) -> None:
         raise JobInvalid({"jobs": f"must hold 1 to {BATCH_MAX} jobs, got {count}"})
 
 
-def _submit_target(user, name: str, found: tuple | None) -> tuple:
+def _submit_target(user, name: str, found: tuple | None, roles: dict | None = None) -> tuple:
     """(queue, the quota nodes of its path, the user's role) or JobInvalid on the queue.
 
-    ``found`` is what ``queues_for_submit`` returned for the name.
+    ``found`` is what ``queues_for_submit`` returned for the name; ``roles`` the user's
+    roles, when the caller already read them.
     """
     queue, path_nodes = found if found else (None, {})
-    role = queue_selectors.queue_role(user, queue) if queue else None
+    role = queue_selectors.queue_role(user, queue, roles) if queue else None
     if queue is None or role is None or not queue.active:
         raise JobInvalid({"queue": f"{name!r} is not a queue you can submit to"})
     return queue, path_nodes, role
@@ -251,7 +255,8 @@ def _copy_with_events(pairs: list[tuple[Job, JobEvent]]) -> None:
 
 
 def _copy_value(field) -> Callable:
-    """How COPY takes a field's value from an instance (the common cases, without the ORM)."""
+    """How an INSERT or COPY takes a field's value from an instance, without the ORM's
+    per-field preparation (the field types jobs and events use)."""
     if isinstance(field, models.JSONField):
         return lambda instance: Jsonb(getattr(instance, field.attname))
     if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
@@ -262,7 +267,7 @@ def _copy_value(field) -> Callable:
 def _columns(instance, *, skip: set[str]) -> tuple[list[str], list]:
     """Every concrete column of a model instance with its value as the database takes it."""
     fields = [f for f in instance._meta.concrete_fields if f.name not in skip]
-    values = [f.get_db_prep_save(f.pre_save(instance, add=True), connection) for f in fields]
+    values = [_copy_value(f)(instance) for f in fields]
     return [connection.ops.quote_name(f.column) for f in fields], values
 
 

@@ -46,11 +46,15 @@ def queues_for_user(user) -> QuerySet[Queue]:
     return queues.filter(_subtree(list(user_roles(user)), "node__"))
 
 
-def queue_role(user, queue: Queue) -> str | None:
-    """The user's strongest role over a queue: staff, manager, member, or None."""
+def queue_role(user, queue: Queue, roles: dict[str, str] | None = None) -> str | None:
+    """The user's strongest role over a queue: staff, manager, member, or None.
+
+    ``roles`` is ``user_roles(user)`` when the caller already has it (a batch asks for
+    many queues).
+    """
     if user.is_staff:
         return STAFF
-    roles = user_roles(user)
+    roles = user_roles(user) if roles is None else roles
     found = [roles[path] for path in path_to_root(queue.node.path) if path in roles]
     if MANAGER in found:
         return MANAGER
