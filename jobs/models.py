@@ -12,8 +12,9 @@ from queues.models import Queue
 class State(models.TextChoices):
     """The job state machine. Transitions (every one recorded as a JobEvent):
 
-    queued    -> admitted (dequeued), backoff (tried, did not fit), cancelled
-    backoff   -> admitted, backoff (tried again), cancelled
+    queued    -> admitted (dequeued), backoff (tried, did not fit), cancelled,
+                 failed (the cluster refused the object it waits in, CLUSTER_GATE=suspend)
+    backoff   -> admitted, backoff (tried again), cancelled, failed
     admitted  -> running (the gang is placed), succeeded, failed, cancelled, preempted,
                  backoff (its pods did not all start in time: it left the cluster)
     running   -> succeeded, failed, cancelled, preempted
@@ -35,8 +36,8 @@ IN_CLUSTER = (State.ADMITTED, State.RUNNING)
 LIVE = PENDING + IN_CLUSTER + (State.PREEMPTED,)
 TERMINAL = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 TRANSITIONS: dict[str, tuple[str, ...]] = {
-    State.QUEUED: (State.ADMITTED, State.BACKOFF, State.CANCELLED),
-    State.BACKOFF: (State.ADMITTED, State.BACKOFF, State.CANCELLED),
+    State.QUEUED: (State.ADMITTED, State.BACKOFF, State.CANCELLED, State.FAILED),
+    State.BACKOFF: (State.ADMITTED, State.BACKOFF, State.CANCELLED, State.FAILED),
     State.ADMITTED: (
         State.RUNNING,
         State.SUCCEEDED,
@@ -231,6 +232,7 @@ class SimulatedPod(models.Model):
     """A pod of the embedded simulated cluster (see jobs/cluster/simulated.py)."""
 
     class Phase(models.TextChoices):
+        SUSPENDED = "Suspended"
         PENDING = "Pending"
         RUNNING = "Running"
         SUCCEEDED = "Succeeded"

@@ -15,15 +15,16 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from queues.selectors import queue_department
 
 from .admission import backoff_delay
-from .cluster import get_backend
+from .cluster import ObjectRef, get_backend
 from .locks import SYNC, advisory_lock
 from .manifests.common import object_name
-from .models import IN_CLUSTER, Job, JobEvent, State, sources_of
+from .models import IN_CLUSTER, PENDING, Job, JobEvent, State, sources_of
 from .services import capacity_changed
 from .spec import JobSpec, PodGroup
 from .triggers import request_admission, request_sync, request_sync_at
@@ -31,7 +32,27 @@ from .triggers import request_admission, request_sync, request_sync_at
 log = logging.getLogger(__name__)
 
 
-def job_spec(job: Job, *, department: str = "") -> JobSpec:
+# Runtimes whose objects have a suspend flag: KubeRay's RayJob, Kubeflow's PyTorchJob.
+SUSPENDABLE = ("kuberay", "kubeflow")
+RUNNING, SUSPENDED, ABSENT = "running", "suspended", "absent"
+
+
+def object_wanted(state: str, runtime: str) -> str:
+    """Where a job in ``state`` wants its object: released to the scheduler (running),
+    created and suspended until its dequeue (suspended, with CLUSTER_GATE=suspend), or
+    not in the cluster at all (absent)."""
+    if state in IN_CLUSTER:
+        return RUNNING
+    if state in PENDING and settings.CLUSTER_GATE == "suspend" and runtime in SUSPENDABLE:
+        return SUSPENDED
+    return ABSENT
+
+
+def object_ref(job: Job) -> ObjectRef:
+    return ObjectRef(object_name(job.name, job.pk), job.namespace, job.runtime)
+
+
+def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpec:
     """The plain description of a job that manifests and backends take."""
     return JobSpec(
         id=job.pk,
@@ -66,6 +87,7 @@ def job_spec(job: Job, *, department: str = "") -> JobSpec:
         enqueued_at=job.enqueued_at,
         dequeued_at=job.dequeued_at,
         batch_scheduler="volcano" if "volcano" in settings.CLUSTER_RUNTIMES else "",
+        suspend=suspend,
     )
 
 
@@ -75,29 +97,48 @@ def job_spec_full(job: Job) -> JobSpec:
 
 
 def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> None:
-    """Create the objects of jobs in the cluster states; delete those of the others."""
+    """Bring each job's object to where its state wants it (``object_wanted``): created
+    and released, created suspended, or deleted. Jobs whose objects the cluster refuses
+    for good fail with its reason."""
     now = now or timezone.now()
     jobs = list(Job.objects.filter(pk__in=list(job_ids)).select_related("queue__node", "owner"))
+    wanted = {job.pk: object_wanted(job.state, job.runtime) for job in jobs}
     departments: dict[int, str] = {}  # one lookup per queue, not per job
     for job in jobs:
-        if job.state in IN_CLUSTER and job.queue_id not in departments:
+        if wanted[job.pk] != ABSENT and job.queue_id not in departments:
             department = queue_department(job.queue)
             departments[job.queue_id] = department.name if department else ""
-    wanted = [
-        job_spec(job, department=departments[job.queue_id])
+    present = [
+        job_spec(job, department=departments[job.queue_id], suspend=wanted[job.pk] == SUSPENDED)
         for job in jobs
-        if job.state in IN_CLUSTER
+        if wanted[job.pk] != ABSENT
     ]
-    unwanted = [object_name(job.name, job.pk) for job in jobs if job.state not in IN_CLUSTER]
+    unwanted = [object_ref(job) for job in jobs if wanted[job.pk] == ABSENT]
     backend = get_backend()
     if unwanted:
         backend.remove(unwanted, now=now)
     preempted = [job.pk for job in jobs if job.state == State.PREEMPTED]
     if preempted:
         jobs_requeue(preempted, now=now)
-    if wanted:
-        backend.apply(wanted, now=now)
+    if present:
+        refused = backend.apply(present, now=now)
+        if refused:
+            jobs_refused(refused, now=now)
         request_sync()
+
+
+def jobs_refused(reasons: dict[int, str], *, now: datetime) -> list[int]:
+    """Jobs whose objects the cluster refused for good (an invalid object, a namespace
+    that does not exist, a forbidden call) fail with the cluster's words; what they held
+    is freed and what they left behind is removed."""
+    failed = _transition(State.FAILED, reasons, now, "Refused")
+    if failed:
+        get_backend().remove(
+            [object_ref(job) for job in Job.objects.filter(pk__in=failed)], now=now
+        )
+        capacity_changed(now=now)
+        transaction.on_commit(request_admission)
+    return failed
 
 
 def jobs_requeue(job_ids: list[int], *, now: datetime) -> list[int]:
@@ -165,7 +206,7 @@ def cluster_sync(
         phases = {status.job_id: status for status in observation.statuses}
         jobs = {
             job.pk: job
-            for job in Job.objects.filter(pk__in=list(phases)).only("id", "state", "name")
+            for job in Job.objects.filter(pk__in=list(phases)).only("id", "state", "runtime")
         }
         moves: dict[str, dict[int, str]] = {
             State.RUNNING: {},
@@ -185,17 +226,21 @@ def cluster_sync(
         for target, reason in ((State.SUCCEEDED, "Succeeded"), (State.FAILED, "Failed")):
             result.finished += _transition(target, moves[target], now, reason)
         result.timed_out = _start_timeouts(now, started=result.started)
-        # Objects of jobs that are no longer in the cluster states (finished, cancelled)
-        # are removed; admitted jobs missing from a complete listing are created again.
-        leftover = [
-            status.object_name
-            for job_id, status in phases.items()
-            if job_id not in jobs or _state_now(jobs[job_id], result) not in IN_CLUSTER
-        ]
-        missing = list(
-            Job.objects.filter(state__in=IN_CLUSTER)
-            .exclude(pk__in=list(phases))
-            .values_list("pk", flat=True)
+        # Objects of jobs that want none (finished, cancelled, timed out) are removed; jobs
+        # whose object is missing from this complete listing, or suspended when it should
+        # not be (or the reverse), are reconciled.
+        leftover, mismatched = [], []
+        for job_id, status in phases.items():
+            job = jobs.get(job_id)
+            wanted = ABSENT if job is None else object_wanted(_state_now(job, result), job.runtime)
+            if wanted == ABSENT:
+                leftover.append(status.ref)
+            elif status.phase not in FINISHED_PHASES and (status.phase == "Suspended") != (
+                wanted == SUSPENDED
+            ):
+                mismatched.append(job_id)
+        missing = sorted(
+            set(_jobs_wanting_objects().exclude(pk__in=list(phases))) | set(mismatched)
         )
         # Preempted jobs whose objects are gone from the listing are requeued, even when
         # the reconcile task that removed them was lost.
@@ -215,6 +260,17 @@ def cluster_sync(
     if observation.next_change_at is not None:
         request_sync_at(observation.next_change_at)
     return result
+
+
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def _jobs_wanting_objects():
+    """The ids of every job whose state wants an object in the cluster."""
+    wanting = Q(state__in=IN_CLUSTER)
+    if settings.CLUSTER_GATE == "suspend":
+        wanting |= Q(state__in=PENDING, runtime__in=SUSPENDABLE)
+    return Job.objects.filter(wanting).values_list("pk", flat=True)
 
 
 def _state_now(job: Job, result: SyncResult) -> str:

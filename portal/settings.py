@@ -215,8 +215,30 @@ CELERY_BEAT_SCHEDULE = {
 BACKOFF_BASE_SECONDS = env_float("BACKOFF_BASE_SECONDS", 2.0)
 BACKOFF_MAX_SECONDS = env_float("BACKOFF_MAX_SECONDS", 60.0)
 
-# The cluster backend. "simulated" is the embedded cluster of DESIGN.md section 6.
+# The cluster backend: "simulated" is the embedded cluster of DESIGN.md section 6,
+# "kubernetes" a real cluster reached through the KUBERNETES_* settings below.
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
+if CLUSTER_BACKEND not in ("simulated", "kubernetes"):
+    raise ImproperlyConfigured(
+        f"CLUSTER_BACKEND is simulated or kubernetes, got {CLUSTER_BACKEND!r}"
+    )
+# How a job waits for its dequeue: "create" keeps it out of the cluster until then;
+# "suspend" creates a RayJob or PyTorchJob suspended when it is queued and releases it
+# at its dequeue, as kube-queue does (a Volcano Job has no suspend and is created then).
+CLUSTER_GATE = env_str("CLUSTER_GATE", "create")
+if CLUSTER_GATE not in ("create", "suspend"):
+    raise ImproperlyConfigured(f"CLUSTER_GATE is create or suspend, got {CLUSTER_GATE!r}")
+# The Kubernetes backend: a kubeconfig file and context, or (both empty) the in-cluster
+# ServiceAccount, falling back to ~/.kube/config. KUBERNETES_HOST instead names an API
+# server URL that needs no credentials (kubectl proxy). Every call times out after
+# KUBERNETES_TIMEOUT_SECONDS and a transient failure is tried KUBERNETES_ATTEMPTS times.
+# Statuses and events are polled every KUBERNETES_POLL_SECONDS while jobs are in the cluster.
+KUBERNETES_CONFIG = env_str("KUBERNETES_CONFIG", "")
+KUBERNETES_CONTEXT = env_str("KUBERNETES_CONTEXT", "")
+KUBERNETES_HOST = env_str("KUBERNETES_HOST", "")
+KUBERNETES_TIMEOUT_SECONDS = env_float("KUBERNETES_TIMEOUT_SECONDS", 10.0)
+KUBERNETES_ATTEMPTS = env_int("KUBERNETES_ATTEMPTS", 3)
+KUBERNETES_POLL_SECONDS = env_float("KUBERNETES_POLL_SECONDS", 5.0)
 # The job runtimes the cluster has operators for, in order of preference per kind: a Ray
 # job runs on the first of kuberay/volcano listed, a PyTorch job on the first of
 # kubeflow/volcano, unless its submission names another listed one. The form and the API

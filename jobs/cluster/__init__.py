@@ -6,9 +6,9 @@ from functools import cache
 
 from django.conf import settings
 
-from .base import ClusterBackend, ClusterUnavailable
+from .base import ClusterBackend, ClusterUnavailable, ObjectRef
 
-__all__ = ["ClusterBackend", "ClusterUnavailable", "get_backend"]
+__all__ = ["ClusterBackend", "ClusterUnavailable", "ObjectRef", "get_backend"]
 
 
 @cache
@@ -19,5 +19,19 @@ def get_backend() -> ClusterBackend:
         return SimulatedBackend(
             parse_nodes(settings.SIMULATED_CLUSTER_NODES),
             cycle_seconds=settings.SIMULATED_SCHEDULING_CYCLE_SECONDS,
+        )
+    if settings.CLUSTER_BACKEND == "kubernetes":
+        from .kubernetes import KubernetesBackend, Settings
+
+        return KubernetesBackend(
+            Settings(
+                runtimes=tuple(settings.CLUSTER_RUNTIMES),
+                kubeconfig=settings.KUBERNETES_CONFIG,
+                context=settings.KUBERNETES_CONTEXT,
+                host=settings.KUBERNETES_HOST,
+                timeout_seconds=settings.KUBERNETES_TIMEOUT_SECONDS,
+                attempts=settings.KUBERNETES_ATTEMPTS,
+                poll_seconds=settings.KUBERNETES_POLL_SECONDS,
+            )
         )
     raise ValueError(f"CLUSTER_BACKEND={settings.CLUSTER_BACKEND!r} is not a known backend")

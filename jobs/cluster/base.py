@@ -15,17 +15,33 @@ class ClusterUnavailable(Exception):
 
 
 @dataclass(frozen=True)
+class ObjectRef:
+    """Where a job's object is: its name, and on a real cluster its namespace and runtime."""
+
+    name: str
+    namespace: str = ""
+    runtime: str = ""
+
+
+@dataclass(frozen=True)
 class ObjectStatus:
     """What the cluster says about one job's object.
 
-    ``phase`` is one of Pending (created, not all pods running), Running, Succeeded,
-    Failed. A job whose object is not in the cluster is simply absent from the listing.
+    ``phase`` is one of Suspended (created suspended, waiting for its dequeue), Pending
+    (not all pods running), Running, Succeeded, Failed. A job whose object is not in the
+    cluster is simply absent from the listing.
     """
 
     job_id: int
     object_name: str
     phase: str
     message: str = ""
+    namespace: str = ""
+    runtime: str = ""
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.object_name, self.namespace, self.runtime)
 
 
 @dataclass(frozen=True)
@@ -59,11 +75,13 @@ class ClusterBackend(ABC):
         """Total allocatable resources in base units, or None when unknown."""
 
     @abstractmethod
-    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> None:
-        """Make sure the objects of these dequeued jobs exist (creating what exists is fine)."""
+    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, str]:
+        """Make sure the objects of these jobs exist, suspended or not as each spec says
+        (creating what exists is fine: an existing object is brought to the spec's suspend
+        flag). Returns the jobs the cluster refused for good, with the reason."""
 
     @abstractmethod
-    def remove(self, object_names: Sequence[str], *, now: datetime) -> None:
+    def remove(self, refs: Sequence[ObjectRef], *, now: datetime) -> None:
         """Make sure these objects are gone (deleting what is gone is fine)."""
 
     @abstractmethod

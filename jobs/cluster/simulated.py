@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from jobs.spec import JobSpec
 from queues.quantity import ResourceList, parse_resources, total
 
-from .base import ClusterBackend, ClusterEvent, ObjectStatus, Observation
+from .base import ClusterBackend, ClusterEvent, ObjectRef, ObjectStatus, Observation
 
 _SIM_LOCK = 0x5EED_C1A5  # advisory lock id guarding the simulated cluster's rows
 
@@ -91,7 +91,13 @@ class SimulatedCluster:
         return grouped
 
     def create(self, spec: JobSpec, *, now: datetime) -> None:
+        """Create the job's pods, or bring existing ones to the spec's suspend flag.
+
+        A suspended object's pods wait outside the scheduler, like the operators', which
+        create no pods (or delete them) while ``suspend`` is true.
+        """
         if spec.object_name in self._by_object:
+            self._set_suspended(spec.object_name, spec.suspend, now)
             return
         names = self._by_object[spec.object_name] = []
         for index, (name, resources) in enumerate(spec.pods):
@@ -103,11 +109,34 @@ class SimulatedCluster:
                 requests=parse_resources("resources", resources),
                 run_seconds=spec.run_seconds,
                 created_at=now,
+                phase="Suspended" if spec.suspend else "Pending",
             )
             names.append(name)
-        if names:
+        if names and not spec.suspend:
             self._pending.add(spec.object_name)
             self._bind_on_arrival(spec.object_name, now)
+
+    def _set_suspended(self, object_name: str, suspend: bool, now: datetime) -> None:
+        pods = [self.pods[name] for name in self._by_object[object_name]]
+        if suspend == all(pod.phase == "Suspended" for pod in pods):
+            return
+        for pod in pods:
+            if pod.phase == "Running":
+                self._give_back(pod)
+            self.pods[pod.name] = replace(
+                pod,
+                phase="Suspended" if suspend else "Pending",
+                node="",
+                started_at=None,
+                created_at=now,
+                cycle=0,
+                last_cycle_at=None,
+            )
+        if suspend:
+            self._pending.discard(object_name)
+        else:
+            self._pending.add(object_name)
+            self._bind_on_arrival(object_name, now)
 
     def _bind_on_arrival(self, object_name: str, now: datetime) -> None:
         """Like the scheduler, bind a gang that fits as it arrives, unless older ones wait.
@@ -214,7 +243,9 @@ class SimulatedCluster:
         statuses = []
         for object_name, pods in self.objects().items():
             phases = {pod.phase for pod in pods}
-            if phases == {"Succeeded"}:
+            if phases == {"Suspended"}:
+                phase = "Suspended"
+            elif phases == {"Succeeded"}:
                 phase = "Succeeded"
             elif phases <= {"Running", "Succeeded"}:
                 phase = "Running"
@@ -284,15 +315,16 @@ class SimulatedBackend(ClusterBackend):
     def allocatable(self) -> ResourceList:
         return total(self.nodes.values())
 
-    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> None:
+    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, str]:
         with self._cluster() as cluster:
             for spec in specs:
                 cluster.create(spec, now=now)
+        return {}  # the simulated cluster takes every object the manifests describe
 
-    def remove(self, object_names: Sequence[str], *, now: datetime) -> None:
+    def remove(self, refs: Sequence[ObjectRef], *, now: datetime) -> None:
         with self._cluster() as cluster:
-            for name in object_names:
-                cluster.delete(name)
+            for ref in refs:
+                cluster.delete(ref.name)
 
     def observe(self, *, now: datetime) -> Observation:
         with self._cluster() as cluster:

@@ -34,8 +34,9 @@ def object_name(name: str, job_id: int) -> str:
     return f"{base or 'job'}{suffix}"
 
 
-def script_configmap_name(spec: JobSpec) -> str:
-    return f"{spec.object_name}-script"[:DNS_1123_MAX]
+def script_configmap_name(object_name: str) -> str:
+    """The ConfigMap holding the script of the job object ``object_name``."""
+    return f"{object_name}-script"[:DNS_1123_MAX]
 
 
 def label_value(value: str) -> str:
@@ -94,7 +95,7 @@ def script_configmap(spec: JobSpec) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": metadata(spec, name=script_configmap_name(spec)),
+        "metadata": metadata(spec, name=script_configmap_name(spec.object_name)),
         "data": {spec.script_filename: spec.script},
     }
 
@@ -103,7 +104,7 @@ def script_volume(spec: JobSpec) -> dict:
     return {
         "name": "script",
         "configMap": {
-            "name": script_configmap_name(spec),
+            "name": script_configmap_name(spec.object_name),
             "items": [{"key": spec.script_filename, "path": spec.script_filename}],
         },
     }

@@ -1,0 +1,222 @@
+"""What the operators' objects and events mean to Caldera: pure functions over plain dicts.
+
+The Kubernetes backend lists RayJobs, PyTorchJobs and Volcano Jobs and the Warning events
+of their pods and pod groups; these functions turn them into ``ObjectStatus`` and
+``ClusterEvent`` values. They hold no client and are tested on the operators' own shapes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from jobs.manifests.common import LABEL_JOB_ID
+
+from .base import ClusterEvent, ObjectStatus
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One custom resource: where it lives in the API and how suspension is spelled."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    # The merge patch that sets the object's suspend flag, None when the kind has none.
+    suspend_path: tuple[str, ...] | None
+
+    def suspend_patch(self, suspend: bool) -> dict | None:
+        if self.suspend_path is None:
+            return None
+        patch: dict = {self.suspend_path[-1]: suspend}
+        for key in reversed(self.suspend_path[:-1]):
+            patch = {key: patch}
+        return patch
+
+
+RESOURCES = {
+    "kuberay": Resource("ray.io", "v1", "rayjobs", "RayJob", ("spec", "suspend")),
+    "kubeflow": Resource(
+        "kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", ("spec", "runPolicy", "suspend")
+    ),
+    "volcano": Resource("batch.volcano.sh", "v1alpha1", "jobs", "Job", None),
+}
+
+# The Warning events that say why a job's pods are not running (DESIGN.md section 5).
+WATCHED_REASONS = frozenset(
+    {"GangFailedScheduling", "FailedScheduling", "Unschedulable", "Evicted"}
+)
+_CYCLE = re.compile(r"\bin cycle (\d+)\b")
+
+
+def suspended_in(resource: Resource, obj: Mapping) -> bool:
+    if resource.suspend_path is None:
+        return False
+    value: object = obj
+    for key in resource.suspend_path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value is True
+
+
+def phase_of(runtime: str, obj: Mapping) -> tuple[str, str]:
+    """(phase, message) of one object: Suspended, Pending, Running, Succeeded or Failed."""
+    status = obj.get("status") or {}
+    if runtime == "kuberay":
+        return _rayjob_phase(obj, status)
+    if runtime == "kubeflow":
+        return _pytorchjob_phase(obj, status)
+    if runtime == "volcano":
+        return _volcano_phase(status)
+    raise ValueError(f"no status mapping for runtime {runtime!r}")
+
+
+def _rayjob_phase(obj: Mapping, status: Mapping) -> tuple[str, str]:
+    """KubeRay: ``jobDeploymentStatus`` says where the RayJob is, ``jobStatus`` how the
+    Ray job itself ended."""
+    deployment = status.get("jobDeploymentStatus", "")
+    job_status = status.get("jobStatus", "")
+    message = status.get("message", "")
+    if deployment == "Complete":
+        if job_status == "SUCCEEDED":
+            return "Succeeded", message
+        return "Failed", message or f"The Ray job ended {job_status or 'without a status'}"
+    if deployment in ("Failed", "ValidationFailed") or job_status == "FAILED":
+        return "Failed", message or f"The RayJob's deployment status is {deployment}"
+    if deployment in ("Suspending", "Suspended") or (
+        not deployment and (obj.get("spec") or {}).get("suspend") is True
+    ):
+        return "Suspended", message
+    if deployment == "Running" or job_status == "RUNNING":
+        return "Running", message
+    return "Pending", message
+
+
+def _pytorchjob_phase(obj: Mapping, status: Mapping) -> tuple[str, str]:
+    """Kubeflow: the last condition whose status is True decides."""
+    current = [c for c in status.get("conditions") or [] if c.get("status") == "True"]
+    last = current[-1] if current else {}
+    kind, message = last.get("type", ""), last.get("message", "")
+    if kind == "Succeeded":
+        return "Succeeded", message
+    if kind == "Failed":
+        return "Failed", message or "The PyTorchJob failed"
+    if kind == "Suspended" or (
+        not kind and ((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
+    ):
+        return "Suspended", message
+    if kind == "Running":
+        return "Running", message
+    return "Pending", message
+
+
+_VOLCANO_PHASES = {
+    "Completed": "Succeeded",
+    "Failed": "Failed",
+    "Aborted": "Failed",
+    "Terminated": "Failed",
+    "Running": "Running",
+    "Completing": "Running",
+}
+
+
+def _volcano_phase(status: Mapping) -> tuple[str, str]:
+    """Volcano: ``status.state.phase``; Pending, Restarting, Aborting and the rest wait."""
+    state = status.get("state") or {}
+    phase = state.get("phase", "")
+    message = state.get("message", "") or state.get("reason", "")
+    mapped = _VOLCANO_PHASES.get(phase, "Pending")
+    if mapped == "Failed" and not message:
+        message = f"The Volcano job is {phase}"
+    return mapped, message
+
+
+def object_status(runtime: str, obj: Mapping) -> ObjectStatus | None:
+    """The status of one listed object; None for an object Caldera did not create."""
+    metadata = obj.get("metadata") or {}
+    try:
+        job_id = int((metadata.get("labels") or {})[LABEL_JOB_ID])
+    except (KeyError, TypeError, ValueError):
+        return None
+    phase, message = phase_of(runtime, obj)
+    return ObjectStatus(
+        job_id=job_id,
+        object_name=metadata.get("name", ""),
+        phase=phase,
+        message=message,
+        namespace=metadata.get("namespace", ""),
+        runtime=runtime,
+    )
+
+
+def cycle_of(message: str) -> int | None:
+    """The scheduling cycle a message names (``... in cycle 12: ...`` -> 12)."""
+    match = _CYCLE.search(message)
+    return int(match[1]) if match else None
+
+
+class ObjectIndex:
+    """Finds the job an event is about from the name of the pod or pod group it names.
+
+    The operators name what they create after the job object: ``<job>-master-0``,
+    ``<job>-worker-1`` (Kubeflow, Volcano), ``<job>-<random>-head-<random>`` (the KubeRay
+    cluster of a RayJob), pod groups ``<job>``, ``<job>-<uid>`` or ``ray-<cluster>-pg``. The
+    longest object name that is the involved name, or a prefix of it followed by ``-``,
+    wins, so ``train-7`` and ``train-7-2`` are told apart.
+    """
+
+    def __init__(self, objects: Iterable[tuple[str, str, int]]):
+        self._by_namespace: dict[str, dict[str, int]] = {}
+        for namespace, name, job_id in objects:
+            self._by_namespace.setdefault(namespace, {})[name] = job_id
+
+    def job_of(self, namespace: str, involved_name: str) -> int | None:
+        names = self._by_namespace.get(namespace)
+        if not names:
+            return None
+        for candidate in (involved_name, involved_name.removeprefix("ray-")):
+            parts = candidate.split("-")
+            for end in range(len(parts), 0, -1):
+                job_id = names.get("-".join(parts[:end]))
+                if job_id is not None:
+                    return job_id
+        return None
+
+
+def cluster_event(event: Mapping, job_id: int, *, now: datetime) -> ClusterEvent:
+    """One Kubernetes Event as Caldera stores it; its key is the event's uid and count, so
+    a repeated event (same uid, count + 1) is stored once per occurrence."""
+    metadata = event.get("metadata") or {}
+    involved = event.get("involvedObject") or {}
+    message = event.get("message") or ""
+    uid = metadata.get("uid") or f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+    count = event.get("count") or 1
+    return ClusterEvent(
+        job_id=job_id,
+        type=event.get("type") or "Warning",
+        reason=event.get("reason") or "",
+        message=message,
+        involved=f"{(involved.get('kind') or '').lower()}/{involved.get('name', '')}",
+        at=_event_time(event) or now,
+        uid=f"k8s/{uid}/{count}",
+        cycle=cycle_of(message),
+    )
+
+
+def _event_time(event: Mapping) -> datetime | None:
+    for value in (
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+        (event.get("series") or {}).get("lastObservedTime"),
+        (event.get("metadata") or {}).get("creationTimestamp"),
+    ):
+        if isinstance(value, datetime):
+            return value
+        if isinstance(value, str) and value:
+            try:
+                return datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+    return None

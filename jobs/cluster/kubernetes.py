@@ -1,0 +1,365 @@
+"""The Kubernetes backend: the operators' objects through the official ``kubernetes`` client.
+
+Every call has an explicit timeout. Transient failures (5xx, 429, timeouts, refused
+connections) are retried a bounded number of times with growing pauses, then surface as
+``ClusterUnavailable`` so that the caller retries later; nothing is ever concluded from a
+call that failed (a listing that failed is not an empty cluster). Creating what exists
+(409) and deleting what is gone (404) are success, so every call is idempotent.
+
+Objects are read by polling: ``observe`` lists each runtime's objects carrying the
+``caldera.io/job-id`` label across the cluster, then the Warning events of the namespaces
+they live in, and asks to be called again after ``poll_seconds`` while any object exists.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+import urllib3
+from kubernetes import client, config
+
+from jobs.manifests import build_manifests
+from jobs.manifests.common import LABEL_JOB_ID, annotations, script_configmap_name
+from jobs.spec import JobSpec
+from queues.quantity import QuantityError, ResourceList, parse_resources, total
+
+from . import kinds
+from .base import (
+    ClusterBackend,
+    ClusterEvent,
+    ClusterUnavailable,
+    ObjectRef,
+    ObjectStatus,
+    Observation,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Answers worth asking again: the server or something in front of it is struggling.
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to reach the cluster and how patiently (the KUBERNETES_* settings)."""
+
+    runtimes: tuple[str, ...]
+    kubeconfig: str = ""  # a kubeconfig file; empty: in-cluster, else ~/.kube/config
+    context: str = ""
+    host: str = ""  # an API server URL without credentials (tests, kubectl proxy)
+    timeout_seconds: float = 10.0
+    attempts: int = 3
+    retry_pause_seconds: float = 0.5
+    poll_seconds: float = 5.0
+    concurrency: int = 8
+    allocatable_seconds: float = 30.0
+
+
+class Rejected(Exception):
+    """The API server refused a request for good (403, 404 on create, 422...)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def api_client(settings: Settings) -> client.ApiClient:
+    """An ApiClient from the settings: a bare URL, a kubeconfig (file and context), or the
+    in-cluster ServiceAccount."""
+    configuration = client.Configuration()
+    if settings.host:
+        configuration.host = settings.host
+    elif settings.kubeconfig or settings.context:
+        config.load_kube_config(
+            config_file=settings.kubeconfig or None,
+            context=settings.context or None,
+            client_configuration=configuration,
+        )
+    else:
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=configuration)
+    configuration.retries = False  # retries are ours: bounded, and only for transient errors
+    configuration.connection_pool_maxsize = max(settings.concurrency, 1)
+    return client.ApiClient(configuration)
+
+
+class KubernetesBackend(ClusterBackend):
+    def __init__(self, settings: Settings, api: client.ApiClient | None = None):
+        self.settings = settings
+        self.api = api or api_client(settings)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.core = client.CoreV1Api(self.api)
+        self._allocatable: tuple[float, ResourceList | None] | None = None
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[..., T], *args, **kwargs) -> T:
+        """One API call with the timeout; transient failures retried, then ClusterUnavailable.
+
+        404 and 409 come back as ``client.ApiException`` for the caller to judge; other
+        refusals as ``Rejected``.
+        """
+        timeout = self.settings.timeout_seconds
+        pause = self.settings.retry_pause_seconds
+        for attempt in range(1, self.settings.attempts + 1):
+            try:
+                return fn(*args, _request_timeout=(timeout, timeout), **kwargs)
+            except client.ApiException as error:
+                if error.status in (404, 409):
+                    raise
+                if error.status not in TRANSIENT_STATUSES:
+                    raise Rejected(error.status, _api_message(error)) from None
+                failure = f"{what}: HTTP {error.status}"
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                failure = f"{what}: {type(error).__name__}: {error}"
+            if attempt < self.settings.attempts:
+                log.info("%s; attempt %d of %d", failure, attempt, self.settings.attempts)
+                time.sleep(pause * 2 ** (attempt - 1))
+        raise ClusterUnavailable(failure)
+
+    def _each(self, fn: Callable[[T], object], items: Sequence[T]) -> list[object]:
+        """Run ``fn`` over items with up to ``concurrency`` calls in flight: a cycle's
+        creates or deletes go out together. Each result is a value or the exception."""
+        run = _captured(fn)
+        if len(items) <= 1 or self.settings.concurrency <= 1:
+            return [run(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.settings.concurrency, len(items))) as pool:
+            return list(pool.map(run, items))
+
+    # -- the interface -------------------------------------------------------------------
+
+    def allocatable(self) -> ResourceList | None:
+        """The sum of the allocatable resources of the Ready, schedulable nodes, read at
+        most every ``allocatable_seconds``; None while the nodes cannot be read."""
+        now = time.monotonic()
+        if self._allocatable and now - self._allocatable[0] < self.settings.allocatable_seconds:
+            return self._allocatable[1]
+        try:
+            response = self._call("list nodes", self.core.list_node, _preload_content=False)
+            nodes = json.loads(response.data)["items"]
+        except (ClusterUnavailable, Rejected, client.ApiException) as error:
+            log.warning("cannot read the nodes' allocatable resources: %s", error)
+            return self._allocatable[1] if self._allocatable else None
+        value = node_allocatable(nodes)
+        self._allocatable = (now, value)
+        return value
+
+    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, str]:
+        """Create each job's objects, or bring existing ones to the spec's suspend flag.
+
+        Returns the jobs the API server refused for good, with its reason.
+        """
+        results = self._each(self._apply_one, specs)
+        return _outcome(specs, results)
+
+    def remove(self, refs: Sequence[ObjectRef], *, now: datetime) -> None:
+        _raise_first(self._each(self._delete_one, refs))
+
+    def observe(self, *, now: datetime) -> Observation:
+        listed = self._list_objects()
+        statuses: list[ObjectStatus] = []
+        located: list[tuple[str, str, int]] = []
+        for runtime, items in listed.items():
+            for item in items:
+                status = kinds.object_status(runtime, item)
+                if status is not None:
+                    statuses.append(status)
+                    located.append((status.namespace, status.object_name, status.job_id))
+        events = self._events(located, now=now)
+        next_change = now + timedelta(seconds=self.settings.poll_seconds) if statuses else None
+        return Observation(statuses=statuses, events=events, next_change_at=next_change)
+
+    # -- the pieces ----------------------------------------------------------------------
+
+    def _list_objects(self) -> dict[str, list[dict]]:
+        """Every object Caldera created, per runtime; ClusterUnavailable if any listing fails."""
+        listed = {}
+        for runtime in self.settings.runtimes:
+            resource = kinds.RESOURCES[runtime]
+            try:
+                answer = self._call(
+                    f"list {resource.plural}",
+                    self.custom.list_cluster_custom_object,
+                    resource.group,
+                    resource.version,
+                    resource.plural,
+                    label_selector=LABEL_JOB_ID,
+                )
+            except (Rejected, client.ApiException) as error:
+                # Not being allowed to list (or the CRD missing) must never read as "gone".
+                raise ClusterUnavailable(f"list {resource.plural}: {error}") from None
+            listed[runtime] = answer.get("items") or []
+        return listed
+
+    def _events(self, located: list[tuple[str, str, int]], *, now: datetime) -> list[ClusterEvent]:
+        index = kinds.ObjectIndex(located)
+        events = []
+        for namespace in sorted({namespace for namespace, _, _ in located}):
+            try:
+                response = self._call(
+                    f"list events in {namespace}",
+                    self.core.list_namespaced_event,
+                    namespace,
+                    field_selector="type=Warning",
+                    _preload_content=False,
+                )
+            except (Rejected, client.ApiException) as error:
+                log.warning("cannot read the events of %s: %s", namespace, error)
+                continue
+            for event in json.loads(response.data).get("items") or []:
+                if (
+                    event.get("type") != "Warning"
+                    or event.get("reason") not in kinds.WATCHED_REASONS
+                ):
+                    continue
+                involved = event.get("involvedObject") or {}
+                job_id = index.job_of(namespace, involved.get("name") or "")
+                if job_id is not None:
+                    events.append(kinds.cluster_event(event, job_id, now=now))
+        return events
+
+    def _apply_one(self, spec: JobSpec) -> None:
+        resource = kinds.RESOURCES[spec.runtime]
+        for manifest in build_manifests(spec):
+            is_job = manifest["kind"] == resource.kind
+            try:
+                if is_job:
+                    self._call(
+                        f"create {resource.kind} {spec.object_name}",
+                        self.custom.create_namespaced_custom_object,
+                        resource.group,
+                        resource.version,
+                        spec.namespace,
+                        resource.plural,
+                        manifest,
+                    )
+                else:
+                    self._call(
+                        f"create ConfigMap {manifest['metadata']['name']}",
+                        self.core.create_namespaced_config_map,
+                        spec.namespace,
+                        manifest,
+                    )
+            except client.ApiException as error:
+                if error.status == 409:
+                    if is_job:
+                        self._bring_to_spec(spec, resource)
+                    continue
+                raise Rejected(error.status, _api_message(error)) from None
+
+    def _bring_to_spec(self, spec: JobSpec, resource: kinds.Resource) -> None:
+        """The object exists: a suspended one is released at dequeue (and suspended again
+        if the job went back to its queue), with the dequeue time on it."""
+        patch = resource.suspend_patch(spec.suspend)
+        if patch is None:
+            return
+        patch["metadata"] = {"annotations": annotations(spec)}
+        try:
+            self._call(
+                f"patch {resource.kind} {spec.object_name}",
+                self.custom.patch_namespaced_custom_object,
+                resource.group,
+                resource.version,
+                spec.namespace,
+                resource.plural,
+                spec.object_name,
+                patch,
+            )
+        except client.ApiException as error:
+            # 404: deleted since the create; the next sync finds it missing and creates it.
+            if error.status != 404:
+                raise Rejected(error.status, _api_message(error)) from None
+
+    def _delete_one(self, ref: ObjectRef) -> None:
+        """Delete the job object (its pods go with it) and the script ConfigMap, if any."""
+        resource = kinds.RESOURCES[ref.runtime]
+        calls = [
+            (
+                f"delete {resource.kind} {ref.name}",
+                self.custom.delete_namespaced_custom_object,
+                (resource.group, resource.version, ref.namespace, resource.plural, ref.name),
+            ),
+            (
+                f"delete ConfigMap {script_configmap_name(ref.name)}",
+                self.core.delete_namespaced_config_map,
+                (script_configmap_name(ref.name), ref.namespace),
+            ),
+        ]
+        for what, fn, args in calls:
+            try:
+                self._call(what, fn, *args, propagation_policy="Background")
+            except client.ApiException as error:
+                if error.status != 404:
+                    raise Rejected(error.status, _api_message(error)) from None
+
+
+def node_allocatable(nodes: Iterable[dict]) -> ResourceList:
+    """Sum the allocatable resources of nodes that are Ready and take new pods."""
+    usable = []
+    for node in nodes:
+        spec, status = node.get("spec") or {}, node.get("status") or {}
+        if spec.get("unschedulable"):
+            continue
+        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        if conditions and conditions.get("Ready") != "True":
+            continue
+        try:
+            usable.append(parse_resources("allocatable", status.get("allocatable") or {}))
+        except QuantityError as error:
+            log.warning("node %s: %s", (node.get("metadata") or {}).get("name"), error)
+    return total(usable)
+
+
+def _api_message(error: client.ApiException) -> str:
+    try:
+        return json.loads(error.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return error.reason or f"HTTP {error.status}"
+
+
+def _captured(fn: Callable[[T], object]) -> Callable[[T], object]:
+    """Return exceptions instead of raising them, so one failure does not hide the others."""
+
+    def run(item: T) -> object:
+        try:
+            return fn(item)
+        except Exception as error:  # noqa: BLE001 - sorted out by the caller
+            return error
+
+    return run
+
+
+def _raise_first(results: Iterable[object]) -> None:
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+
+
+def _outcome(specs: Sequence[JobSpec], results: Sequence[object]) -> dict[int, str]:
+    """Refusals by job; a transient failure (after the others were done) is raised."""
+    rejected: dict[int, str] = {}
+    unavailable = None
+    for spec, result in zip(specs, results, strict=True):
+        if isinstance(result, Rejected):
+            rejected[spec.id] = f"The cluster refused the job's objects ({result})"
+        elif isinstance(result, ClusterUnavailable):
+            unavailable = result
+        elif isinstance(result, Exception):
+            raise result
+    if unavailable is not None and not rejected:
+        raise unavailable
+    if unavailable is not None:
+        log.warning("some objects were not created, the sync creates them: %s", unavailable)
+    return rejected

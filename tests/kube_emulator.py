@@ -1,0 +1,166 @@
+"""A Kubernetes API server for the tests: kmock's emulator on a real port, in its own thread.
+
+The Kubernetes backend talks to it over HTTP with the official client, as it would to a
+cluster. The test plays the operators and the scheduler through the same API: it writes
+the status an operator would, the events a scheduler would, the nodes a kubelet would.
+Failures are injected as the server's answers (an HTTP status, a pause) to the next
+matching requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import kmock
+from kubernetes import client
+
+from jobs.cluster import kinds
+
+RESOURCES = [
+    *(f"{r.group}/{r.version}/{r.plural}" for r in kinds.RESOURCES.values()),
+    "v1/configmaps",
+    "v1/events",
+    "v1/nodes",
+]
+
+
+class Emulator:
+    def __init__(self, server: kmock.KubernetesEmulator, url: str, loop: asyncio.AbstractEventLoop):
+        self.server = server
+        self.url = url
+        self.loop = loop
+        configuration = client.Configuration()
+        configuration.host = url
+        self.api = client.ApiClient(configuration)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.core = client.CoreV1Api(self.api)
+
+    # -- what is stored ------------------------------------------------------------------
+
+    def objects(self, runtime: str) -> list[dict]:
+        resource = kinds.RESOURCES[runtime]
+        answer = self.custom.list_cluster_custom_object(
+            resource.group, resource.version, resource.plural
+        )
+        return answer["items"]
+
+    def get(self, runtime: str, namespace: str, name: str) -> dict:
+        resource = kinds.RESOURCES[runtime]
+        return self.custom.get_namespaced_custom_object(
+            resource.group, resource.version, namespace, resource.plural, name
+        )
+
+    def configmaps(self, namespace: str) -> list[str]:
+        return [
+            item.metadata.name for item in self.core.list_namespaced_config_map(namespace).items
+        ]
+
+    def requests(self, method: str, path_part: str = "") -> list:
+        """The requests the server received with this method (and part of the path)."""
+        return [
+            request
+            for request in list(self.server)
+            if request.method.value == method.upper() and path_part in str(request.url)
+        ]
+
+    # -- playing the operators, the scheduler and the kubelet ------------------------------
+
+    def set_status(self, runtime: str, namespace: str, name: str, status: dict) -> None:
+        resource = kinds.RESOURCES[runtime]
+        self.custom.patch_namespaced_custom_object(
+            resource.group, resource.version, namespace, resource.plural, name, {"status": status}
+        )
+
+    def warn(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        reason: str,
+        message: str,
+        involved: tuple[str, str],
+        uid: str,
+        count: int = 1,
+        type: str = "Warning",
+        at: str = "2026-11-23T10:00:00Z",
+    ) -> None:
+        """Record an event as the scheduler or the kubelet would (a repeat: same name, uid
+        and a higher count)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "type": type,
+            "reason": reason,
+            "message": message,
+            "count": count,
+            "lastTimestamp": at,
+            "involvedObject": {"kind": involved[0], "name": involved[1], "namespace": namespace},
+        }
+        try:
+            self.core.create_namespaced_event(namespace, body)
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+            self.core.patch_namespaced_event(name, namespace, body)
+
+    def add_node(self, name: str, allocatable: dict, *, ready: bool = True, **spec) -> None:
+        self.core.create_node(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name},
+                "spec": spec,
+                "status": {
+                    "allocatable": allocatable,
+                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                },
+            }
+        )
+
+    # -- failures ------------------------------------------------------------------------
+
+    def answer_next(self, method: str, path: str, payload, times: int = 1) -> None:
+        """Answer the next ``times`` requests of this method to this path with ``payload``
+        (an HTTP status, or a coroutine factory for a pause) instead of serving them."""
+        criteria = f"{method.lower()} {path}"
+        done = len(self.server[criteria])
+        self.server[criteria][done : done + times] << payload
+
+    def pause_next(self, method: str, path: str, seconds: float, times: int = 1) -> None:
+        self.answer_next(method, path, lambda: asyncio.sleep(seconds), times)
+
+
+@contextmanager
+def emulator() -> Iterator[Emulator]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="kube-emulator", daemon=True)
+    thread.start()
+
+    async def start():
+        server = kmock.KubernetesEmulator()
+        await server.__aenter__()
+        for resource in RESOURCES:
+            server.resources[resource] = {}
+        http = kmock.Server(server)
+        await http.__aenter__()
+        return server, http
+
+    server, http = asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+    emu = Emulator(server, str(http.url).rstrip("/"), loop)
+    try:
+        yield emu
+    finally:
+        emu.api.close()
+
+        async def stop():
+            await http.__aexit__(None, None, None)
+            await server.__aexit__(None, None, None)
+
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

@@ -1,0 +1,267 @@
+"""One interface, two backends: the behaviour they share, tested on both, and the portal's
+whole path (admission, reconcile, sync) on the Kubernetes backend against the emulator."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from jobs.admission import admission_cycle
+from jobs.cluster import ClusterUnavailable, ObjectRef, get_backend
+from jobs.cluster.kubernetes import KubernetesBackend, Settings
+from jobs.cluster.simulated import SimulatedBackend, parse_nodes
+from jobs.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
+from jobs.models import JobEvent
+from jobs.reconcile import cluster_sync, jobs_reconcile
+from jobs.selectors import queue_usage
+from jobs.services import job_cancel
+
+from .conftest import client_for
+from .kube_emulator import emulator
+from .test_admission_cycle import refresh, submit
+from .test_manifests import pytorch_spec, ray_spec
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def now():
+    return timezone.now().replace(microsecond=0)
+
+
+@pytest.fixture(params=["simulated", "kubernetes"])
+def any_backend(request, db):
+    if request.param == "simulated":
+        yield SimulatedBackend(parse_nodes("4xcpu=16,memory=64Gi"), cycle_seconds=5)
+        return
+    with emulator() as kube:
+        yield KubernetesBackend(
+            Settings(runtimes=("kuberay", "kubeflow", "volcano"), host=kube.url, timeout_seconds=2)
+        )
+
+
+def listed(backend) -> dict[str, str]:
+    return {s.object_name: s.phase for s in backend.observe(now=NOW).statuses}
+
+
+# -- shared behaviour ------------------------------------------------------------------
+
+
+def test_applying_twice_makes_one_object_of_the_job(any_backend):
+    assert any_backend.apply([ray_spec()], now=NOW) == {}
+    assert any_backend.apply([ray_spec()], now=NOW) == {}
+
+    [status] = any_backend.observe(now=NOW).statuses
+    assert (status.job_id, status.object_name) == (7, "rayjob-video-7")
+    assert status.phase in ("Pending", "Running")
+
+
+def test_a_suspended_object_waits_and_runs_once_released(any_backend):
+    any_backend.apply([ray_spec(suspend=True), pytorch_spec(suspend=True)], now=NOW)
+    assert listed(any_backend) == {"rayjob-video-7": "Suspended", "resnet-ddp-9": "Suspended"}
+
+    any_backend.apply([ray_spec(suspend=False)], now=NOW)
+
+    phases = listed(any_backend)
+    assert phases["resnet-ddp-9"] == "Suspended"
+    assert phases["rayjob-video-7"] in ("Pending", "Running")
+
+
+def test_removing_takes_the_object_out_and_removing_what_is_gone_is_fine(any_backend):
+    any_backend.apply([ray_spec(), pytorch_spec()], now=NOW)
+    ref = ObjectRef("rayjob-video-7", "video", "kuberay")
+
+    any_backend.remove([ref], now=NOW)
+    any_backend.remove([ref, ObjectRef("never-created-3", "video", "kuberay")], now=NOW)
+
+    assert set(listed(any_backend)) == {"resnet-ddp-9"}
+
+
+# -- the portal on the Kubernetes backend ----------------------------------------------
+
+
+@contextmanager
+def on_kubernetes(**settings):
+    """The portal configured for the emulated cluster, with two 16-cpu nodes."""
+    with emulator() as kube:
+        kube.add_node("node-1", {"cpu": "16", "memory": "64Gi", "pods": "110"})
+        kube.add_node("node-2", {"cpu": "16", "memory": "64Gi", "pods": "110"})
+        overrides = dict(
+            CLUSTER_BACKEND="kubernetes",
+            KUBERNETES_HOST=kube.url,
+            KUBERNETES_TIMEOUT_SECONDS=2,
+            KUBERNETES_ATTEMPTS=2,
+        )
+        with override_settings(**{**overrides, **settings}):
+            get_backend.cache_clear()
+            try:
+                yield kube
+            finally:
+                get_backend.cache_clear()
+
+
+def test_a_dequeued_job_runs_in_the_cluster_finishes_and_frees_its_quota(member, now):
+    with on_kubernetes() as kube:
+        job = submit(member, now)
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        rayjob = kube.get("kuberay", "video", f"rayjob-video-{job.pk}")
+        assert rayjob["metadata"]["annotations"][ANNOTATION_DEQUEUED] == kube_queue_timestamp(
+            refresh(job).dequeued_at
+        )
+
+        cluster_sync(now=now)
+        assert refresh(job).state == "admitted"
+        kube.set_status(
+            "kuberay", "video", rayjob["metadata"]["name"], {"jobDeploymentStatus": "Running"}
+        )
+        assert cluster_sync(now=now + timedelta(seconds=1)).started == [job.pk]
+        kube.set_status(
+            "kuberay",
+            "video",
+            rayjob["metadata"]["name"],
+            {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"},
+        )
+        assert cluster_sync(now=now + timedelta(seconds=2)).finished == [job.pk]
+
+        assert kube.objects("kuberay") == []  # a finished job's object leaves the cluster
+    assert refresh(job).state == "succeeded"
+    assert queue_usage(job.queue) == {}
+
+
+def test_a_job_the_cluster_cannot_place_shows_its_cycles_and_is_requeued_after_the_timeout(
+    member, now
+):
+    with on_kubernetes(START_TIMEOUT_SECONDS=30) as kube:
+        job = submit(member, now)
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        head = f"rayjob-video-{job.pk}-x7k2p-head-h4v9q"
+        for cycle in (1, 2):
+            kube.warn(
+                "video",
+                f"{head}.{cycle}",
+                reason="GangFailedScheduling",
+                message=f"{head} in gang failed to be scheduled in cycle {cycle}: "
+                "0/2 nodes are available: 2 Insufficient cpu.",
+                involved=("Pod", head),
+                uid=f"uid-{cycle}",
+                at=(now + timedelta(seconds=cycle)).isoformat(),
+            )
+            cluster_sync(now=now + timedelta(seconds=cycle))
+        assert refresh(job).state == "admitted"
+
+        result = cluster_sync(now=now + timedelta(seconds=30))
+
+        assert result.timed_out == [job.pk]
+        assert kube.objects("kuberay") == []
+    job = refresh(job)
+    assert job.state == "backoff"
+    assert job.backoff_reason == (
+        "Its pods were not all running 30s after it was dequeued, so it left the cluster; last "
+        f"scheduling failure: {head} in gang failed to be scheduled in cycle 2: 0/2 nodes are "
+        "available: 2 Insufficient cpu."
+    )
+    answer = client_for(member).get(f"/api/v1/jobs/{job.pk}/events/")
+    gang = [e for e in answer.json() if e["reason"] == "GangFailedScheduling"]
+    assert sorted(e["cycle"] for e in gang) == [1, 2]
+    assert JobEvent.objects.filter(job=job, reason="GangFailedScheduling").count() == 2
+
+
+@contextmanager
+def on_simulated(**settings):
+    with override_settings(CLUSTER_BACKEND="simulated", **settings):
+        get_backend.cache_clear()
+        try:
+            yield
+        finally:
+            get_backend.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "portal_on", [on_simulated, on_kubernetes], ids=["simulated", "kubernetes"]
+)
+def test_with_the_suspend_gate_a_queued_job_waits_suspended_and_is_released_at_dequeue(
+    member, now, portal_on
+):
+    with portal_on(CLUSTER_GATE="suspend"):
+        first = submit(member, now)
+        second = submit(member, now + timedelta(seconds=1))
+        names = {job.pk: f"rayjob-video-{job.pk}" for job in (first, second)}
+        cluster_sync(now=now + timedelta(seconds=1))  # the queued jobs' objects are created
+        assert listed(get_backend()) == {
+            names[first.pk]: "Suspended",
+            names[second.pk]: "Suspended",
+        }
+
+        result = admission_cycle(now=now + timedelta(seconds=2))
+        assert result.admitted == [first.pk]  # the second does not fit the queue's quota
+        jobs_reconcile(result.admitted, now=now + timedelta(seconds=2))
+
+        phases = listed(get_backend())
+        assert phases[names[first.pk]] in ("Pending", "Running")
+        assert phases[names[second.pk]] == "Suspended"
+        assert refresh(second).state == "backoff"
+        job_cancel(user=member, job=refresh(second), now=now + timedelta(seconds=3))
+        jobs_reconcile([second.pk], now=now + timedelta(seconds=3))
+        assert set(listed(get_backend())) == {names[first.pk]}
+
+
+@pytest.mark.parametrize(
+    "portal_on", [on_simulated, on_kubernetes], ids=["simulated", "kubernetes"]
+)
+def test_with_the_suspend_gate_a_job_that_did_not_start_in_time_waits_suspended_again(
+    member, now, portal_on
+):
+    too_big = {"resources": {"cpu": "10", "memory": "1Gi"}}  # larger than any simulated node
+    nodes = "2xcpu=8,memory=64Gi"
+    with portal_on(CLUSTER_GATE="suspend", START_TIMEOUT_SECONDS=30, SIMULATED_CLUSTER_NODES=nodes):
+        job = submit(member, now, head=too_big, workers=[])
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+
+        assert cluster_sync(now=now + timedelta(seconds=30)).timed_out == [job.pk]
+
+        assert refresh(job).state == "backoff"
+        assert listed(get_backend()) == {f"rayjob-video-{job.pk}": "Suspended"}
+
+
+def test_a_job_whose_object_the_cluster_refuses_fails_with_the_reason_and_frees_its_quota(
+    member, now
+):
+    with on_kubernetes() as kube:
+        job = submit(member, now)
+        admission_cycle(now=now)
+        kube.answer_next("post", "/apis/ray.io/v1/namespaces/video/rayjobs", 422)
+
+        jobs_reconcile([job.pk], now=now)
+
+        assert kube.objects("kuberay") == [] and kube.configmaps("video") == []
+    job = refresh(job)
+    assert job.state == "failed"
+    refused = job.events.get(reason="Refused")
+    assert refused.type == "Warning" and "422" in refused.message
+    assert queue_usage(job.queue) == {}
+
+
+def test_while_the_cluster_cannot_be_listed_nothing_is_concluded(member, now):
+    with on_kubernetes() as kube:
+        job = submit(member, now)
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 503, times=2)
+
+        with pytest.raises(ClusterUnavailable):
+            cluster_sync(now=now + timedelta(seconds=1))
+
+        assert refresh(job).state == "admitted"
+        assert len(kube.requests("post", "/rayjobs")) == 1  # not created again
+        cluster_sync(now=now + timedelta(seconds=2))
+        assert len(kube.requests("post", "/rayjobs")) == 1
+    assert refresh(job).state == "admitted"

@@ -1,0 +1,445 @@
+"""The Kubernetes backend against a real HTTP server speaking the Kubernetes API (kmock's
+emulator), through the official client: no patched methods. The test plays the operators,
+the scheduler and the kubelet by writing statuses, events and nodes through the same API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from jobs.cluster import ClusterUnavailable, ObjectRef, kinds
+from jobs.cluster.kubernetes import KubernetesBackend, Settings
+from jobs.manifests import build_manifests
+from jobs.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
+
+from .kube_emulator import emulator
+from .test_manifests import pytorch_spec, ray_spec
+
+NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+DEQUEUED = datetime(2026, 11, 23, 10, 5, tzinfo=UTC)
+RAYJOBS = "/apis/ray.io/v1/namespaces/video/rayjobs"
+
+
+@pytest.fixture
+def kube():
+    with emulator() as emu:
+        yield emu
+
+
+def backend_for(kube, **changes) -> KubernetesBackend:
+    settings = Settings(
+        runtimes=("kuberay", "kubeflow", "volcano"),
+        host=kube.url,
+        timeout_seconds=1.0,
+        attempts=3,
+        retry_pause_seconds=0.01,
+        poll_seconds=5.0,
+    )
+    return KubernetesBackend(replace(settings, **changes))
+
+
+@pytest.fixture
+def backend(kube):
+    return backend_for(kube)
+
+
+def volcano_spec(**changes):
+    return ray_spec(id=11, object_name="rayjob-video-11", runtime="volcano", **changes)
+
+
+# -- creating --------------------------------------------------------------------------
+
+
+def test_a_dequeued_job_is_created_as_its_manifests_say(kube, backend):
+    spec = ray_spec(dequeued_at=DEQUEUED)
+
+    assert backend.apply([spec], now=NOW) == {}
+
+    configmap, rayjob = build_manifests(spec)
+    stored = kube.get("kuberay", "video", "rayjob-video-7")
+    assert (
+        stored["spec"] == rayjob["spec"]
+        and stored["metadata"]["labels"] == (rayjob["metadata"]["labels"])
+    )
+    assert stored["spec"]["suspend"] is False
+    assert kube.configmaps("video") == [configmap["metadata"]["name"]]
+
+
+def test_creating_what_exists_is_success_and_creates_nothing_twice(kube, backend):
+    spec = pytorch_spec()
+    backend.apply([spec], now=NOW)
+    backend.apply([spec], now=NOW)
+
+    assert [o["metadata"]["name"] for o in kube.objects("kubeflow")] == ["resnet-ddp-9"]
+    assert len(kube.requests("post", "/pytorchjobs")) == 2  # the second answered 409
+
+
+def test_a_cycle_creates_its_jobs_together_across_runtimes(kube, backend):
+    specs = [ray_spec(id=i, object_name=f"rayjob-video-{i}", script="") for i in range(1, 21)]
+    specs += [pytorch_spec(), volcano_spec()]
+
+    assert backend.apply(specs, now=NOW) == {}
+
+    assert len(kube.objects("kuberay")) == 20
+    assert len(kube.objects("kubeflow")) == 1 and len(kube.objects("volcano")) == 1
+
+
+# -- the suspend gate ------------------------------------------------------------------
+
+
+def test_a_rayjob_waits_suspended_and_is_released_at_its_dequeue(kube, backend):
+    backend.apply([ray_spec(suspend=True)], now=NOW)
+    assert kube.get("kuberay", "video", "rayjob-video-7")["spec"]["suspend"] is True
+    assert backend.observe(now=NOW).statuses[0].phase == "Suspended"
+
+    backend.apply([ray_spec(suspend=False, dequeued_at=DEQUEUED)], now=NOW)
+
+    stored = kube.get("kuberay", "video", "rayjob-video-7")
+    assert stored["spec"]["suspend"] is False
+    assert stored["metadata"]["annotations"][ANNOTATION_DEQUEUED] == kube_queue_timestamp(DEQUEUED)
+    assert backend.observe(now=NOW).statuses[0].phase == "Pending"
+
+
+def test_a_pytorchjob_is_suspended_and_released_through_its_run_policy(kube, backend):
+    backend.apply([pytorch_spec(suspend=True)], now=NOW)
+    assert kube.get("kubeflow", "text", "resnet-ddp-9")["spec"]["runPolicy"]["suspend"] is True
+
+    backend.apply([pytorch_spec(suspend=False)], now=NOW)
+    backend.apply([pytorch_spec(suspend=False)], now=NOW)  # releasing twice is harmless
+
+    run_policy = kube.get("kubeflow", "text", "resnet-ddp-9")["spec"]["runPolicy"]
+    assert run_policy["suspend"] is False
+    assert run_policy["schedulingPolicy"]["queue"] == "root-algorithm-text"
+
+
+# -- deleting --------------------------------------------------------------------------
+
+
+def test_removing_deletes_the_object_and_its_script_and_deleting_twice_is_success(kube, backend):
+    spec = ray_spec()
+    backend.apply([spec], now=NOW)
+    ref = ObjectRef("rayjob-video-7", "video", "kuberay")
+
+    backend.remove([ref], now=NOW)
+    backend.remove([ref], now=NOW)  # both objects answer 404 now
+
+    assert kube.objects("kuberay") == [] and kube.configmaps("video") == []
+    deletes = kube.requests("delete", "/rayjobs/rayjob-video-7")
+    assert len(deletes) == 2 and "propagationPolicy=Background" in str(deletes[0].url)
+
+
+# -- statuses --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "phase", "message"),
+    [
+        ({}, "Pending", ""),
+        ({"jobDeploymentStatus": "Initializing"}, "Pending", ""),
+        ({"jobDeploymentStatus": "Running", "jobStatus": "PENDING"}, "Running", ""),
+        ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}, "Succeeded", ""),
+        (
+            {"jobDeploymentStatus": "Complete", "jobStatus": "FAILED", "message": "exit 1"},
+            "Failed",
+            "exit 1",
+        ),
+        (
+            {"jobDeploymentStatus": "Complete", "jobStatus": "STOPPED"},
+            "Failed",
+            "The Ray job ended STOPPED",
+        ),
+        (
+            {"jobDeploymentStatus": "ValidationFailed", "message": "bad spec"},
+            "Failed",
+            "bad spec",
+        ),
+        ({"jobDeploymentStatus": "Suspended"}, "Suspended", ""),
+    ],
+)
+def test_rayjob_statuses(kube, backend, status, phase, message):
+    backend.apply([ray_spec()], now=NOW)
+    kube.set_status("kuberay", "video", "rayjob-video-7", status)
+
+    [observed] = backend.observe(now=NOW).statuses
+
+    assert (observed.job_id, observed.phase, observed.message) == (7, phase, message)
+    assert observed.ref == ObjectRef("rayjob-video-7", "video", "kuberay")
+
+
+@pytest.mark.parametrize(
+    ("conditions", "phase"),
+    [
+        ([{"type": "Created", "status": "True"}], "Pending"),
+        ([{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}], "Running"),
+        (
+            [
+                {"type": "Running", "status": "False"},
+                {"type": "Succeeded", "status": "True", "message": "done"},
+            ],
+            "Succeeded",
+        ),
+        ([{"type": "Failed", "status": "True", "message": "OOMKilled"}], "Failed"),
+        ([{"type": "Suspended", "status": "True"}], "Suspended"),
+    ],
+)
+def test_pytorchjob_statuses_follow_the_last_true_condition(kube, backend, conditions, phase):
+    backend.apply([pytorch_spec()], now=NOW)
+    kube.set_status("kubeflow", "text", "resnet-ddp-9", {"conditions": conditions})
+
+    assert backend.observe(now=NOW).statuses[0].phase == phase
+
+
+@pytest.mark.parametrize(
+    ("state", "phase"),
+    [
+        ({"phase": "Pending"}, "Pending"),
+        ({"phase": "Running"}, "Running"),
+        ({"phase": "Completing"}, "Running"),
+        ({"phase": "Completed"}, "Succeeded"),
+        ({"phase": "Restarting"}, "Pending"),
+        ({"phase": "Failed", "message": "task head failed"}, "Failed"),
+        ({"phase": "Aborted"}, "Failed"),
+    ],
+)
+def test_volcano_job_statuses_follow_the_state_phase(kube, backend, state, phase):
+    backend.apply([volcano_spec()], now=NOW)
+    kube.set_status("volcano", "video", "rayjob-video-11", {"state": state})
+
+    assert backend.observe(now=NOW).statuses[0].phase == phase
+
+
+def test_objects_caldera_did_not_create_are_not_listed_and_polling_stops_when_none_are_left(
+    kube, backend
+):
+    kube.custom.create_namespaced_custom_object(
+        "ray.io", "v1", "video", "rayjobs", {"metadata": {"name": "someone-elses"}}
+    )
+    observation = backend.observe(now=NOW)
+    assert observation.statuses == [] and observation.next_change_at is None
+
+    backend.apply([ray_spec()], now=NOW)
+    assert backend.observe(now=NOW).next_change_at == NOW.replace(second=5)
+
+
+# -- events ----------------------------------------------------------------------------
+
+
+def test_scheduling_warnings_of_pods_and_pod_groups_are_read_with_their_cycle(kube, backend):
+    backend.apply([ray_spec(), pytorch_spec(), volcano_spec()], now=NOW)
+    kube.warn(
+        "video",
+        "e1",
+        reason="GangFailedScheduling",
+        message="rayjob-video-7-abcde-head-x1 in gang failed to be scheduled in cycle 3: "
+        "0/2 nodes are available: 2 Insufficient cpu.",
+        involved=("Pod", "rayjob-video-7-abcde-head-x1"),
+        uid="u1",
+    )
+    kube.warn(
+        "video",
+        "e2",
+        reason="Unschedulable",
+        message="0/2 nodes are unavailable: 2 Insufficient nvidia.com/gpu.",
+        involved=("PodGroup", "rayjob-video-11-0f9c"),
+        uid="u2",
+    )
+    kube.warn(
+        "text",
+        "e3",
+        reason="Evicted",
+        message="The node was low on resource: memory.",
+        involved=("Pod", "resnet-ddp-9-worker-1"),
+        uid="u3",
+    )
+    kube.warn(
+        "video",
+        "e4",
+        reason="BackOff",
+        message="restarting",
+        involved=("Pod", "rayjob-video-7-x"),
+        uid="u4",
+    )
+    kube.warn(
+        "video",
+        "e5",
+        reason="Scheduled",
+        message="ok",
+        involved=("Pod", "rayjob-video-7-y"),
+        uid="u5",
+        type="Normal",
+    )
+    kube.warn(
+        "video",
+        "e6",
+        reason="FailedScheduling",
+        message="not ours",
+        involved=("Pod", "other-3-head"),
+        uid="u6",
+    )
+
+    events = sorted(backend.observe(now=NOW).events, key=lambda e: e.uid)
+
+    assert [(e.job_id, e.reason, e.cycle, e.involved) for e in events] == [
+        (7, "GangFailedScheduling", 3, "pod/rayjob-video-7-abcde-head-x1"),
+        (11, "Unschedulable", None, "podgroup/rayjob-video-11-0f9c"),
+        (9, "Evicted", None, "pod/resnet-ddp-9-worker-1"),
+    ]
+    assert events[0].at == datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+
+
+def test_a_repeated_event_is_a_new_occurrence_and_a_reread_one_is_the_same(kube, backend):
+    backend.apply([ray_spec()], now=NOW)
+    warning = dict(
+        reason="FailedScheduling",
+        message="0/4 nodes are available: 4 Insufficient cpu.",
+        involved=("Pod", "rayjob-video-7-head-0"),
+        uid="u1",
+    )
+    kube.warn("video", "e1", **warning)
+    first = backend.observe(now=NOW).events
+    again = backend.observe(now=NOW).events
+    kube.warn("video", "e1", count=2, **warning)
+    repeated = backend.observe(now=NOW).events
+
+    assert [e.uid for e in first] == [e.uid for e in again] == ["k8s/u1/1"]
+    assert [e.uid for e in repeated] == ["k8s/u1/2"]
+
+
+# -- failures --------------------------------------------------------------------------
+
+
+def test_a_server_error_is_retried_and_the_object_created_once(kube, backend):
+    kube.answer_next("post", RAYJOBS, 500)
+
+    assert backend.apply([ray_spec(script="")], now=NOW) == {}
+
+    assert len(kube.requests("post", "/rayjobs")) == 2
+    assert len(kube.objects("kuberay")) == 1
+
+
+def test_a_create_that_failed_after_the_server_stored_it_succeeds_on_the_409(kube, backend):
+    # The emulator stores the object even when it answers 500, as a server may that
+    # fails after writing: the retry gets 409 Conflict, which is success.
+    kube.answer_next("post", RAYJOBS, 503)
+
+    assert backend.apply([ray_spec(script="", suspend=True)], now=NOW) == {}
+    assert kube.get("kuberay", "video", "rayjob-video-7")["spec"]["suspend"] is True
+
+
+def test_a_server_that_keeps_failing_makes_the_cluster_unavailable_after_bounded_tries(
+    kube, backend
+):
+    kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 500, times=10)
+
+    with pytest.raises(ClusterUnavailable, match="list rayjobs: HTTP 500"):
+        backend.observe(now=NOW)
+
+    assert len(kube.requests("get", "/apis/ray.io/v1/rayjobs")) == 3
+
+
+def test_a_slow_answer_times_out_and_is_retried(kube, backend):
+    kube.pause_next("post", RAYJOBS, seconds=3)
+
+    assert backend.apply([ray_spec(script="")], now=NOW) == {}
+
+    assert len(kube.requests("post", "/rayjobs")) == 2
+    assert len(kube.objects("kuberay")) == 1
+
+
+def test_an_object_the_server_refuses_is_reported_with_its_reason_not_retried(kube, backend):
+    kube.answer_next("post", RAYJOBS, 422)
+
+    refused = backend.apply([ray_spec(script="")], now=NOW)
+
+    assert list(refused) == [7] and "422" in refused[7]
+    assert len(kube.requests("post", "/rayjobs")) == 1
+
+
+def test_a_failed_listing_is_never_read_as_an_empty_cluster(kube, backend):
+    backend.apply([ray_spec()], now=NOW)
+    kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 500, times=3)
+
+    with pytest.raises(ClusterUnavailable):
+        backend.observe(now=NOW)
+
+    assert [s.job_id for s in backend.observe(now=NOW).statuses] == [7]
+
+
+def test_a_listing_that_is_not_allowed_is_unavailable_not_empty(kube, backend):
+    kube.answer_next("get", "/apis/kubeflow.org/v1/pytorchjobs", 403)
+
+    with pytest.raises(ClusterUnavailable, match="pytorchjobs"):
+        backend.observe(now=NOW)
+
+
+def test_a_cluster_that_refuses_connections_is_unavailable(kube):
+    backend = backend_for(kube, host="http://127.0.0.1:9")  # nothing listens on port 9
+
+    with pytest.raises(ClusterUnavailable, match="list rayjobs"):
+        backend.observe(now=NOW)
+    with pytest.raises(ClusterUnavailable):
+        backend.apply([ray_spec()], now=NOW)
+    with pytest.raises(ClusterUnavailable):
+        backend.remove([ObjectRef("rayjob-video-7", "video", "kuberay")], now=NOW)
+
+
+# -- capacity --------------------------------------------------------------------------
+
+
+def test_allocatable_sums_the_ready_schedulable_nodes_and_is_read_at_most_every_period(
+    kube, backend
+):
+    kube.add_node("n1", {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4", "pods": "110"})
+    kube.add_node("n2", {"cpu": "8", "memory": "32Gi", "pods": "110"})
+    kube.add_node("cordoned", {"cpu": "64", "memory": "256Gi"}, unschedulable=True)
+    kube.add_node("not-ready", {"cpu": "64", "memory": "256Gi"}, ready=False)
+
+    allocatable = backend.allocatable()
+    kube.add_node("n3", {"cpu": "16", "memory": "64Gi"})
+
+    assert allocatable == {
+        "cpu": 24_000,
+        "memory": 96 * 2**30,
+        "nvidia.com/gpu": 4,
+        "pods": 220,
+    }
+    assert backend.allocatable() == allocatable  # within the period: not read again
+    assert len(kube.requests("get", "/api/v1/nodes")) == 1
+    assert backend_for(kube, allocatable_seconds=0).allocatable()["cpu"] == 40_000
+
+
+def test_allocatable_is_unknown_while_the_nodes_cannot_be_read(kube, backend):
+    kube.answer_next("get", "/api/v1/nodes", 500, times=3)
+
+    assert backend.allocatable() is None
+
+
+# -- reading names and messages (pure) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("involved", "job_id"),
+    [
+        ("train-7-master-0", 7),
+        ("train-7-2-worker-1", 2),  # the longest object name wins
+        ("train-7", 7),  # a Kubeflow pod group is named after its job
+        ("ray-rayjob-video-7-x7k2p-pg", 70),  # KubeRay's pod group for Volcano
+        ("train-70-master-0", None),
+        ("other-1-head-0", None),
+    ],
+)
+def test_events_are_matched_to_jobs_by_the_names_operators_give(involved, job_id):
+    index = kinds.ObjectIndex(
+        [("ns", "train-7", 7), ("ns", "train-7-2", 2), ("ns", "rayjob-video-7", 70)]
+    )
+
+    assert index.job_of("ns", involved) == job_id
+    assert index.job_of("elsewhere", involved) is None
+
+
+def test_the_cycle_is_read_from_the_message():
+    assert kinds.cycle_of("p in gang failed to be scheduled in cycle 12: 0/4 nodes") == 12
+    assert kinds.cycle_of("0/4 nodes are available: 4 Insufficient cpu.") is None
