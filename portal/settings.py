@@ -232,13 +232,12 @@ if CLUSTER_GATE not in ("create", "suspend"):
 # ServiceAccount, falling back to ~/.kube/config. KUBERNETES_HOST instead names an API
 # server URL that needs no credentials (kubectl proxy). Every call times out after
 # KUBERNETES_TIMEOUT_SECONDS and a transient failure is tried KUBERNETES_ATTEMPTS times.
-# Statuses and events are polled every KUBERNETES_POLL_SECONDS while jobs are in the cluster.
+# Statuses and events are read at every sync (SYNC_BEAT_SECONDS).
 KUBERNETES_CONFIG = env_str("KUBERNETES_CONFIG", "")
 KUBERNETES_CONTEXT = env_str("KUBERNETES_CONTEXT", "")
 KUBERNETES_HOST = env_str("KUBERNETES_HOST", "")
 KUBERNETES_TIMEOUT_SECONDS = env_float("KUBERNETES_TIMEOUT_SECONDS", 10.0)
 KUBERNETES_ATTEMPTS = env_int("KUBERNETES_ATTEMPTS", 3)
-KUBERNETES_POLL_SECONDS = env_float("KUBERNETES_POLL_SECONDS", 5.0)
 # The job runtimes the cluster has operators for, in order of preference per kind: a Ray
 # job runs on the first of kuberay/volcano listed, a PyTorch job on the first of
 # kubeflow/volcano, unless its submission names another listed one. The form and the API

@@ -36,7 +36,6 @@ def backend_for(kube, **changes) -> KubernetesBackend:
         timeout_seconds=1.0,
         attempts=3,
         retry_pause_seconds=0.01,
-        poll_seconds=5.0,
     )
     return KubernetesBackend(replace(settings, **changes))
 
@@ -211,17 +210,16 @@ def test_volcano_job_statuses_follow_the_state_phase(kube, backend, state, phase
     assert backend.observe(now=NOW).statuses[0].phase == phase
 
 
-def test_objects_caldera_did_not_create_are_not_listed_and_polling_stops_when_none_are_left(
-    kube, backend
-):
+def test_objects_caldera_did_not_create_are_not_listed(kube, backend):
     kube.custom.create_namespaced_custom_object(
         "ray.io", "v1", "video", "rayjobs", {"metadata": {"name": "someone-elses"}}
     )
-    observation = backend.observe(now=NOW)
-    assert observation.statuses == [] and observation.next_change_at is None
+    assert backend.observe(now=NOW).statuses == []
 
     backend.apply([ray_spec()], now=NOW)
-    assert backend.observe(now=NOW).next_change_at == NOW.replace(second=5)
+    assert [s.object_name for s in backend.observe(now=NOW).statuses] == ["rayjob-video-7"]
+    listing = kube.requests("get", "/apis/ray.io/v1/rayjobs")[-1]
+    assert listing.url.query["labelSelector"] == "caldera.io/job-id"
 
 
 # -- events ----------------------------------------------------------------------------

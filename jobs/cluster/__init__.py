@@ -31,7 +31,6 @@ def get_backend() -> ClusterBackend:
                 host=settings.KUBERNETES_HOST,
                 timeout_seconds=settings.KUBERNETES_TIMEOUT_SECONDS,
                 attempts=settings.KUBERNETES_ATTEMPTS,
-                poll_seconds=settings.KUBERNETES_POLL_SECONDS,
             )
         )
     raise ValueError(f"CLUSTER_BACKEND={settings.CLUSTER_BACKEND!r} is not a known backend")

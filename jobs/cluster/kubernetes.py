@@ -6,9 +6,11 @@ connections) are retried a bounded number of times with growing pauses, then sur
 call that failed (a listing that failed is not an empty cluster). Creating what exists
 (409) and deleting what is gone (404) are success, so every call is idempotent.
 
-Objects are read by polling: ``observe`` lists each runtime's objects carrying the
+Objects are read by polling: each sync (beat drives one every SYNC_BEAT_SECONDS, and
+every reconcile asks for one) lists each runtime's objects carrying the
 ``caldera.io/job-id`` label across the cluster, then the Warning events of the namespaces
-they live in, and asks to be called again after ``poll_seconds`` while any object exists.
+they live in. A listing is a consistent view, so nothing is missed between two polls; a
+watch would only shorten the delay.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TypeVar
 
 import urllib3
@@ -59,7 +61,6 @@ class Settings:
     timeout_seconds: float = 10.0
     attempts: int = 3
     retry_pause_seconds: float = 0.5
-    poll_seconds: float = 5.0
     concurrency: int = 8
     allocatable_seconds: float = 30.0
 
@@ -178,8 +179,8 @@ class KubernetesBackend(ClusterBackend):
                     statuses.append(status)
                     located.append((status.namespace, status.object_name, status.job_id))
         events = self._events(located, now=now)
-        next_change = now + timedelta(seconds=self.settings.poll_seconds) if statuses else None
-        return Observation(statuses=statuses, events=events, next_change_at=next_change)
+        # A real cluster does not say when it will change next: beat's schedule polls it.
+        return Observation(statuses=statuses, events=events)
 
     # -- the pieces ----------------------------------------------------------------------
 
