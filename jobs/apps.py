@@ -7,6 +7,7 @@ class JobsConfig(AppConfig):
     def ready(self) -> None:
         # queues/ knows nothing of jobs; it asks through these two hooks whether a queue
         # still holds jobs, and tells when the tree changed.
+        from django.conf import settings
         from django.db.models import Count
         from django.utils import timezone
 
@@ -14,7 +15,7 @@ class JobsConfig(AppConfig):
 
         from .models import LIVE, Job
         from .services import capacity_changed
-        from .triggers import request_admission
+        from .triggers import request_admission, request_quota_publish
 
         def live_jobs_counter(queue_ids):
             rows = (
@@ -27,6 +28,8 @@ class JobsConfig(AppConfig):
         def on_tree_changed(sender, **kwargs):
             capacity_changed(now=timezone.now())
             request_admission()
+            if settings.CLUSTER_PUBLISH_QUOTA:
+                request_quota_publish()
 
         queue_services.live_jobs_counter = live_jobs_counter
         # weak=False: the receiver is a local function, which would be collected at once.

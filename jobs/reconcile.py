@@ -174,6 +174,24 @@ def jobs_requeue(job_ids: list[int], *, now: datetime) -> list[int]:
     return [pk for pk, _ in moved]
 
 
+def quota_publish() -> list[str]:
+    """Write the quota tree to the cluster as CLUSTER_PUBLISH_QUOTA asks, so that the
+    cluster's own scheduler agrees with Caldera. Returns the kinds of objects written."""
+    from queues import exchange, services
+
+    targets = settings.CLUSTER_PUBLISH_QUOTA
+    if not targets:
+        return []
+    tree = services.tree_export() if "elasticquotatree" in targets else None
+    if tree is not None and not tree["spec"]["root"]:
+        tree = None  # no tree yet: nothing to write
+    queues = exchange.volcano_queues() if "volcano" in targets else None
+    get_backend().publish_quota(tree=tree, queues=queues)
+    return [
+        kind for kind, obj in (("elasticquotatree", tree), ("volcano", queues)) if obj is not None
+    ]
+
+
 @dataclass
 class SyncResult:
     started: list[int] = field(default_factory=list)

@@ -60,6 +60,26 @@ def reconcile(job_ids: list[int]) -> None:
     jobs_reconcile(job_ids)
 
 
+@shared_task(
+    name="jobs.tasks.publish_quota",
+    ignore_result=True,
+    autoretry_for=(ClusterUnavailable,),
+    retry_backoff=1,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=8,
+)
+def publish_quota() -> None:
+    """Write the quota tree to the cluster (CLUSTER_PUBLISH_QUOTA)."""
+    from .cluster.kubernetes import Rejected
+    from .reconcile import quota_publish
+
+    try:
+        quota_publish()
+    except Rejected as error:
+        log.error("the cluster refused the quota tree: %s", error)
+
+
 @shared_task(name="jobs.tasks.sync", ignore_result=True)
 def sync() -> None:
     """Record job statuses and events from the cluster."""

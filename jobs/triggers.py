@@ -82,6 +82,16 @@ def request_sync() -> None:
     SYNC.fire(sync)
 
 
+def request_quota_publish() -> None:
+    """Ask for the quota tree to be written to the cluster (CLUSTER_PUBLISH_QUOTA)."""
+    from .tasks import publish_quota
+
+    try:
+        publish_quota.apply_async(retry=False)
+    except (redis.RedisError, OperationalError) as error:
+        log.warning("could not ask for the quota tree to be published (beat will): %s", error)
+
+
 WAKE_KEY = "caldera:sync:wake"
 
 

@@ -233,6 +233,25 @@ if CLUSTER_GATE not in ("create", "suspend"):
 # server URL that needs no credentials (kubectl proxy). Every call times out after
 # KUBERNETES_TIMEOUT_SECONDS and a transient failure is tried KUBERNETES_ATTEMPTS times.
 # Statuses and events are read at every sync (SYNC_BEAT_SECONDS).
+# The quota tree written to the cluster for its own schedulers, on every change and every
+# minute: "elasticquotatree" (ACK's ElasticQuotaTree in kube-system) and/or "volcano" (one
+# Volcano Queue per leaf queue: capability = max, guarantee = min). Empty: neither.
+CLUSTER_PUBLISH_QUOTA = [
+    t.strip() for t in env_str("CLUSTER_PUBLISH_QUOTA", "").split(",") if t.strip()
+]
+if set(CLUSTER_PUBLISH_QUOTA) - {"elasticquotatree", "volcano"}:
+    raise ImproperlyConfigured(
+        "CLUSTER_PUBLISH_QUOTA lists elasticquotatree and/or volcano, "
+        f"got {CLUSTER_PUBLISH_QUOTA!r}"
+    )
+if CLUSTER_PUBLISH_QUOTA and CLUSTER_BACKEND != "kubernetes":
+    raise ImproperlyConfigured("CLUSTER_PUBLISH_QUOTA needs CLUSTER_BACKEND=kubernetes")
+if CLUSTER_PUBLISH_QUOTA:  # a change is written at once; this repairs what was missed
+    CELERY_BEAT_SCHEDULE["publish-quota"] = {
+        "task": "jobs.tasks.publish_quota",
+        "schedule": 60.0,
+        "options": {"expires": 54.0},
+    }
 KUBERNETES_CONFIG = env_str("KUBERNETES_CONFIG", "")
 KUBERNETES_CONTEXT = env_str("KUBERNETES_CONTEXT", "")
 KUBERNETES_HOST = env_str("KUBERNETES_HOST", "")

@@ -15,6 +15,9 @@ from .quantity import format_resources
 
 VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
 ANNOTATION_QUEUE_PATH = "caldera.io/queue-path"
+# On every object Caldera writes for the tree, so that it can find (and remove) its own.
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "caldera"
 
 
 class _Dumper(yaml.SafeDumper):
@@ -69,6 +72,7 @@ def volcano_queues() -> list[dict]:
             "kind": "Queue",
             "metadata": {
                 "name": queue.name,
+                "labels": {LABEL_MANAGED_BY: MANAGER},
                 "annotations": {ANNOTATION_QUEUE_PATH: queue.node.path},
             },
             "spec": {

@@ -16,7 +16,7 @@ from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.cluster.simulated import SimulatedBackend, parse_nodes
 from jobs.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
 from jobs.models import JobEvent
-from jobs.reconcile import cluster_sync, jobs_reconcile
+from jobs.reconcile import cluster_sync, jobs_reconcile, quota_publish
 from jobs.selectors import queue_usage
 from jobs.services import job_cancel
 
@@ -265,3 +265,76 @@ def test_while_the_cluster_cannot_be_listed_nothing_is_concluded(member, now):
         cluster_sync(now=now + timedelta(seconds=2))
         assert len(kube.requests("post", "/rayjobs")) == 1
     assert refresh(job).state == "admitted"
+
+
+# -- the quota tree, written for the cluster's own scheduler ---------------------------
+
+
+def test_the_quota_tree_is_written_as_an_elasticquotatree_and_volcano_queues(tree):
+    from queues import services
+
+    with on_kubernetes(CLUSTER_PUBLISH_QUOTA=["elasticquotatree", "volcano"]) as kube:
+        kube.server.resources["scheduling.sigs.k8s.io/v1beta1/elasticquotatrees"] = {}
+        kube.server.resources["scheduling.volcano.sh/v1beta1/queues"] = {}
+
+        assert quota_publish() == ["elasticquotatree", "volcano"]
+
+        stored = kube.custom.get_namespaced_custom_object(
+            "scheduling.sigs.k8s.io",
+            "v1beta1",
+            "kube-system",
+            "elasticquotatrees",
+            "elasticquotatree",
+        )
+        assert stored["spec"] == services.tree_export()["spec"]
+        queues = {
+            q["metadata"]["name"]: q["spec"]
+            for q in kube.custom.list_cluster_custom_object(
+                "scheduling.volcano.sh", "v1beta1", "queues"
+            )["items"]
+        }
+        assert set(queues) == {
+            "root-algorithm-video",
+            "root-algorithm-text",
+            "root-infrastructure-devops",
+            "root-interns-intern-text",
+            "root-interns-intern-video",
+        }
+        assert queues["root-algorithm-video"] == {
+            "capability": {"cpu": "14", "memory": "14Gi", "nvidia.com/gpu": "4"},
+            "guarantee": {"resource": {"cpu": "12", "memory": "12Gi", "nvidia.com/gpu": "2"}},
+            "reclaimable": True,
+        }
+
+        # The video leaf's max grows and the intern-video leaf goes: both are written over.
+        document = services.tree_export()
+        children = {kid["name"]: kid for kid in document["spec"]["root"]["children"]}
+        video = next(kid for kid in children["algorithm"]["children"] if kid["name"] == "video")
+        video["max"]["cpu"] = "20"
+        interns = children["interns"]
+        interns["children"] = [k for k in interns["children"] if k["name"] != "intern-video"]
+        services.tree_apply(document=document)
+        quota_publish()
+
+        stored = kube.custom.get_namespaced_custom_object(
+            "scheduling.sigs.k8s.io",
+            "v1beta1",
+            "kube-system",
+            "elasticquotatrees",
+            "elasticquotatree",
+        )
+        queues = {
+            q["metadata"]["name"]: q["spec"]
+            for q in kube.custom.list_cluster_custom_object(
+                "scheduling.volcano.sh", "v1beta1", "queues"
+            )["items"]
+        }
+        assert stored["spec"] == services.tree_export()["spec"]
+        assert queues["root-algorithm-video"]["capability"]["cpu"] == "20"
+        assert "root-interns-intern-video" not in queues
+
+
+def test_without_publishing_nothing_of_the_tree_is_written(tree):
+    with on_kubernetes() as kube:
+        assert quota_publish() == []
+        assert kube.requests("post", "/apis/") == [] and kube.requests("patch") == []

@@ -114,8 +114,10 @@ def granted() -> set[tuple[str, str, str]]:
 @pytest.fixture
 def used():
     """Every permission the backend needs: each runtime created, released, listed with its
-    events, deleted; the nodes read."""
+    events, deleted; the nodes read; the quota tree written twice, a leaf gone between."""
     with emulator() as kube:
+        kube.server.resources["scheduling.sigs.k8s.io/v1beta1/elasticquotatrees"] = {}
+        kube.server.resources["scheduling.volcano.sh/v1beta1/queues"] = {}
         backend = KubernetesBackend(
             Settings(runtimes=("kuberay", "kubeflow", "volcano"), host=kube.url, timeout_seconds=2)
         )
@@ -132,6 +134,10 @@ def used():
             ],
             now=NOW,
         )
+        tree = {"metadata": {"name": "elasticquotatree", "namespace": "kube-system"}}
+        queues = [{"metadata": {"name": name}} for name in ("root-a", "root-b")]
+        backend.publish_quota(tree=tree, queues=queues)
+        backend.publish_quota(tree=tree, queues=queues[:1])
         yield {permission(request.method.value, request.url.path) for request in list(kube.server)}
 
 

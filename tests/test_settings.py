@@ -32,3 +32,46 @@ def test_an_unknown_runtime_stops_the_process_and_names_the_setting(value):
 
     assert done.returncode != 0
     assert "CLUSTER_RUNTIMES lists kuberay, kubeflow and/or volcano" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"CLUSTER_BACKEND": "k8s"}, "CLUSTER_BACKEND is simulated or kubernetes, got 'k8s'"),
+        ({"CLUSTER_GATE": "queue"}, "CLUSTER_GATE is create or suspend, got 'queue'"),
+        (
+            {"CLUSTER_BACKEND": "kubernetes", "CLUSTER_PUBLISH_QUOTA": "volcano,kueue"},
+            "CLUSTER_PUBLISH_QUOTA lists elasticquotatree and/or volcano",
+        ),
+        (
+            {"CLUSTER_PUBLISH_QUOTA": "volcano"},
+            "CLUSTER_PUBLISH_QUOTA needs CLUSTER_BACKEND=kubernetes",
+        ),
+    ],
+)
+def test_a_bad_cluster_setting_stops_the_process_and_names_it(overrides, message):
+    done = load_settings(**overrides)
+
+    assert done.returncode != 0
+    assert message in done.stderr
+
+
+def test_publishing_the_quota_tree_adds_its_beat_entry():
+    script = "from django.conf import settings; print(sorted(settings.CELERY_BEAT_SCHEDULE))"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "CLUSTER_BACKEND": "kubernetes",
+        "CLUSTER_PUBLISH_QUOTA": "elasticquotatree, volcano",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['admit', 'publish-quota', 'sync']"

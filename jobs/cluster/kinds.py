@@ -45,6 +45,13 @@ RESOURCES = {
     "volcano": Resource("batch.volcano.sh", "v1alpha1", "jobs", "Job", None),
 }
 
+# The quota tree as the cluster's schedulers read it (CLUSTER_PUBLISH_QUOTA): ACK's
+# ElasticQuotaTree (namespaced, one per cluster) and Volcano's Queue (cluster-scoped).
+QUOTA_TREE = Resource(
+    "scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", "ElasticQuotaTree", None
+)
+VOLCANO_QUEUE = Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", None)
+
 # The Warning events that say why a job's pods are not running (DESIGN.md section 5).
 WATCHED_REASONS = frozenset(
     {"GangFailedScheduling", "FailedScheduling", "Unschedulable", "Evicted"}

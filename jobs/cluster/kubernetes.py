@@ -30,6 +30,7 @@ from kubernetes import client, config
 from jobs.manifests import build_manifests
 from jobs.manifests.common import LABEL_JOB_ID, annotations, script_configmap_name
 from jobs.spec import JobSpec
+from queues.exchange import LABEL_MANAGED_BY, MANAGER
 from queues.quantity import QuantityError, ResourceList, parse_resources, total
 
 from . import kinds
@@ -304,6 +305,78 @@ class KubernetesBackend(ClusterBackend):
             except client.ApiException as error:
                 if error.status != 404:
                     raise Rejected(error.status, _api_message(error)) from None
+
+    # -- the quota tree, for the cluster's own schedulers -------------------------------
+
+    def publish_quota(self, *, tree: dict | None, queues: list[dict] | None) -> None:
+        """Write the ElasticQuotaTree and/or one Volcano Queue per leaf (None: leave that
+        kind alone). Each object is created, or applied over what is there (server-side
+        apply, field manager ``caldera``); Volcano Queues Caldera wrote for leaves that are
+        gone are deleted."""
+        if tree is not None:
+            self._put(kinds.QUOTA_TREE, tree)
+        if queues is not None:
+            for queue in queues:
+                self._put(kinds.VOLCANO_QUEUE, queue)
+            self._delete_stale_queues({queue["metadata"]["name"] for queue in queues})
+
+    def _put(self, resource: kinds.Resource, obj: dict) -> None:
+        name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
+        where = (resource.group, resource.version) + ((namespace,) if namespace else ())
+        scope = "namespaced" if namespace else "cluster"
+        create = getattr(self.custom, f"create_{scope}_custom_object")
+        apply = getattr(self.custom, f"patch_{scope}_custom_object")
+        try:
+            self._call(f"create {resource.kind} {name}", create, *where, resource.plural, obj)
+            return
+        except client.ApiException as error:
+            if error.status != 409:
+                raise Rejected(error.status, _api_message(error)) from None
+        try:
+            self._call(
+                f"apply {resource.kind} {name}",
+                apply,
+                *where,
+                resource.plural,
+                name,
+                obj,
+                field_manager=MANAGER,
+                force=True,
+                _content_type="application/apply-patch+yaml",
+            )
+        except client.ApiException as error:
+            raise Rejected(error.status, _api_message(error)) from None
+
+    def _delete_stale_queues(self, keep: set[str]) -> None:
+        resource = kinds.VOLCANO_QUEUE
+        try:
+            listed = self._call(
+                "list Volcano queues",
+                self.custom.list_cluster_custom_object,
+                resource.group,
+                resource.version,
+                resource.plural,
+                label_selector=f"{LABEL_MANAGED_BY}={MANAGER}",
+            )
+        except client.ApiException as error:
+            raise Rejected(error.status, _api_message(error)) from None
+        for item in listed.get("items") or []:
+            name = item["metadata"]["name"]
+            if name in keep:
+                continue
+            try:
+                self._call(
+                    f"delete Queue {name}",
+                    self.custom.delete_cluster_custom_object,
+                    resource.group,
+                    resource.version,
+                    resource.plural,
+                    name,
+                )
+            except client.ApiException as error:
+                if error.status != 404:
+                    # Volcano deletes only closed queues; the admin closes it (vcctl).
+                    log.warning("Volcano queue %s stays: %s", name, _api_message(error))
 
 
 def node_allocatable(nodes: Iterable[dict]) -> ResourceList:
