@@ -347,13 +347,25 @@ def test_a_slow_answer_times_out_and_is_retried(kube, backend):
     assert len(kube.objects("kuberay")) == 1
 
 
-def test_an_object_the_server_refuses_is_reported_with_its_reason_not_retried(kube, backend):
-    kube.answer_next("post", RAYJOBS, 422)
+@pytest.mark.parametrize("status", [400, 404, 422])
+def test_an_object_the_server_refuses_is_reported_with_its_reason_not_retried(
+    kube, backend, status
+):
+    kube.answer_next("post", RAYJOBS, status)
 
     refused = backend.apply([ray_spec(script="")], now=NOW)
 
-    assert list(refused) == [7] and "422" in refused[7]
+    assert list(refused) == [7] and f"({status}: " in refused[7]
     assert len(kube.requests("post", "/rayjobs")) == 1
+
+
+def test_a_forbidden_call_makes_the_cluster_unavailable_and_fails_no_job(kube, backend):
+    kube.answer_next("post", RAYJOBS, 403)
+
+    with pytest.raises(ClusterUnavailable, match="create RayJob rayjob-video-7"):
+        backend.apply([ray_spec(script="")], now=NOW)
+
+    assert len(kube.requests("post", "/rayjobs")) == 1  # asking again would not help
 
 
 def test_a_failed_listing_is_never_read_as_an_empty_cluster(kube, backend):

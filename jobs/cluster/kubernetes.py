@@ -67,7 +67,7 @@ class Settings:
 
 
 class Rejected(Exception):
-    """The API server refused a request for good (403, 404 on create, 422...)."""
+    """The API server refused a request for good (400, 404 on create, 422...)."""
 
     def __init__(self, status: int, message: str):
         super().__init__(f"{status}: {message}")
@@ -110,8 +110,9 @@ class KubernetesBackend(ClusterBackend):
     def _call(self, what: str, fn: Callable[..., T], *args, **kwargs) -> T:
         """One API call with the timeout; transient failures retried, then ClusterUnavailable.
 
-        404 and 409 come back as ``client.ApiException`` for the caller to judge; other
-        refusals as ``Rejected``.
+        404 and 409 come back as ``client.ApiException`` for the caller to judge. 401 and
+        403 say Caldera's credentials or RBAC are wrong, which no job should fail for: the
+        cluster is unavailable until an admin fixes them. Other refusals are ``Rejected``.
         """
         timeout = self.settings.timeout_seconds
         pause = self.settings.retry_pause_seconds
@@ -121,6 +122,8 @@ class KubernetesBackend(ClusterBackend):
             except client.ApiException as error:
                 if error.status in (404, 409):
                     raise
+                if error.status in (401, 403):
+                    raise ClusterUnavailable(f"{what}: {_api_message(error)}") from None
                 if error.status not in TRANSIENT_STATUSES:
                     raise Rejected(error.status, _api_message(error)) from None
                 failure = f"{what}: HTTP {error.status}"
