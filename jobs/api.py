@@ -18,7 +18,7 @@ from . import selectors, services
 from .manifests import build_manifests
 from .models import Job, State
 from .reconcile import job_spec_full
-from .validation import PRIORITY_RANGE, job_parse
+from .validation import MAX_REPLICAS, PRIORITY_RANGE, job_parse
 
 
 def _time(value):
@@ -85,6 +85,29 @@ def event_data(event) -> dict:
     }
 
 
+class WorkerGroupSchema(serializers.Serializer):
+    """Documents one entry of ``workers``, in a submitted job and in a job read back."""
+
+    name = serializers.CharField(
+        required=False, help_text="a DNS-1123 label; default group-<i> (Ray), worker (PyTorch)"
+    )
+    replicas = serializers.IntegerField(
+        required=False, default=1, min_value=0, max_value=MAX_REPLICAS
+    )
+    max_replicas = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_REPLICAS,
+        help_text="Ray on kuberay only: the group autoscales (KubeRay's autoscaler) between "
+        "replicas and max_replicas pods. Quota counts its replicas, the pods it starts "
+        "with; the cluster places the pods it adds as it has room. Absent: a fixed number of pods. "
+        "Returned only when given.",
+    )
+    resources = serializers.DictField(
+        child=serializers.CharField(), help_text='per pod: {"cpu": "4", "memory": "4Gi"}'
+    )
+
+
 class JobSubmitSchema(serializers.Serializer):
     """Documents the body of POST /api/v1/jobs/ (checked by jobs.validation.job_parse)."""
 
@@ -99,9 +122,7 @@ class JobSubmitSchema(serializers.Serializer):
     script_filename = serializers.CharField(required=False, default="main.py")
     head = serializers.JSONField(required=False, help_text='Ray: {"resources": {"cpu": "4"}}')
     master = serializers.JSONField(required=False, help_text="PyTorch: like head")
-    workers = serializers.JSONField(
-        required=False, help_text='[{"name": "small-group", "replicas": 2, "resources": {...}}]'
-    )
+    workers = WorkerGroupSchema(many=True, required=False)
     priority = serializers.IntegerField(required=False, default=0)
     run_seconds = serializers.FloatField(required=False, default=60)
     pip = serializers.ListField(
@@ -197,7 +218,13 @@ class JobBatchView(APIView):
 
 
 class JobDetailView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT, summary="A job, with its queue position")
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        summary="A job, with its queue position",
+        description="The job as submitted (``workers`` as POST /api/v1/jobs/ takes them, "
+        "``max_replicas`` only on a group that was given one), its state, position and "
+        "timestamps, and ``request``: the quota it holds, autoscaling groups at their replicas.",
+    )
     def get(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
         return Response(job_data(job, selectors.job_position(job)))

@@ -86,10 +86,12 @@ class Job(models.Model):
     # only) and environment variables (every runtime).
     pip = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=dict, blank=True)
-    # Pod groups as given: {"resources": {"cpu": "4"}} and [{"name", "replicas", "resources"}].
+    # Pod groups as given: {"resources": {"cpu": "4"}} and [{"name", "replicas", "resources"}],
+    # a worker group with "max_replicas" too when it autoscales (Ray on KubeRay).
     head = models.JSONField()
     workers = models.JSONField(default=list, blank=True)
-    # The gang's total request in integer base units (cpu in millicores, memory in bytes).
+    # The gang's total request in integer base units (cpu in millicores, memory in bytes),
+    # an autoscaling worker group counted at its replicas (its minimum).
     request = models.JSONField()
     priority = models.IntegerField(default=0)
     # The expected run time: the simulated cluster runs the job this long; on a real

@@ -68,7 +68,7 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
             resources=dict(job.head.get("resources", {})),
         ),
         workers=tuple(
-            PodGroup(name=g["name"], replicas=g["replicas"], resources=dict(g["resources"]))
+            PodGroup(g["name"], g["replicas"], dict(g["resources"]), g.get("max_replicas"))
             for g in job.workers
         ),
         queue_name=job.queue.name,

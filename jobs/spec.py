@@ -17,11 +17,20 @@ class PodGroup:
     ``resources`` holds Kubernetes quantity strings as the user gave them
     (``{"cpu": "4", "memory": "4G", "nvidia.com/gpu": "1"}``); they are the pod's
     requests and limits.
+
+    A Ray worker group whose ``max_replicas`` is above ``replicas`` autoscales (KubeRay's
+    in-tree autoscaler): it starts with ``replicas`` pods, never has fewer, and may grow to
+    ``max_replicas``. None means a fixed number of pods.
     """
 
     name: str
     replicas: int
     resources: dict[str, str]
+    max_replicas: int | None = None
+
+    @property
+    def autoscales(self) -> bool:
+        return self.max_replicas is not None and self.max_replicas > self.replicas
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,8 @@ class JobSpec:
 
         Names follow the operators: ``<job>-master-0`` and ``<job>-worker-1`` for a
         PyTorchJob and for a Volcano Job (``<job>-<task>-<n>``), ``<group>-worker-<n>``
-        inside a KubeRay cluster.
+        inside a KubeRay cluster. An autoscaling group counts at its ``replicas``, the
+        pods it starts with (the simulated cluster does not autoscale).
         """
         pods = [(f"{self.object_name}-{self.head.name}-0", self.head.resources)]
         for group in self.workers:

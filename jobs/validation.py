@@ -61,6 +61,8 @@ class JobDraft:
     image: str
     head: dict
     workers: list[dict]
+    # Every pod of the gang, summed: an autoscaling worker group counts at its replicas
+    # (KubeRay's minReplicas), as DESIGN.md section 3 and kube-queue count it.
     request: ResourceList
     entrypoint: str = ""
     command: list[str] = field(default_factory=list)
@@ -166,7 +168,7 @@ def job_parse(raw: object) -> JobDraft:
 
     head_field = "master" if kind == Job.Kind.PYTORCH else "head"
     head, head_request = _head(head_field, raw.get(head_field), errors)
-    workers, request = _workers(raw.get("workers"), errors, kind)
+    workers, request = _workers(raw.get("workers"), errors, kind, runtime)
     if runtime == Job.Runtime.VOLCANO and len(workers) > 1 and "workers" not in errors:
         errors["workers"] = "a Volcano Job has one worker task: give one worker group"
     request = add(request, head_request)
@@ -285,7 +287,16 @@ def _head(field: str, raw: object, errors: dict[str, str]) -> tuple[dict, Resour
     return {"resources": resources}, request
 
 
-def _workers(raw: object, errors: dict[str, str], kind: str) -> tuple[list[dict], ResourceList]:
+def _workers(
+    raw: object, errors: dict[str, str], kind: str, runtime: str
+) -> tuple[list[dict], ResourceList]:
+    """The worker groups and their request.
+
+    A group may autoscale (``max_replicas``, Ray on KubeRay only): it runs between
+    ``replicas`` and ``max_replicas`` pods. Its request counts ``replicas`` pods, the gang
+    that must start together (DESIGN.md section 3, as kube-queue counts a RayJob); the pods
+    the autoscaler adds later are placed by the cluster as it has room.
+    """
     if raw is None:
         return [], {}
     if not isinstance(raw, list):
@@ -297,7 +308,7 @@ def _workers(raw: object, errors: dict[str, str], kind: str) -> tuple[list[dict]
         if not isinstance(group, Mapping):
             errors[field] = "must be an object with name, replicas and resources"
             continue
-        unknown = sorted(set(group) - {"name", "replicas", "resources"})
+        unknown = sorted(set(group) - {"name", "replicas", "max_replicas", "resources"})
         if unknown:
             errors[f"{field}.{unknown[0]}"] = "unknown field"
         name = group.get("name") or ("worker" if kind == Job.Kind.PYTORCH else f"group-{index}")
@@ -313,9 +324,48 @@ def _workers(raw: object, errors: dict[str, str], kind: str) -> tuple[list[dict]
         elif not 0 <= replicas <= MAX_REPLICAS:
             errors[f"{field}.replicas"] = f"must be between 0 and {MAX_REPLICAS}, got {replicas}"
             replicas = 0
+        max_replicas = _max_replicas(
+            f"{field}.max_replicas",
+            group.get("max_replicas"),
+            None if f"{field}.replicas" in errors else replicas,
+            errors,
+            kind,
+            runtime,
+        )
         resources, per_pod = _resources(f"{field}.resources", group.get("resources"), errors)
-        groups.append({"name": name, "replicas": replicas, "resources": resources})
+        entry = {"name": name, "replicas": replicas, "resources": resources}
+        if max_replicas is not None:
+            entry["max_replicas"] = max_replicas
+        groups.append(entry)
         request = add(request, per_pod, times=replicas)
     if kind == Job.Kind.PYTORCH and len(groups) > 1:
         errors["workers"] = "a PyTorchJob has one worker group"
     return groups, request
+
+
+def _max_replicas(
+    field: str, value: object, replicas: int | None, errors: dict[str, str], kind: str, runtime: str
+) -> int | None:
+    """A group's autoscaling maximum, or None (absent, or refused with its reason).
+
+    ``replicas`` is the group's minimum, None when it was refused itself.
+    """
+    if value is None:
+        return None
+    if kind != Job.Kind.RAY or runtime != Job.Runtime.KUBERAY:
+        reason = "autoscaling needs Ray on KubeRay"
+        if runtime == Job.Runtime.VOLCANO:
+            reason += "; a Volcano Job has a fixed number of pods"
+        elif kind == Job.Kind.PYTORCH:
+            reason += "; a PyTorchJob has a fixed number of pods"
+        errors[field] = reason
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        errors[field] = f"must be an integer, got {value!r}"
+        return None
+    low = 0 if replicas is None else replicas
+    if not low <= value <= MAX_REPLICAS:
+        least = "0" if replicas is None else f"replicas ({replicas})"
+        errors[field] = f"must be between {least} and {MAX_REPLICAS}, got {value}"
+        return None
+    return value

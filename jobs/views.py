@@ -125,6 +125,7 @@ _ERROR_FIELDS = {
     "workers[0].resources": "worker",
     "workers[0].name": "worker_name",
     "workers[0].replicas": "worker_replicas",
+    "workers[0].max_replicas": "worker_max_replicas",
 }
 for _group, _prefix in (("head", "head"), ("master", "head"), ("workers[0]", "worker")):
     for _resource, _suffix in _GROUP_FIELDS.items():
@@ -144,6 +145,7 @@ FORM_DEFAULTS = {
     "head_gpu": "",
     "worker_name": "",
     "worker_replicas": "1",
+    "worker_max_replicas": "",
     "worker_cpu": "",
     "worker_memory": "",
     "worker_gpu": "",
@@ -195,10 +197,12 @@ def job_document(values: Mapping[str, str]) -> dict:
         "resources": _resources(values, "head")
     }
     worker = _resources(values, "worker")
-    if worker or values["worker_name"]:
+    if worker or values["worker_name"] or values["worker_max_replicas"]:
         group: dict = {"replicas": _number(values["worker_replicas"] or "1"), "resources": worker}
         if values["worker_name"]:
             group["name"] = values["worker_name"]
+        if values["worker_max_replicas"]:
+            group["max_replicas"] = _number(values["worker_max_replicas"])
         document["workers"] = [group]
     for key in ("priority", "run_seconds"):
         if values[key]:

@@ -374,3 +374,101 @@ def test_a_batch_keeps_each_jobs_environment(api, member):
 
     assert response.status_code == 201
     assert [job.env for job in Job.objects.order_by("id")] == [{"SEED": str(i)} for i in range(3)]
+
+
+def autoscaling(body=RAY_JOB, max_replicas=4) -> list[dict]:
+    """The body's worker groups, the first one autoscaling up to ``max_replicas``."""
+    first, *rest = copy.deepcopy(body["workers"])
+    return [{**first, "max_replicas": max_replicas}, *rest]
+
+
+def test_a_ray_job_on_kuberay_autoscales_a_worker_group_up_to_its_max_replicas(api, member):
+    fixed = {"name": "fixed-group", "replicas": 1, "resources": {"cpu": "2", "memory": "2G"}}
+    workers = [*autoscaling(max_replicas=4), fixed]
+
+    response = submit(api, member, queue="root/algorithm/text", workers=workers)
+
+    assert response.status_code == 201, response.json()
+    data = response.json()
+    assert data["workers"] == workers  # max_replicas kept where given, and only there
+    assert "max_replicas" not in data["workers"][1]
+    # Quota counts the gang that starts: head 4 + 2 workers x 4 + 1 x 2 cpu.
+    assert data["request"] == {"cpu": "14", "memory": "14G"}
+    assert Job.objects.get().workers == workers
+    read = api(member).get(f"/api/v1/jobs/{data['id']}/").json()
+    assert read["workers"][0]["max_replicas"] == 4 and read["request"] == data["request"]
+    (rayjob,) = api(member).get(f"/api/v1/jobs/{data['id']}/manifest/").json()
+    cluster = rayjob["spec"]["rayClusterSpec"]
+    assert cluster["enableInTreeAutoscaling"] is True
+    assert [
+        (g["groupName"], g["replicas"], g["minReplicas"], g["maxReplicas"])
+        for g in cluster["workerGroupSpecs"]
+    ] == [("small-group", 2, 2, 4), ("fixed-group", 1, 1, 1)]
+    assert k8s_schema.errors(rayjob) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "changes", "reason"),
+    [
+        (PYTORCH_JOB, {}, "autoscaling needs Ray on KubeRay; a PyTorchJob has a fixed number "
+                          "of pods"),
+        (RAY_JOB, {"runtime": "volcano"}, "autoscaling needs Ray on KubeRay; a Volcano Job has "
+                                          "a fixed number of pods"),
+        (PYTORCH_JOB, {"runtime": "volcano"}, "autoscaling needs Ray on KubeRay; a Volcano Job "
+                                              "has a fixed number of pods"),
+    ],
+)  # fmt: skip
+def test_only_ray_on_kuberay_may_autoscale(api, member, body, changes, reason):
+    response = submit(api, member, body, workers=autoscaling(body), **changes)
+
+    assert response.status_code == 400
+    assert response.json() == {"workers[0].max_replicas": [reason]}
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("max_replicas", "reason"),
+    [
+        (1, "must be between replicas (2) and 1000, got 1"),
+        (1001, "must be between replicas (2) and 1000, got 1001"),
+        ("4", "must be an integer, got '4'"),
+        (2.5, "must be an integer, got 2.5"),
+        (True, "must be an integer, got True"),
+    ],
+)
+def test_max_replicas_is_an_integer_from_replicas_to_the_limit(api, member, max_replicas, reason):
+    response = submit(api, member, workers=autoscaling(max_replicas=max_replicas))
+
+    assert response.status_code == 400
+    assert response.json() == {"workers[0].max_replicas": [reason]}
+    assert not Job.objects.exists()
+
+
+def test_an_autoscaling_job_is_counted_at_the_gang_it_starts_with(api, member):
+    # video: max 14 cpu. Head 4 + 2 workers x 4 = 12 starts together and fits, however far
+    # the autoscaler may grow it (DESIGN.md section 3: minReplicas, as kube-queue counts).
+    grows = submit(api, member, workers=autoscaling(max_replicas=10))
+    too_many_to_start = submit(
+        api, member, workers=[{**autoscaling(max_replicas=10)[0], "replicas": 3}]
+    )
+
+    assert grows.status_code == 201 and grows.json()["request"]["cpu"] == "12"
+    assert too_many_to_start.status_code == 400
+    assert too_many_to_start.json() == {
+        "request": [
+            "can never be admitted: Insufficient quota in root/algorithm/video: cpu requested "
+            "16, free 14 (used 0 of max 14)"
+        ]
+    }
+    assert Job.objects.count() == 1
+
+
+def test_the_openapi_schema_documents_max_replicas(api, member):
+    schema = api(member).get("/api/schema/?format=json").json()
+
+    workers = schema["components"]["schemas"]["JobSubmitSchemaRequest"]["properties"]["workers"]
+    group = schema["components"]["schemas"][workers["items"]["$ref"].rsplit("/", 1)[-1]]
+    max_replicas = group["properties"]["max_replicas"]
+    assert max_replicas["type"] == "integer" and max_replicas["maximum"] == 1000
+    assert "Ray on kuberay only" in max_replicas["description"]
+    assert "Quota counts its replicas" in max_replicas["description"]

@@ -119,3 +119,33 @@ def test_the_batch_needs_a_token(client):
         401,
         403,
     )
+
+
+def test_a_batch_names_the_job_whose_worker_group_may_not_autoscale(api, member):
+    jobs = sweep(2) + sweep(1, PYTORCH_JOB)
+    jobs[1]["workers"][0]["max_replicas"] = 1  # below its 2 replicas
+    jobs[2]["workers"][0]["max_replicas"] = 4  # a PyTorchJob
+
+    response = api(member).post(BATCH, {"jobs": jobs}, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "jobs[1].workers[0].max_replicas": ["must be between replicas (2) and 1000, got 1"],
+        "jobs[2].workers[0].max_replicas": [
+            "autoscaling needs Ray on KubeRay; a PyTorchJob has a fixed number of pods"
+        ],
+    }
+    assert not Job.objects.exists()
+
+
+def test_a_batch_keeps_max_replicas_and_counts_each_job_at_its_starting_gang(api, member):
+    jobs = sweep(2, queue="root/algorithm/text")
+    jobs[0]["workers"][0]["max_replicas"] = 4
+    jobs[1]["workers"][0]["max_replicas"] = 6
+
+    accepted = api(member).post(BATCH, {"jobs": jobs}, format="json")
+
+    assert accepted.status_code == 201, accepted.json()
+    stored = list(Job.objects.order_by("pk").values_list("workers", "request"))
+    assert [workers[0]["max_replicas"] for workers, _ in stored] == [4, 6]
+    assert [request["cpu"] for _, request in stored] == [12_000, 12_000]  # 4 + 2 x 4

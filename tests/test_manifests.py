@@ -70,8 +70,18 @@ def large_ray_spec() -> JobSpec:
     return ray_spec(workers=groups, priority_class="high", script="", suspend=True)
 
 
+def autoscaling_ray_spec() -> JobSpec:
+    return ray_spec(
+        workers=(
+            PodGroup("small-group", 2, {"cpu": "4", "memory": "4G"}, max_replicas=6),
+            PodGroup("fixed-group", 1, {"cpu": "8", "memory": "8G"}),
+        )
+    )
+
+
 SPECS = {
     "small ray": ray_spec(),
+    "autoscaling ray": autoscaling_ray_spec(),
     "large ray": large_ray_spec(),
     "ray without script": ray_spec(script=""),
     "small pytorch": pytorch_spec(),
@@ -256,3 +266,38 @@ def test_a_rayjob_names_its_volcano_queue_when_the_cluster_schedules_with_volcan
     assert "volcano.sh/queue-name" not in plain["metadata"]["labels"]
     assert on_volcano["metadata"]["labels"]["volcano.sh/queue-name"] == "root-algorithm-video"
     assert k8s_schema.errors(on_volcano) == []
+
+
+def test_a_ray_worker_group_that_autoscales_runs_between_replicas_and_max_replicas_pods():
+    _, rayjob = build_manifests(autoscaling_ray_spec())
+    _, fixed = build_manifests(ray_spec())
+
+    cluster = rayjob["spec"]["rayClusterSpec"]
+    assert cluster["enableInTreeAutoscaling"] is True  # with KubeRay's autoscaler on
+    scaling, steady = cluster["workerGroupSpecs"]
+    assert (scaling["replicas"], scaling["minReplicas"], scaling["maxReplicas"]) == (2, 2, 6)
+    assert (steady["replicas"], steady["minReplicas"], steady["maxReplicas"]) == (1, 1, 1)
+    assert "enableInTreeAutoscaling" not in fixed["spec"]["rayClusterSpec"]
+    (group,) = fixed["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 2, 2)
+
+
+def test_a_max_replicas_equal_to_replicas_does_not_turn_the_autoscaler_on():
+    spec = ray_spec(workers=(PodGroup("small-group", 2, {"cpu": "4"}, max_replicas=2),))
+
+    _, rayjob = build_manifests(spec)
+
+    assert "enableInTreeAutoscaling" not in rayjob["spec"]["rayClusterSpec"]
+    (group,) = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert (group["minReplicas"], group["maxReplicas"]) == (2, 2)
+
+
+def test_the_pods_of_an_autoscaling_group_are_the_ones_it_starts_with():
+    names = [name for name, _ in autoscaling_ray_spec().pods]
+
+    assert names == [
+        "rayjob-video-7-head-0",
+        "rayjob-video-7-small-group-worker-0",
+        "rayjob-video-7-small-group-worker-1",
+        "rayjob-video-7-fixed-group-worker-0",
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import yaml
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -438,3 +439,55 @@ def test_a_bad_env_line_is_shown_beside_the_env_field(client, member):
     errors = html[html.index('id="env-errors"') :]
     assert "MODE: needs a value (NAME=value)" in errors[: errors.index("</ul>")]
     assert not Job.objects.exists()
+
+
+def test_the_form_offers_max_replicas_and_says_what_it_needs_and_reserves(client, member):
+    html = login(client, member).get(reverse("job-submit")).content.decode()
+
+    name = html.index('name="worker_max_replicas"')
+    tag = html[html.rindex("<input", 0, name) : html.index(">", name)]
+    assert 'type="number"' in tag and 'value=""' in tag  # optional: empty by default
+    help = html[html.index('<small class="help" id="worker_max_replicas-help">') :]
+    help = help[: help.index("</small>")]
+    assert "Ray on KubeRay only" in help and "Quota counts Replicas" in help
+
+
+def test_the_form_submits_an_autoscaling_worker_group_and_the_manifest_shows_it(client, member):
+    form = RAY_FORM | {"queue": "root/algorithm/text", "worker_max_replicas": "4"}
+
+    response = login(client, member).post(reverse("job-submit"), form)
+
+    assert response.status_code == 302
+    job = Job.objects.get()
+    assert job.workers == [{**RAY_JOB["workers"][0], "max_replicas": 4}]
+    assert job.request["cpu"] == 12_000  # head 4 + the 2 workers it starts with x 4
+    detail = client.get(reverse("job-detail", args=[job.pk]))
+    rayjob = list(yaml.safe_load_all(detail.context["manifest"]))[-1]
+    assert rayjob["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] is True
+    (group,) = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 2, 4)
+    assert "maxReplicas: 4" in detail.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"worker_max_replicas": "1"}, "must be between replicas (2) and 1000, got 1"),
+        ({"worker_max_replicas": "many"}, "must be an integer, got &#x27;many&#x27;"),
+        (
+            {"worker_max_replicas": "4", "runtime": "volcano"},
+            "autoscaling needs Ray on KubeRay; a Volcano Job has a fixed number of pods",
+        ),
+    ],
+)
+def test_a_bad_max_replicas_is_shown_beside_its_field(client, member, changes, reason):
+    response = login(client, member).post(reverse("job-submit"), RAY_FORM | changes)
+
+    assert response.status_code == 400
+    assert not Job.objects.exists()
+    html = response.content.decode()
+    value = changes["worker_max_replicas"]
+    field = html.index(f'id="id_worker_max_replicas" value="{value}"')
+    errors = html.index(f'<ul class="errors" id="worker_max_replicas-errors"><li>{reason}</li>')
+    assert field < errors < html.index('id="id_worker_cpu"')
+    assert response.context["top_errors"] == []

@@ -41,12 +41,14 @@ def head_group(spec: JobSpec) -> dict:
 
 
 def worker_group(spec: JobSpec, index: int) -> dict:
+    """A worker group of ``replicas`` pods; one that autoscales starts there (its minimum)
+    and KubeRay's autoscaler may grow it to ``max_replicas``."""
     group = spec.workers[index]
     return {
         "groupName": group.name,
         "replicas": group.replicas,
         "minReplicas": group.replicas,
-        "maxReplicas": group.replicas,
+        "maxReplicas": group.max_replicas if group.autoscales else group.replicas,
         "rayStartParams": {},
         "template": {
             "metadata": {"labels": common.labels(spec)},
@@ -72,16 +74,18 @@ def rayjob(spec: JobSpec) -> dict:
         metadata["labels"]["ray.io/priority-class-name"] = spec.priority_class
     if spec.batch_scheduler == "volcano":
         metadata["labels"]["volcano.sh/queue-name"] = common.label_value(spec.queue_name)
+    cluster: dict = {"rayVersion": RAY_VERSION}
+    if any(group.autoscales for group in spec.workers):
+        # KubeRay then runs its autoscaler beside the head, with its default options.
+        cluster["enableInTreeAutoscaling"] = True
+    cluster["headGroupSpec"] = head_group(spec)
+    cluster["workerGroupSpecs"] = [worker_group(spec, i) for i in range(len(spec.workers))]
     job_spec = {
         "entrypoint": entrypoint(spec),
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
         "suspend": spec.suspend,
-        "rayClusterSpec": {
-            "rayVersion": RAY_VERSION,
-            "headGroupSpec": head_group(spec),
-            "workerGroupSpecs": [worker_group(spec, i) for i in range(len(spec.workers))],
-        },
+        "rayClusterSpec": cluster,
     }
     if spec.pip or spec.env:
         job_spec["runtimeEnvYAML"] = runtime_env_yaml(spec)
