@@ -63,6 +63,14 @@ def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
     return job
 
 
+def job_preview(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
+    """The job ``job_submit`` would queue, checked the same way, but not saved (no id)."""
+    now = now or timezone.now()
+    found = queue_selectors.queue_for_submit(draft.queue)
+    job, _event = _job_for(user, draft, _submit_target(user, draft.queue, found), now)
+    return job
+
+
 BATCH_MAX = 1000
 BATCH_MAX_BYTES = 32 * 1024 * 1024
 

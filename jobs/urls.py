@@ -7,6 +7,7 @@ from . import views
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("jobs/new/", views.job_submit, name="job-submit"),
+    path("jobs/new/preview/", views.job_submit_preview, name="job-submit-preview"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/priority/", views.job_priority, name="job-priority"),

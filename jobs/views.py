@@ -244,8 +244,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     top_errors: list[str] = []
     status = 200
     if request.method == "POST":
-        values.update({key: request.POST.get(key, "").strip() for key in FORM_DEFAULTS})
-        values["script"] = request.POST.get("script", "")
+        values = _form_values(request.POST)
         try:
             draft = job_parse(job_document(values))
             job = services.job_submit(user=request.user, draft=draft)
@@ -268,6 +267,45 @@ def job_submit(request: HttpRequest) -> HttpResponse:
         ],
     }
     return render(request, "jobs/submit.html", context, status=status)
+
+
+def _form_values(post: Mapping[str, str]) -> dict[str, str]:
+    values = {key: post.get(key, "").strip() for key in FORM_DEFAULTS}
+    values["script"] = post.get("script", "")
+    return values
+
+
+PREVIEW_JOB_NUMBER = 0  # a job's number is given when it is submitted
+
+
+@login_required
+@require_POST
+def job_submit_preview(request: HttpRequest) -> HttpResponse:
+    """The submit form checked as it is filled in (htmx): every problem, as the API names
+    it, or the Kubernetes objects the job would become. Nothing is saved."""
+    problems: list[str] = []
+    manifest = ""
+    request_text = ""
+    try:
+        draft = job_parse(job_document(_form_values(request.POST)))
+        job = services.job_preview(user=request.user, draft=draft)
+    except JobInvalid as invalid:
+        problems = [
+            f"{key}: {reason}" for key, reasons in invalid.errors.items() for reason in reasons
+        ]
+    else:
+        job.pk = PREVIEW_JOB_NUMBER
+        manifest = yaml.safe_dump_all(build_manifests(job_spec_full(job)), sort_keys=False)
+        request_text = ", ".join(
+            f"{name} {human(name, units)}" for name, units in draft.request.items()
+        )
+    context = {
+        "problems": problems,
+        "manifest": manifest,
+        "request_text": request_text,
+        "job_number": PREVIEW_JOB_NUMBER,
+    }
+    return render(request, "jobs/_submit_preview.html", context)
 
 
 def _stop_polling(response: HttpResponse) -> HttpResponse:

@@ -66,6 +66,14 @@ def test_it_submits_a_ray_job_and_finds_it_first_in_its_queue(
     page.locator("#id_worker_replicas").fill("2")
     page.locator("#id_worker_cpu").fill("4")
     page.locator("#id_worker_memory").fill("4G")
+    # The preview follows the form: a bad quantity is named, then the RayJob appears.
+    page.locator("#id_worker_cpu").fill("4 cores")
+    expect(page.locator("#preview-problems")).to_contain_text(
+        "workers[0].resources.cpu: '4 cores' is not a Kubernetes quantity"
+    )
+    page.locator("#id_worker_cpu").fill("4")
+    expect(page.locator("#preview-ready")).to_contain_text("cpu 12, memory 12G")
+    expect(page.locator("#preview pre.manifest")).to_contain_text("name: browser-rayjob-0")
     page.get_by_role("button", name="Submit job").click()
 
     expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))

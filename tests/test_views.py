@@ -491,3 +491,60 @@ def test_a_bad_max_replicas_is_shown_beside_its_field(client, member, changes, r
     errors = html.index(f'<ul class="errors" id="worker_max_replicas-errors"><li>{reason}</li>')
     assert field < errors < html.index('id="id_worker_cpu"')
     assert response.context["top_errors"] == []
+
+
+def test_the_form_asks_for_a_preview_as_it_is_filled_in(client, member):
+    html = login(client, member).get(reverse("job-submit")).content.decode()
+
+    form = html[
+        html.index('<form method="post"') : html.index(">", html.index('<form method="post"'))
+    ]
+    assert f'hx-post="{reverse("job-submit-preview")}"' in form
+    assert 'hx-target="#preview"' in form and 'id="preview"' in html
+
+
+def test_the_preview_shows_the_objects_a_valid_job_becomes_and_saves_nothing(client, member):
+    form = RAY_FORM | {"script": "import ray\nray.init()\n"}
+
+    response = login(client, member).post(reverse("job-submit-preview"), form)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Ready to submit. Its quota request: cpu 12, memory 12G." in html
+    configmap, rayjob = yaml.safe_load_all(response.context["manifest"])
+    assert configmap["kind"] == "ConfigMap" and configmap["data"] == {"main.py": form["script"]}
+    assert rayjob["kind"] == "RayJob" and rayjob["metadata"]["name"] == "rayjob-video-0"
+    assert rayjob["metadata"]["namespace"] == "video"
+    assert not Job.objects.exists()
+
+
+def test_the_preview_lists_every_problem_as_the_api_names_it(client, member):
+    form = RAY_FORM | {"head_cpu": "4 cores", "image": ""}
+
+    response = login(client, member).post(reverse("job-submit-preview"), form)
+
+    assert response.context["problems"] == [
+        "image: is required",
+        "head.resources.cpu: '4 cores' is not a Kubernetes quantity (examples: 500m, 2, 1.5, "
+        "4Gi, 4G)",
+    ]
+    assert response.context["manifest"] == ""
+
+
+def test_the_preview_checks_what_only_submitting_would_find(client, member):
+    too_big = RAY_FORM | {"worker_replicas": "3"}  # video's max is 14 cpu: 4 + 3 x 4 = 16
+    jump = RAY_FORM | {"priority": "5"}
+
+    login(client, member)
+    problems = [
+        client.post(reverse("job-submit-preview"), form).context["problems"]
+        for form in (too_big, jump)
+    ]
+
+    assert problems == [
+        [
+            "request: can never be admitted: Insufficient quota in root/algorithm/video: cpu "
+            "requested 16, free 14 (used 0 of max 14)"
+        ],
+        ["priority: members submit at priority 0 or below; ask a manager to raise it"],
+    ]
