@@ -129,8 +129,8 @@ def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> No
 
 def jobs_refused(reasons: dict[int, str], *, now: datetime) -> list[int]:
     """Jobs whose objects the cluster refused for good (an invalid object, a namespace
-    that does not exist, a forbidden call) fail with the cluster's words; what they held
-    is freed and what they left behind is removed."""
+    that does not exist) fail with the cluster's words; what they held is freed and what
+    they left behind is removed."""
     failed = _transition(State.FAILED, reasons, now, "Refused")
     if failed:
         get_backend().remove(
