@@ -44,15 +44,17 @@ def admit_and_reconcile() -> None:
             return
 
 
-@shared_task(
-    name="jobs.tasks.reconcile",
-    ignore_result=True,
+# A task that talks to the cluster is tried again, with growing pauses, while it is away.
+RETRIED_WHILE_THE_CLUSTER_IS_AWAY = dict(
     autoretry_for=(ClusterUnavailable,),
     retry_backoff=1,
     retry_backoff_max=60,
     retry_jitter=True,
     max_retries=8,
 )
+
+
+@shared_task(name="jobs.tasks.reconcile", ignore_result=True, **RETRIED_WHILE_THE_CLUSTER_IS_AWAY)
 def reconcile(job_ids: list[int]) -> None:
     """Make the cluster match the database for these jobs."""
     from .reconcile import jobs_reconcile
@@ -61,13 +63,7 @@ def reconcile(job_ids: list[int]) -> None:
 
 
 @shared_task(
-    name="jobs.tasks.publish_quota",
-    ignore_result=True,
-    autoretry_for=(ClusterUnavailable,),
-    retry_backoff=1,
-    retry_backoff_max=60,
-    retry_jitter=True,
-    max_retries=8,
+    name="jobs.tasks.publish_quota", ignore_result=True, **RETRIED_WHILE_THE_CLUSTER_IS_AWAY
 )
 def publish_quota() -> None:
     """Write the quota tree to the cluster (CLUSTER_PUBLISH_QUOTA)."""

@@ -270,6 +270,17 @@ def test_while_the_cluster_cannot_be_listed_nothing_is_concluded(member, now):
 # -- the quota tree, written for the cluster's own scheduler ---------------------------
 
 
+def stored_tree(kube) -> dict:
+    return kube.custom.get_namespaced_custom_object(
+        "scheduling.sigs.k8s.io", "v1beta1", "kube-system", "elasticquotatrees", "elasticquotatree"
+    )
+
+
+def stored_queues(kube) -> dict[str, dict]:
+    listed = kube.custom.list_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues")
+    return {queue["metadata"]["name"]: queue["spec"] for queue in listed["items"]}
+
+
 def test_the_quota_tree_is_written_as_an_elasticquotatree_and_volcano_queues(tree):
     from queues import services
 
@@ -279,20 +290,9 @@ def test_the_quota_tree_is_written_as_an_elasticquotatree_and_volcano_queues(tre
 
         assert quota_publish() == ["elasticquotatree", "volcano"]
 
-        stored = kube.custom.get_namespaced_custom_object(
-            "scheduling.sigs.k8s.io",
-            "v1beta1",
-            "kube-system",
-            "elasticquotatrees",
-            "elasticquotatree",
-        )
+        stored = stored_tree(kube)
         assert stored["spec"] == services.tree_export()["spec"]
-        queues = {
-            q["metadata"]["name"]: q["spec"]
-            for q in kube.custom.list_cluster_custom_object(
-                "scheduling.volcano.sh", "v1beta1", "queues"
-            )["items"]
-        }
+        queues = stored_queues(kube)
         assert set(queues) == {
             "root-algorithm-video",
             "root-algorithm-text",
@@ -316,19 +316,8 @@ def test_the_quota_tree_is_written_as_an_elasticquotatree_and_volcano_queues(tre
         services.tree_apply(document=document)
         quota_publish()
 
-        stored = kube.custom.get_namespaced_custom_object(
-            "scheduling.sigs.k8s.io",
-            "v1beta1",
-            "kube-system",
-            "elasticquotatrees",
-            "elasticquotatree",
-        )
-        queues = {
-            q["metadata"]["name"]: q["spec"]
-            for q in kube.custom.list_cluster_custom_object(
-                "scheduling.volcano.sh", "v1beta1", "queues"
-            )["items"]
-        }
+        stored = stored_tree(kube)
+        queues = stored_queues(kube)
         assert stored["spec"] == services.tree_export()["spec"]
         assert queues["root-algorithm-video"]["capability"]["cpu"] == "20"
         assert "root-interns-intern-video" not in queues
