@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -198,13 +199,15 @@ def test_every_object_carries_the_job_queue_and_department_labels():
         ("rayjob-video", 12, "rayjob-video-12"),
         ("My_Job  v2!", 3, "my-job-v2-3"),
         ("---", 5, "job-5"),
-        ("x" * 80, 123456, "x" * 56 + "-123456"),
+        ("2024 sweep", 3, "job-2024-sweep-3"),
+        ("x" * 80, 123456, "x" * 40 + "-123456"),
     ],
 )
-def test_object_names_are_dns_1123_labels_derived_from_name_and_id(name, job_id, expected):
+def test_object_names_are_dns_1035_labels_derived_from_name_and_id(name, job_id, expected):
     result = object_name(name, job_id)
     assert result == expected
-    assert len(result) <= 63
+    # KubeRay refuses a RayJob name over 47 characters or not a DNS-1035 label.
+    assert len(result) <= 47 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", result)
 
 
 def test_the_kube_queue_timestamp_format():

@@ -16,22 +16,28 @@ ANNOTATION_ENQUEUED = "kube-queue/job-enqueue-timestamp"
 ANNOTATION_DEQUEUED = "kube-queue/job-dequeue-timestamp"
 
 DNS_1123_MAX = 63
+# KubeRay refuses a RayJob whose name is longer than 47 characters (it names the RayCluster
+# ``<job>-<5 random>`` and its Services after that, which must stay within 63); the same
+# bound leaves room for the ``<job>-<task>-<n>`` pods and Services of the other operators.
+OBJECT_NAME_MAX = 47
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 _LABEL_VALUE_MAX = 63
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def object_name(name: str, job_id: int) -> str:
-    """A DNS-1123 label derived stably from the job: ``rayjob-video`` + 7 -> ``rayjob-video-7``.
+    """A DNS-1035 label derived stably from the job: ``rayjob-video`` + 7 -> ``rayjob-video-7``.
 
     The id suffix makes names unique even when two jobs share a display name; the name
-    part is lower-cased, stripped of other characters and shortened so the whole stays
-    within 63 characters.
+    part is lower-cased, stripped of other characters, starts with a letter (Services are
+    named after the job, and a Service name must) and is shortened so the whole stays
+    within OBJECT_NAME_MAX characters.
     """
     suffix = f"-{job_id}"
-    base = _NOT_DNS.sub("-", name.lower()).strip("-")
-    base = re.sub(r"-{2,}", "-", base)[: DNS_1123_MAX - len(suffix)].rstrip("-")
-    return f"{base or 'job'}{suffix}"
+    base = re.sub(r"-{2,}", "-", _NOT_DNS.sub("-", name.lower()).strip("-"))
+    if not base[:1].isalpha():
+        base = f"job-{base}".rstrip("-")
+    return f"{base[: OBJECT_NAME_MAX - len(suffix)].rstrip('-')}{suffix}"
 
 
 def script_configmap_name(object_name: str) -> str:
