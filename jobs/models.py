@@ -194,6 +194,20 @@ class AdmissionWake(models.Model):
         return f"capacity changed at {self.woken_at:%Y-%m-%d %H:%M:%S}"
 
 
+class ClusterHealth(models.Model):
+    """A single row: whether the cluster answered the last sync or reconcile, and if not,
+    since when and with what error, so that pages can say why admitted jobs do not start."""
+
+    answered_at = models.DateTimeField(null=True, blank=True)
+    failing_since = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        if self.error:
+            return f"unavailable since {self.failing_since:%Y-%m-%d %H:%M:%S}: {self.error}"
+        return "answering"
+
+
 TICKET_BLOCK = 1024  # tickets per PendingBlock row (the trigger's SQL says the same)
 
 

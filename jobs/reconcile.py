@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from queues.selectors import queue_department
 
 from .admission import backoff_delay
-from .cluster import ObjectRef, get_backend
+from .cluster import ClusterUnavailable, ObjectRef, get_backend
 from .locks import SYNC, advisory_lock
 from .manifests.common import object_name
-from .models import IN_CLUSTER, PENDING, Job, JobEvent, State, sources_of
+from .models import IN_CLUSTER, PENDING, ClusterHealth, Job, JobEvent, State, sources_of
 from .services import capacity_changed
 from .spec import JobSpec, PodGroup
 from .triggers import request_admission, request_sync, request_sync_at
@@ -101,6 +101,14 @@ def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> No
     and released, created suspended, or deleted. Jobs whose objects the cluster refuses
     for good fail with its reason."""
     now = now or timezone.now()
+    try:
+        _reconcile(job_ids, now)
+    except ClusterUnavailable as error:
+        cluster_unavailable(now=now, error=str(error))
+        raise
+
+
+def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
     jobs = list(Job.objects.filter(pk__in=list(job_ids)).select_related("queue__node", "owner"))
     wanted = {job.pk: object_wanted(job.state, job.runtime) for job in jobs}
     departments: dict[int, str] = {}  # one lookup per queue, not per job
@@ -211,8 +219,53 @@ def cluster_sync(
     """Record cluster statuses and events. None if another process is syncing.
 
     The caller admits into the capacity ``result.finished`` freed (see jobs.tasks.sync).
+    Whether the cluster answered is recorded for the pages (``ClusterHealth``).
     """
     now = now or timezone.now()
+    try:
+        result = _sync(now, before)
+    except ClusterUnavailable as error:
+        cluster_unavailable(now=now, error=str(error))
+        raise
+    if result is not None:
+        cluster_answered(now=now)
+    return result
+
+
+ANSWER_RECORDED_EVERY = timedelta(seconds=10)  # a cluster that keeps answering: few writes
+
+
+def cluster_answered(*, now: datetime) -> None:
+    """The cluster answered a whole sync: clear its error (and note the time, now and then)."""
+    table = ClusterHealth._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} (id, answered_at, failing_since, error) VALUES (1, %s, NULL, '')
+            ON CONFLICT (id) DO UPDATE
+            SET answered_at = EXCLUDED.answered_at, failing_since = NULL, error = ''
+            WHERE {table}.error <> '' OR {table}.answered_at IS NULL
+               OR {table}.answered_at < EXCLUDED.answered_at - %s
+            """,
+            [now, ANSWER_RECORDED_EVERY],
+        )
+
+
+def cluster_unavailable(*, now: datetime, error: str) -> None:
+    """The cluster did not answer: keep the error and since when it has been failing."""
+    table = ClusterHealth._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} (id, answered_at, failing_since, error) VALUES (1, NULL, %s, %s)
+            ON CONFLICT (id) DO UPDATE SET error = EXCLUDED.error,
+                failing_since = COALESCE({table}.failing_since, EXCLUDED.failing_since)
+            """,
+            [now, error[:2000]],
+        )
+
+
+def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None:
     result = SyncResult()
     with advisory_lock(SYNC) as acquired:
         if not acquired:

@@ -164,3 +164,10 @@ def pending_counts(queue_ids: list[int]) -> dict[int, int]:
         .annotate(n=Sum("jobs"))
         .values_list("queue_id", "n")
     )
+
+
+def cluster_trouble():
+    """The cluster's current failure (a ``ClusterHealth`` with its error), or None."""
+    from .models import ClusterHealth
+
+    return ClusterHealth.objects.filter(pk=1).exclude(error="").first()

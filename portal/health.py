@@ -1,7 +1,7 @@
 """GET /healthz: 200 when the web process and the database answer.
 
-The body also says whether the broker (Redis) and at least one Celery worker answer; those
-do not fail the check, since submissions are accepted without them.
+The body also says whether the broker (Redis), at least one Celery worker and the cluster
+answer; those do not fail the check, since submissions are accepted without them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,15 @@ def _workers() -> int:
         return 0
 
 
+def _cluster() -> str:
+    from jobs.selectors import cluster_trouble
+
+    trouble = cluster_trouble()
+    if trouble is None:
+        return "ok"
+    return f"unavailable since {trouble.failing_since.isoformat()}: {trouble.error}"
+
+
 def healthz(request):
     database = _database()
     broker = _broker()
@@ -46,5 +55,6 @@ def healthz(request):
         "database": "ok" if database else "down",
         "broker": "ok" if broker else "down",
         "workers": workers,
+        "cluster": _cluster() if database else "unknown",
     }
     return JsonResponse(body, status=200 if database else 503)

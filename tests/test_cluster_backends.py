@@ -327,3 +327,40 @@ def test_without_publishing_nothing_of_the_tree_is_written(tree):
     with on_kubernetes() as kube:
         assert quota_publish() == []
         assert kube.requests("post", "/apis/") == [] and kube.requests("patch") == []
+
+
+# -- when the cluster does not answer, the pages say so --------------------------------
+
+
+def test_a_cluster_that_stops_answering_is_named_on_every_page_until_it_answers(
+    member, now, client
+):
+    from .test_views import login
+
+    with on_kubernetes() as kube:
+        job = submit(member, now)
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        cluster_sync(now=now)
+        login(client, member)
+        assert "cluster-trouble" not in client.get("/").content.decode()
+
+        kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 503, times=4)
+        for later in (5, 10):
+            with pytest.raises(ClusterUnavailable):
+                cluster_sync(now=now + timedelta(seconds=later))
+
+        page = client.get(f"/jobs/{job.pk}/").content.decode()
+        banner = page[page.index('class="message error cluster-trouble"') :]
+        banner = banner[: banner.index("</p>")]
+        since = (now + timedelta(seconds=5)).strftime("%Y-%m-%d %H:%M:%S")
+        assert f"The cluster has not answered since {since}" in banner
+        assert "list rayjobs: HTTP 503" in banner
+        health = client.get("/healthz").json()
+        assert health["cluster"].startswith("unavailable since") and "HTTP 503" in health["cluster"]
+
+        cluster_sync(now=now + timedelta(seconds=15))
+
+        assert "cluster-trouble" not in client.get("/").content.decode()
+        assert client.get("/healthz").json()["cluster"] == "ok"
+    assert refresh(job).state == "admitted"  # nothing was concluded meanwhile
