@@ -368,6 +368,32 @@ def test_a_forbidden_call_makes_the_cluster_unavailable_and_fails_no_job(kube, b
     assert len(kube.requests("post", "/rayjobs")) == 1  # asking again would not help
 
 
+def test_a_long_listing_is_read_page_by_page(kube):
+    backend = backend_for(kube, list_page=2)
+    backend.apply(
+        [ray_spec(id=i, object_name=f"rayjob-video-{i}", script="") for i in (1, 2, 3)], now=NOW
+    )
+    stored = kube.objects("kuberay")
+
+    def page(request):
+        start = int(request.params.get("continue") or 0)
+        following = {"continue": str(start + 2)} if start + 2 < len(stored) else {}
+        return {
+            "metadata": {"resourceVersion": "7", **following},
+            "items": stored[start : start + 2],
+        }
+
+    kube.server["get /apis/ray.io/v1/rayjobs"] << page
+    before = len(kube.requests("get", "/apis/ray.io/v1/rayjobs"))
+
+    assert sorted(s.job_id for s in backend.observe(now=NOW).statuses) == [1, 2, 3]
+    listings = kube.requests("get", "/apis/ray.io/v1/rayjobs")[before:]
+    assert [(r.params.get("continue"), r.params["limit"]) for r in listings] == [
+        (None, "2"),
+        ("2", "2"),
+    ]
+
+
 def test_a_failed_listing_is_never_read_as_an_empty_cluster(kube, backend):
     backend.apply([ray_spec()], now=NOW)
     kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 500, times=3)

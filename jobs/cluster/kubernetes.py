@@ -63,6 +63,7 @@ class Settings:
     attempts: int = 3
     retry_pause_seconds: float = 0.5
     concurrency: int = 8
+    list_page: int = 500  # objects per listing request; the rest follow with a continue token
     allocatable_seconds: float = 30.0
 
 
@@ -189,23 +190,34 @@ class KubernetesBackend(ClusterBackend):
     # -- the pieces ----------------------------------------------------------------------
 
     def _list_objects(self) -> dict[str, list[dict]]:
-        """Every object Caldera created, per runtime; ClusterUnavailable if any listing fails."""
+        """Every object Caldera created, per runtime, read in pages of ``list_page``;
+        ClusterUnavailable if any page fails (an expired continue token included)."""
         listed = {}
         for runtime in self.settings.runtimes:
             resource = kinds.RESOURCES[runtime]
-            try:
-                answer = self._call(
-                    f"list {resource.plural}",
-                    self.custom.list_cluster_custom_object,
-                    resource.group,
-                    resource.version,
-                    resource.plural,
-                    label_selector=LABEL_JOB_ID,
-                )
-            except (Rejected, client.ApiException) as error:
-                # Not being allowed to list (or the CRD missing) must never read as "gone".
-                raise ClusterUnavailable(f"list {resource.plural}: {error}") from None
-            listed[runtime] = answer.get("items") or []
+            items: list[dict] = []
+            token = ""
+            while True:
+                pages = {"_continue": token} if token else {}
+                try:
+                    answer = self._call(
+                        f"list {resource.plural}",
+                        self.custom.list_cluster_custom_object,
+                        resource.group,
+                        resource.version,
+                        resource.plural,
+                        label_selector=LABEL_JOB_ID,
+                        limit=self.settings.list_page,
+                        **pages,
+                    )
+                except (Rejected, client.ApiException) as error:
+                    # Not being allowed to list (or the CRD missing) never reads as "gone".
+                    raise ClusterUnavailable(f"list {resource.plural}: {error}") from None
+                items += answer.get("items") or []
+                token = (answer.get("metadata") or {}).get("continue") or ""
+                if not token:
+                    break
+            listed[runtime] = items
         return listed
 
     def _events(self, located: list[tuple[str, str, int]], *, now: datetime) -> list[ClusterEvent]:
