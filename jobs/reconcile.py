@@ -18,7 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from queues.selectors import queue_department
+from queues.selectors import queue_department, queue_departments
 
 from .admission import backoff_delay
 from .cluster import ClusterUnavailable, ObjectRef, get_backend
@@ -111,13 +111,14 @@ def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> No
 def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
     jobs = list(Job.objects.filter(pk__in=list(job_ids)).select_related("queue__node", "owner"))
     wanted = {job.pk: object_wanted(job.state, job.runtime) for job in jobs}
-    departments: dict[int, str] = {}  # one lookup per queue, not per job
-    for job in jobs:
-        if wanted[job.pk] != ABSENT and job.queue_id not in departments:
-            department = queue_department(job.queue)
-            departments[job.queue_id] = department.name if department else ""
+    # Every queue's department in one query, not one per queue.
+    owners = queue_departments({job.queue for job in jobs if wanted[job.pk] != ABSENT})
     present = [
-        job_spec(job, department=departments[job.queue_id], suspend=wanted[job.pk] == SUSPENDED)
+        job_spec(
+            job,
+            department=owners[job.queue_id].name if job.queue_id in owners else "",
+            suspend=wanted[job.pk] == SUSPENDED,
+        )
         for job in jobs
         if wanted[job.pk] != ABSENT
     ]
@@ -311,7 +312,7 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
             ):
                 mismatched.append(job_id)
         missing = sorted(
-            set(_jobs_wanting_objects().exclude(pk__in=list(phases))) | set(mismatched)
+            set(_jobs_wanting_objects(now).exclude(pk__in=list(phases))) | set(mismatched)
         )
         # Preempted jobs whose objects are gone from the listing are requeued, even when
         # the reconcile task that removed them was lost.
@@ -336,9 +337,14 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
 FINISHED_PHASES = ("Succeeded", "Failed")
 
 
-def _jobs_wanting_objects():
-    """The ids of every job whose state wants an object in the cluster."""
-    wanting = Q(state__in=IN_CLUSTER)
+# A job dequeued this recently is having its objects created by the admission that
+# dequeued it (or by that reconcile's retries); the sync leaves it to them.
+BEING_CREATED = timedelta(seconds=10)
+
+
+def _jobs_wanting_objects(now: datetime):
+    """The ids of every job whose state wants an object in the cluster by now."""
+    wanting = Q(state__in=IN_CLUSTER, dequeued_at__lte=now - BEING_CREATED)
     if settings.CLUSTER_GATE == "suspend":
         wanting |= Q(state__in=PENDING, runtime__in=SUSPENDABLE)
     return Job.objects.filter(wanting).values_list("pk", flat=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from django.db import connection
 from django.db.models import Q, QuerySet
@@ -63,15 +63,23 @@ def queue_role(user, queue: Queue, roles: dict[str, str] | None = None) -> str |
 
 def queue_department(queue: Queue) -> Department | None:
     """The department that owns the queue: the one on the nearest node above it."""
-    paths = path_to_root(queue.node.path)
+    return queue_departments([queue]).get(queue.pk)
+
+
+def queue_departments(queues: Iterable[Queue]) -> dict[int, Department]:
+    """The department owning each of these queues (by queue id), in one query."""
+    paths = {queue.pk: path_to_root(queue.node.path) for queue in queues}
+    wanted = {path for chain in paths.values() for path in chain}
     departments = {
         d.quota_node.path: d
-        for d in Department.objects.filter(quota_node__path__in=paths).select_related("quota_node")
+        for d in Department.objects.filter(quota_node__path__in=wanted).select_related("quota_node")
     }
-    for path in paths:
-        if path in departments:
-            return departments[path]
-    return None
+    owners = {}
+    for queue_id, chain in paths.items():
+        nearest = next((departments[path] for path in chain if path in departments), None)
+        if nearest is not None:
+            owners[queue_id] = nearest
+    return owners
 
 
 def queue_for_submit(name: str) -> tuple[Queue, dict[str, Node]] | None:

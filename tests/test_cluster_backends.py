@@ -232,6 +232,26 @@ def test_with_the_suspend_gate_a_job_that_did_not_start_in_time_waits_suspended_
         assert listed(get_backend()) == {f"rayjob-video-{job.pk}": "Suspended"}
 
 
+@pytest.mark.parametrize(
+    "portal_on", [on_simulated, on_kubernetes], ids=["simulated", "kubernetes"]
+)
+def test_an_admitted_job_whose_object_vanished_is_created_again(member, now, portal_on):
+    with portal_on():
+        job = submit(member, now)
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        name = f"rayjob-video-{job.pk}"
+        get_backend().remove([ObjectRef(name, "video", "kuberay")], now=now)  # behind our back
+
+        cluster_sync(now=now + timedelta(seconds=1))  # its admission may still be creating it
+        assert listed(get_backend()) == {}
+
+        cluster_sync(now=now + timedelta(seconds=10))
+
+        assert set(listed(get_backend())) == {name}
+        assert refresh(job).state in ("admitted", "running")
+
+
 def test_a_job_whose_object_the_cluster_refuses_fails_with_the_reason_and_frees_its_quota(
     member, now
 ):
