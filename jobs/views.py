@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import timedelta
 
 import yaml
 from django.conf import settings
@@ -26,8 +27,8 @@ from queues.selectors import queues_for_user, tree_nodes
 
 from . import selectors, services
 from .manifests import build_manifests
-from .models import LIVE, Job
-from .reconcile import job_spec_full
+from .models import LIVE, Job, State
+from .reconcile import SCHEDULING_FAILURES, job_spec_full
 from .validation import PRIORITY_RANGE, JobInvalid, job_parse
 
 GPU = "nvidia.com/gpu"
@@ -327,6 +328,14 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "cycles": sorted((cycle, rows) for cycle, rows in grouped.items() if cycle is not None),
         "polling": not job.is_terminal,
     }
+    if job.state == State.ADMITTED and job.dequeued_at is not None:
+        # Dequeued, its pods not all running yet: the cluster's last word on why, and when
+        # the start timeout takes it out of the cluster.
+        failures = [e for e in events if e.reason in SCHEDULING_FAILURES]
+        context["last_failure"] = max(failures, key=lambda e: (e.created_at, e.pk), default=None)
+        context["start_deadline"] = job.dequeued_at + timedelta(
+            seconds=settings.START_TIMEOUT_SECONDS
+        )
     if request.htmx:
         response = render(request, "jobs/job_detail.html#job-status", context)
         return _stop_polling(response) if job.is_terminal else response

@@ -548,3 +548,41 @@ def test_the_preview_checks_what_only_submitting_would_find(client, member):
         ],
         ["priority: members submit at priority 0 or below; ask a manager to raise it"],
     ]
+
+
+def test_an_admitted_job_whose_pods_wait_says_what_the_cluster_last_said_and_until_when(
+    client, member, settings
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.cluster import get_backend
+    from jobs.reconcile import cluster_sync, jobs_reconcile
+
+    settings.SIMULATED_CLUSTER_NODES = "2xcpu=8,memory=64Gi"
+    settings.START_TIMEOUT_SECONDS = 120
+    get_backend.cache_clear()
+    try:
+        now = timezone.now().replace(microsecond=0)
+        job = submit(member, head={"resources": {"cpu": "10", "memory": "1Gi"}}, workers=[])
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        cluster_sync(now=now)
+        cluster_sync(now=now + timedelta(seconds=5))
+    finally:
+        get_backend.cache_clear()
+    job.refresh_from_db()
+
+    html = login(client, member).get(reverse("job-detail", args=[job.pk])).content.decode()
+
+    starting = html[html.index('<p class="waiting starting"') :]
+    starting = " ".join(starting[: starting.index("</p>")].split())
+    deadline = job.dequeued_at + timedelta(seconds=120)
+    assert "dequeued, its quota held; the cluster is placing its pods." in starting
+    assert (
+        "The cluster's last word (scheduling cycle 2): "
+        f'<span class="mono">rayjob-video-{job.pk}-head-0 in gang failed to be scheduled in '
+        "cycle 2: 0/2 nodes are available: 2 Insufficient cpu.</span>."
+    ) in starting
+    assert f"{deadline:%Y-%m-%d %H:%M:%S}</time>, it leaves the cluster" in starting
