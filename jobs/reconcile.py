@@ -440,7 +440,17 @@ def _transition(target: str, messages: dict[int, str], now: datetime, reason: st
 
 
 def _record_events(events) -> int:
-    """Store cluster events once each (their uid is the deduplication key)."""
+    """Store cluster events once each (their uid is the deduplication key); returns how
+    many were new. A real cluster offers its events again at every sync while they last,
+    so those already stored are skipped with one indexed read rather than written again."""
+    if not events:
+        return 0
+    stored = set(
+        JobEvent.objects.filter(dedup_key__in=[e.uid for e in events]).values_list(
+            "dedup_key", flat=True
+        )
+    )
+    events = [e for e in events if e.uid not in stored]
     if not events:
         return 0
     known = set(Job.objects.filter(pk__in={e.job_id for e in events}).values_list("pk", flat=True))

@@ -154,8 +154,10 @@ def test_a_job_the_cluster_cannot_place_shows_its_cycles_and_is_requeued_after_t
                 uid=f"uid-{cycle}",
                 at=(now + timedelta(seconds=cycle)).isoformat(),
             )
-            cluster_sync(now=now + timedelta(seconds=cycle))
+            assert cluster_sync(now=now + timedelta(seconds=cycle)).events == 1
         assert refresh(job).state == "admitted"
+        # Both events are still listed by the cluster: none is new, none stored twice.
+        assert cluster_sync(now=now + timedelta(seconds=3)).events == 0
 
         result = cluster_sync(now=now + timedelta(seconds=30))
 
