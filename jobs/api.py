@@ -100,7 +100,8 @@ class WorkerGroupSchema(serializers.Serializer):
         max_value=MAX_REPLICAS,
         help_text="Ray on kuberay only: the group autoscales (KubeRay's autoscaler) between "
         "replicas and max_replicas pods. Quota counts its replicas, the pods it starts "
-        "with; the cluster places the pods it adds as it has room. Absent: a fixed number of pods. "
+        "with, and the autoscaler beside the head (500m CPU, 512Mi); the cluster places the "
+        "pods it adds as it has room. Absent: a fixed number of pods. "
         "Returned only when given.",
     )
     resources = serializers.DictField(

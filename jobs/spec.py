@@ -9,6 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from queues.quantity import add, format_resources, parse_resources
+
+# KubeRay's autoscaler runs as a container beside the Ray head of a cluster that
+# autoscales; Caldera sets its resources (KubeRay's defaults) so that the quota request
+# and the pod the scheduler places count the same.
+AUTOSCALER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
+
 
 @dataclass(frozen=True)
 class PodGroup:
@@ -66,15 +73,29 @@ class JobSpec:
     batch_scheduler: str = ""
 
     @property
+    def autoscales(self) -> bool:
+        """KubeRay runs its autoscaler for this job (Ray on KubeRay only)."""
+        return self.runtime == "kuberay" and any(group.autoscales for group in self.workers)
+
+    @property
     def pods(self) -> list[tuple[str, dict[str, str]]]:
         """Every pod of the gang as (pod name, resources), head first.
 
         Names follow the operators: ``<job>-master-0`` and ``<job>-worker-1`` for a
         PyTorchJob and for a Volcano Job (``<job>-<task>-<n>``), ``<group>-worker-<n>``
         inside a KubeRay cluster. An autoscaling group counts at its ``replicas``, the
-        pods it starts with (the simulated cluster does not autoscale).
+        pods it starts with (the simulated cluster does not autoscale), and the head then
+        carries KubeRay's autoscaler container too.
         """
-        pods = [(f"{self.object_name}-{self.head.name}-0", self.head.resources)]
+        head = self.head.resources
+        if self.autoscales:
+            head = format_resources(
+                add(
+                    parse_resources("head", head),
+                    parse_resources("autoscaler", AUTOSCALER_RESOURCES),
+                )
+            )
+        pods = [(f"{self.object_name}-{self.head.name}-0", head)]
         for group in self.workers:
             flat = self.kind == "pytorch" or self.runtime == "volcano"
             prefix = "" if flat else f"{group.name}-"

@@ -16,6 +16,7 @@ from django.conf import settings
 from queues.quantity import QuantityError, ResourceList, add, parse_resources
 
 from .models import Job
+from .spec import AUTOSCALER_RESOURCES
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -172,6 +173,11 @@ def job_parse(raw: object) -> JobDraft:
     if runtime == Job.Runtime.VOLCANO and len(workers) > 1 and "workers" not in errors:
         errors["workers"] = "a Volcano Job has one worker task: give one worker group"
     request = add(request, head_request)
+    if runtime == Job.Runtime.KUBERAY and any(
+        g.get("max_replicas", 0) > g["replicas"] for g in workers
+    ):
+        # KubeRay's autoscaler runs beside the head: part of the gang that starts.
+        request = add(request, parse_resources("autoscaler", AUTOSCALER_RESOURCES))
     priority = integer("priority", 0, *PRIORITY_RANGE)
     run_seconds = number("run_seconds", 60, MIN_RUN_SECONDS, MAX_RUN_SECONDS)
     pip = _pip(raw.get("pip"), errors)

@@ -237,16 +237,21 @@ def test_only_one_admission_cycle_runs_at_a_time(member, now):
 
 
 def test_an_autoscaling_job_holds_the_gang_it_starts_with_in_quota(member, now):
-    # text: max 24 cpu. The head (4) and 2 workers of 4 cpu start together and hold 12,
-    # however far the autoscaler may grow it (DESIGN.md section 3: minReplicas).
+    # text: max 24 cpu. The head (4), 2 workers of 4 cpu and KubeRay's autoscaler (0.5)
+    # start together and hold 12.5, however far the autoscaler may grow the workers
+    # (DESIGN.md section 3: minReplicas); a plain 12-cpu job then no longer fits.
     group = {**RAY_JOB["workers"][0], "max_replicas": 4}
     job = submit(member, now, queue="root/algorithm/text", workers=[group], run_seconds=30)
     plain = submit(member, now + timedelta(seconds=1), queue="root/algorithm/text")
 
     result = admission_cycle(now=now + timedelta(seconds=2))
 
-    assert result.admitted == [job.pk, plain.pk]
-    assert queue_usage(job.queue)["cpu"] == 24_000
+    assert result.admitted == [job.pk] and result.backed_off == [plain.pk]
+    assert queue_usage(job.queue)["cpu"] == 12_500
+    assert refresh(plain).backoff_reason == (
+        "Insufficient quota in root/algorithm/text: cpu requested 12, free 11.5 "
+        "(used 12.5 of max 24)"
+    )
     jobs_reconcile([job.pk], now=now)
     assert SimulatedPod.objects.filter(job_id=job.pk).count() == 3  # head and 2 workers
     assert cluster_sync(now=now + timedelta(seconds=3)).started == [job.pk]

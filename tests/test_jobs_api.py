@@ -392,14 +392,19 @@ def test_a_ray_job_on_kuberay_autoscales_a_worker_group_up_to_its_max_replicas(a
     data = response.json()
     assert data["workers"] == workers  # max_replicas kept where given, and only there
     assert "max_replicas" not in data["workers"][1]
-    # Quota counts the gang that starts: head 4 + 2 workers x 4 + 1 x 2 cpu.
-    assert data["request"] == {"cpu": "14", "memory": "14G"}
+    # Quota counts the gang that starts: head 4 + 2 workers x 4 + 1 x 2 cpu, and KubeRay's
+    # autoscaler beside the head (500m, 512Mi): 14G + 512Mi is 14,196,163Ki exactly.
+    assert data["request"] == {"cpu": "14500m", "memory": "14196163Ki"}
     assert Job.objects.get().workers == workers
     read = api(member).get(f"/api/v1/jobs/{data['id']}/").json()
     assert read["workers"][0]["max_replicas"] == 4 and read["request"] == data["request"]
     (rayjob,) = api(member).get(f"/api/v1/jobs/{data['id']}/manifest/").json()
     cluster = rayjob["spec"]["rayClusterSpec"]
     assert cluster["enableInTreeAutoscaling"] is True
+    assert cluster["autoscalerOptions"]["resources"]["requests"] == {
+        "cpu": "500m",
+        "memory": "512Mi",
+    }
     assert [
         (g["groupName"], g["replicas"], g["minReplicas"], g["maxReplicas"])
         for g in cluster["workerGroupSpecs"]
@@ -445,19 +450,20 @@ def test_max_replicas_is_an_integer_from_replicas_to_the_limit(api, member, max_
 
 
 def test_an_autoscaling_job_is_counted_at_the_gang_it_starts_with(api, member):
-    # video: max 14 cpu. Head 4 + 2 workers x 4 = 12 starts together and fits, however far
-    # the autoscaler may grow it (DESIGN.md section 3: minReplicas, as kube-queue counts).
+    # video: max 14 cpu. Head 4 + 2 workers x 4 + the autoscaler's 0.5 = 12.5 starts
+    # together and fits, however far the autoscaler may grow it (DESIGN.md section 3:
+    # minReplicas, as kube-queue counts).
     grows = submit(api, member, workers=autoscaling(max_replicas=10))
     too_many_to_start = submit(
         api, member, workers=[{**autoscaling(max_replicas=10)[0], "replicas": 3}]
     )
 
-    assert grows.status_code == 201 and grows.json()["request"]["cpu"] == "12"
+    assert grows.status_code == 201 and grows.json()["request"]["cpu"] == "12500m"
     assert too_many_to_start.status_code == 400
     assert too_many_to_start.json() == {
         "request": [
             "can never be admitted: Insufficient quota in root/algorithm/video: cpu requested "
-            "16, free 14 (used 0 of max 14)"
+            "16.5, free 14 (used 0 of max 14)"
         ]
     }
     assert Job.objects.count() == 1

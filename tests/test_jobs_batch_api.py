@@ -148,4 +148,5 @@ def test_a_batch_keeps_max_replicas_and_counts_each_job_at_its_starting_gang(api
     assert accepted.status_code == 201, accepted.json()
     stored = list(Job.objects.order_by("pk").values_list("workers", "request"))
     assert [workers[0]["max_replicas"] for workers, _ in stored] == [4, 6]
-    assert [request["cpu"] for _, request in stored] == [12_000, 12_000]  # 4 + 2 x 4
+    # head 4 + 2 workers x 4 + KubeRay's autoscaler 0.5
+    assert [request["cpu"] for _, request in stored] == [12_500, 12_500]

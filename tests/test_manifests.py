@@ -296,7 +296,8 @@ def test_a_max_replicas_equal_to_replicas_does_not_turn_the_autoscaler_on():
 
 
 def test_the_pods_of_an_autoscaling_group_are_the_ones_it_starts_with():
-    names = [name for name, _ in autoscaling_ray_spec().pods]
+    pods = autoscaling_ray_spec().pods
+    names = [name for name, _ in pods]
 
     assert names == [
         "rayjob-video-7-head-0",
@@ -304,3 +305,6 @@ def test_the_pods_of_an_autoscaling_group_are_the_ones_it_starts_with():
         "rayjob-video-7-small-group-worker-1",
         "rayjob-video-7-fixed-group-worker-0",
     ]
+    # The head pod carries KubeRay's autoscaler container: 4 cpu / 4G + 500m / 512Mi.
+    assert pods[0][1] == {"cpu": "4500m", "memory": "4430538Ki"}  # 4,536,870,912 bytes
+    assert ray_spec().pods[0][1] == {"cpu": "4", "memory": "4G"}  # no autoscaler

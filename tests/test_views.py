@@ -460,7 +460,7 @@ def test_the_form_submits_an_autoscaling_worker_group_and_the_manifest_shows_it(
     assert response.status_code == 302
     job = Job.objects.get()
     assert job.workers == [{**RAY_JOB["workers"][0], "max_replicas": 4}]
-    assert job.request["cpu"] == 12_000  # head 4 + the 2 workers it starts with x 4
+    assert job.request["cpu"] == 12_500  # head 4 + the 2 workers it starts with x 4 + 0.5
     detail = client.get(reverse("job-detail", args=[job.pk]))
     rayjob = list(yaml.safe_load_all(detail.context["manifest"]))[-1]
     assert rayjob["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] is True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from ..spec import JobSpec
+from ..spec import AUTOSCALER_RESOURCES, JobSpec
 from . import common
 
 RAY_VERSION = "2.36.1"
@@ -75,9 +75,13 @@ def rayjob(spec: JobSpec) -> dict:
     if spec.batch_scheduler == "volcano":
         metadata["labels"]["volcano.sh/queue-name"] = common.label_value(spec.queue_name)
     cluster: dict = {"rayVersion": RAY_VERSION}
-    if any(group.autoscales for group in spec.workers):
-        # KubeRay then runs its autoscaler beside the head, with its default options.
+    if spec.autoscales:
+        # KubeRay then runs its autoscaler beside the head, with the resources the job's
+        # quota request counts for it.
         cluster["enableInTreeAutoscaling"] = True
+        cluster["autoscalerOptions"] = {
+            "resources": {"requests": AUTOSCALER_RESOURCES, "limits": AUTOSCALER_RESOURCES}
+        }
     cluster["headGroupSpec"] = head_group(spec)
     cluster["workerGroupSpecs"] = [worker_group(spec, i) for i in range(len(spec.workers))]
     job_spec = {
