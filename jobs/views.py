@@ -297,9 +297,7 @@ def job_submit_preview(request: HttpRequest) -> HttpResponse:
     else:
         job.pk = PREVIEW_JOB_NUMBER
         manifest = yaml.safe_dump_all(build_manifests(job_spec_full(job)), sort_keys=False)
-        request_text = ", ".join(
-            f"{name} {human(name, units)}" for name, units in draft.request.items()
-        )
+        request_text = _request_text(draft.request)
     context = {
         "problems": problems,
         "manifest": manifest,

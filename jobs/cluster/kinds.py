@@ -59,15 +59,6 @@ WATCHED_REASONS = frozenset(
 _CYCLE = re.compile(r"\bin cycle (\d+)\b")
 
 
-def suspended_in(resource: Resource, obj: Mapping) -> bool:
-    if resource.suspend_path is None:
-        return False
-    value: object = obj
-    for key in resource.suspend_path:
-        value = value.get(key) if isinstance(value, Mapping) else None
-    return value is True
-
-
 def phase_of(runtime: str, obj: Mapping) -> tuple[str, str]:
     """(phase, message) of one object: Suspended, Pending, Running, Succeeded or Failed."""
     status = obj.get("status") or {}
