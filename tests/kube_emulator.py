@@ -24,6 +24,7 @@ RESOURCES = [
     "v1/configmaps",
     "v1/events",
     "v1/nodes",
+    "authorization.k8s.io/v1/selfsubjectaccessreviews",
 ]
 
 
@@ -106,6 +107,23 @@ class Emulator:
             if error.status != 409:
                 raise
             self.core.patch_namespaced_event(name, namespace, body)
+
+    def add_namespace(self, name: str) -> None:
+        """A namespace that reads back (kmock's paths take ``namespaces/<name>`` as the scope
+        of a namespaced resource, so a Namespace is served by a reaction; others are 404)."""
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        self.server[f"get /api/v1/namespaces/{name}"] << namespace
+
+    def authorize(self, refused: set[tuple[str, str]] = frozenset()) -> None:
+        """Answer access reviews as an authorizer would: allowed, but (verb, resource) pairs
+        in ``refused``."""
+
+        def review(request):
+            attributes = request.data["spec"]["resourceAttributes"]
+            allowed = (attributes["verb"], attributes["resource"]) not in refused
+            return {**request.data, "status": {"allowed": allowed}}
+
+        self.server["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"] << review
 
     def add_node(self, name: str, allocatable: dict, *, ready: bool = True, **spec) -> None:
         self.core.create_node(

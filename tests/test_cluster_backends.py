@@ -386,3 +386,67 @@ def test_a_cluster_that_stops_answering_is_named_on_every_page_until_it_answers(
         assert "cluster-trouble" not in client.get("/").content.decode()
         assert client.get("/healthz").json()["cluster"] == "ok"
     assert refresh(job).state == "admitted"  # nothing was concluded meanwhile
+
+
+# -- manage.py cluster_check -----------------------------------------------------------
+
+
+def run_cluster_check() -> tuple[str, str]:
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    out = StringIO()
+    try:
+        call_command("cluster_check", stdout=out)
+    except CommandError as error:
+        return out.getvalue(), str(error)
+    return out.getvalue(), ""
+
+
+def test_cluster_check_names_every_missing_crd_permission_and_namespace(tree):
+    with on_kubernetes(CLUSTER_RUNTIMES=["kuberay", "kubeflow"]) as kube:
+        kube.answer_next("get", "/apis/kubeflow.org/v1/pytorchjobs", 404)
+        kube.authorize(refused={("delete", "configmaps")})
+        for namespace in ("video", "text", "devops", "intern-text"):
+            kube.add_namespace(namespace)
+
+        out, error = run_cluster_check()
+
+    lines = out.splitlines()
+    assert "ok   kuberay: RayJob (ray.io/v1) can be listed" in lines
+    assert (
+        "FAIL kubeflow: PyTorchJob (kubeflow.org/v1) can be listed: its CRD is not installed"
+        in lines
+    )
+    assert "ok   may patch pytorchjobs.kubeflow.org in every namespace" in lines
+    assert "FAIL may delete configmaps in every namespace" in lines
+    assert not any("volcano" in line for line in lines)  # not a runtime of this cluster
+    assert "ok   namespace video exists" in lines
+    assert (
+        "FAIL namespace intern-video exists: not found: jobs of its queue would be refused" in lines
+    )
+    assert (
+        "ok   the nodes' allocatable resources can be read: cpu 32, memory 128Gi, pods 220" in lines
+    )
+    assert error == f"3 of {len(lines)} checks failed"
+
+
+def test_cluster_check_passes_on_a_ready_cluster(tree):
+    with on_kubernetes(CLUSTER_PUBLISH_QUOTA=["volcano"]) as kube:
+        kube.authorize()
+        for namespace in ("video", "text", "devops", "intern-text", "intern-video"):
+            kube.add_namespace(namespace)
+
+        out, error = run_cluster_check()
+
+    assert error == ""
+    assert "ok   may patch queues.scheduling.volcano.sh in every namespace" in out
+    assert out.splitlines()[-1].startswith("all ") and "FAIL" not in out
+
+
+def test_cluster_check_refuses_to_run_on_the_simulated_cluster(tree):
+    with on_simulated():
+        out, error = run_cluster_check()
+
+    assert error.startswith("CLUSTER_BACKEND is simulated: set CLUSTER_BACKEND=kubernetes")

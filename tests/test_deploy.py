@@ -14,7 +14,13 @@ import pytest
 import yaml
 
 from jobs.cluster import ObjectRef
-from jobs.cluster.kubernetes import KubernetesBackend, Settings
+from jobs.cluster.kubernetes import (
+    PERMISSIONS,
+    QUOTA_PERMISSIONS,
+    KubernetesBackend,
+    Settings,
+    cluster_checks,
+)
 
 from .kube_emulator import emulator
 from .test_manifests import pytorch_spec, ray_spec
@@ -138,8 +144,24 @@ def used():
         queues = [{"metadata": {"name": name}} for name in ("root-a", "root-b")]
         backend.publish_quota(tree=tree, queues=queues)
         backend.publish_quota(tree=tree, queues=queues[:1])
+        kube.authorize()
+        checks = cluster_checks(backend, namespaces=["video"], publish_quota=True)
+        # No namespace and no node in the emulator: all else is allowed and listed.
+        assert [check.what for check in checks if not check.ok] == [
+            "namespace video exists",
+            "the nodes' allocatable resources can be read",
+        ]
         yield {permission(request.method.value, request.url.path) for request in list(kube.server)}
 
 
 def test_the_cluster_role_grants_exactly_what_the_backend_does(used):
     assert used == granted()
+
+
+def test_cluster_check_asks_about_every_permission_the_backend_uses(used):
+    asked = set(PERMISSIONS) | set(QUOTA_PERMISSIONS)
+    check_only = {
+        ("", "namespaces", "get"),
+        ("authorization.k8s.io", "selfsubjectaccessreviews", "create"),
+    }
+    assert asked == used - check_only

@@ -31,7 +31,7 @@ from jobs.manifests import build_manifests
 from jobs.manifests.common import LABEL_JOB_ID, annotations, script_configmap_name
 from jobs.spec import JobSpec
 from queues.exchange import LABEL_MANAGED_BY, MANAGER
-from queues.quantity import QuantityError, ResourceList, parse_resources, total
+from queues.quantity import QuantityError, ResourceList, human, parse_resources, total
 
 from . import kinds
 from .base import (
@@ -392,6 +392,114 @@ class KubernetesBackend(ClusterBackend):
                 if error.status != 404:
                     # Volcano deletes only closed queues; the admin closes it (vcctl).
                     log.warning("Volcano queue %s stays: %s", name, _api_message(error))
+
+
+# What the backend does in the cluster, as (API group, resource, verb): the ClusterRole of
+# deploy/kubernetes grants exactly these (tests/test_deploy.py), and `manage.py
+# cluster_check` asks the API server whether Caldera's identity may do each.
+PERMISSIONS = (
+    *(
+        (r.group, r.plural, verb)
+        for r in kinds.RESOURCES.values()
+        for verb in ("list", "create", "delete", *(("patch",) if r.suspend_path else ()))
+    ),
+    ("", "configmaps", "create"),
+    ("", "configmaps", "delete"),
+    ("", "events", "list"),
+    ("", "nodes", "list"),
+)
+QUOTA_PERMISSIONS = (
+    (kinds.QUOTA_TREE.group, kinds.QUOTA_TREE.plural, "create"),
+    (kinds.QUOTA_TREE.group, kinds.QUOTA_TREE.plural, "patch"),
+    *(
+        (kinds.VOLCANO_QUEUE.group, kinds.VOLCANO_QUEUE.plural, v)
+        for v in ("list", "create", "patch", "delete")
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    what: str
+    ok: bool
+    detail: str = ""
+
+
+def cluster_checks(
+    backend: KubernetesBackend, *, namespaces: Iterable[str], publish_quota: bool
+) -> list[Check]:
+    """What Caldera needs from the cluster, asked of its API server: each runtime's CRD,
+    each permission of Caldera's identity, each namespace the quota tree binds, the nodes."""
+    checks = []
+    for runtime in backend.settings.runtimes:
+        resource = kinds.RESOURCES[runtime]
+        what = f"{runtime}: {resource.kind} ({resource.group}/{resource.version}) can be listed"
+        try:
+            backend._call(
+                f"list {resource.plural}",
+                backend.custom.list_cluster_custom_object,
+                resource.group,
+                resource.version,
+                resource.plural,
+                limit=1,
+            )
+            checks.append(Check(what, True))
+        except client.ApiException as error:
+            reason = "its CRD is not installed" if error.status == 404 else _api_message(error)
+            checks.append(Check(what, False, reason))
+        except (Rejected, ClusterUnavailable) as error:
+            checks.append(Check(what, False, str(error)))
+    wanted = [p for p in PERMISSIONS if _runtime_of(p) in (None, *backend.settings.runtimes)]
+    for group, resource, verb in wanted + (list(QUOTA_PERMISSIONS) if publish_quota else []):
+        what = f"may {verb} {resource}{f'.{group}' if group else ''} in every namespace"
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            # Reviews are not stored; a name per question keeps them apart all the same.
+            "metadata": {"name": ".".join(filter(None, ("check", verb, resource, group)))},
+            "spec": {"resourceAttributes": {"group": group, "resource": resource, "verb": verb}},
+        }
+        try:
+            answer = backend._call(
+                f"review {verb} {resource}",
+                client.AuthorizationV1Api(backend.api).create_self_subject_access_review,
+                review,
+                _preload_content=False,
+            )
+            status = json.loads(answer.data).get("status") or {}
+            checks.append(Check(what, status.get("allowed") is True, status.get("reason", "")))
+        except (client.ApiException, Rejected, ClusterUnavailable) as error:
+            checks.append(Check(what, False, str(error)))
+    for namespace in sorted(set(namespaces)):
+        what = f"namespace {namespace} exists"
+        try:
+            backend._call(f"get namespace {namespace}", backend.core.read_namespace, namespace)
+            checks.append(Check(what, True))
+        except client.ApiException as error:
+            reason = "not found: jobs of its queue would be refused" if error.status == 404 else ""
+            checks.append(Check(what, False, reason or _api_message(error)))
+        except (Rejected, ClusterUnavailable) as error:
+            checks.append(Check(what, False, str(error)))
+    backend._allocatable = None
+    allocatable = backend.allocatable()
+    checks.append(
+        Check(
+            "the nodes' allocatable resources can be read",
+            bool(allocatable),
+            ", ".join(
+                f"{name} {human(name, units)}"
+                for name, units in sorted((allocatable or {}).items())
+            ),
+        )
+    )
+    return checks
+
+
+def _runtime_of(permission: tuple[str, str, str]) -> str | None:
+    for runtime, resource in kinds.RESOURCES.items():
+        if (resource.group, resource.plural) == permission[:2]:
+            return runtime
+    return None
 
 
 def node_allocatable(nodes: Iterable[dict]) -> ResourceList:
