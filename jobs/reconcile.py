@@ -22,6 +22,7 @@ from queues.selectors import queue_department, queue_departments
 
 from .admission import backoff_delay
 from .cluster import ClusterUnavailable, ObjectRef, get_backend
+from .cluster.kinds import RESOURCES
 from .locks import SYNC, advisory_lock
 from .manifests.common import object_name
 from .models import IN_CLUSTER, PENDING, ClusterHealth, Job, JobEvent, State, sources_of
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 # Runtimes whose objects have a suspend flag: KubeRay's RayJob, Kubeflow's PyTorchJob.
-SUSPENDABLE = ("kuberay", "kubeflow")
+SUSPENDABLE = tuple(name for name, kind in RESOURCES.items() if kind.suspend_path)
 RUNNING, SUSPENDED, ABSENT = "running", "suspended", "absent"
 
 

@@ -55,19 +55,21 @@ def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
     others: the queue and the quota nodes of its path (two), (the user's roles,) the job
     and its event together.
     """
-    now = now or timezone.now()
-    found = queue_selectors.queue_for_submit(draft.queue)
-    job, event = _job_for(user, draft, _submit_target(user, draft.queue, found), now)
+    job, event = _checked_job(user, draft, now or timezone.now())
     _insert_with_event(job, event)
     transaction.on_commit(request_admission)
     return job
 
 
+def _checked_job(user, draft: JobDraft, now: datetime) -> tuple[Job, JobEvent]:
+    """The job and its Enqueued event, unsaved, once the user may submit it to its queue."""
+    found = queue_selectors.queue_for_submit(draft.queue)
+    return _job_for(user, draft, _submit_target(user, draft.queue, found), now)
+
+
 def job_preview(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
     """The job ``job_submit`` would queue, checked the same way, but not saved (no id)."""
-    now = now or timezone.now()
-    found = queue_selectors.queue_for_submit(draft.queue)
-    job, _event = _job_for(user, draft, _submit_target(user, draft.queue, found), now)
+    job, _event = _checked_job(user, draft, now or timezone.now())
     return job
 
 

@@ -19,7 +19,6 @@ from jobs.cluster.kubernetes import (
     QUOTA_PERMISSIONS,
     KubernetesBackend,
     Settings,
-    cluster_checks,
 )
 
 from .kube_emulator import emulator
@@ -145,7 +144,7 @@ def used():
         backend.publish_quota(tree=tree, queues=queues)
         backend.publish_quota(tree=tree, queues=queues[:1])
         kube.authorize()
-        checks = cluster_checks(backend, namespaces=["video"], publish_quota=True)
+        checks = backend.checks(namespaces=["video"], publish_quota=True)
         # No namespace and no node in the emulator: all else is allowed and listed.
         assert [check.what for check in checks if not check.ok] == [
             "namespace video exists",

@@ -393,6 +393,79 @@ class KubernetesBackend(ClusterBackend):
                     # Volcano deletes only closed queues; the admin closes it (vcctl).
                     log.warning("Volcano queue %s stays: %s", name, _api_message(error))
 
+    # -- is the cluster ready for Caldera? (manage.py cluster_check) ------------------
+
+    def checks(self, *, namespaces: Iterable[str], publish_quota: bool) -> list[Check]:
+        """What Caldera needs from the cluster, asked of its API server: each runtime's CRD,
+        each permission of Caldera's identity, each namespace the quota tree binds, the nodes."""
+        checks = []
+        for runtime in self.settings.runtimes:
+            resource = kinds.RESOURCES[runtime]
+            what = f"{runtime}: {resource.kind} ({resource.group}/{resource.version}) can be listed"
+            try:
+                self._call(
+                    f"list {resource.plural}",
+                    self.custom.list_cluster_custom_object,
+                    resource.group,
+                    resource.version,
+                    resource.plural,
+                    limit=1,
+                )
+                checks.append(Check(what, True))
+            except client.ApiException as error:
+                reason = "its CRD is not installed" if error.status == 404 else _api_message(error)
+                checks.append(Check(what, False, reason))
+            except (Rejected, ClusterUnavailable) as error:
+                checks.append(Check(what, False, str(error)))
+        wanted = [p for p in PERMISSIONS if _runtime_of(p) in (None, *self.settings.runtimes)]
+        for group, resource, verb in wanted + (list(QUOTA_PERMISSIONS) if publish_quota else []):
+            what = f"may {verb} {resource}{f'.{group}' if group else ''} in every namespace"
+            review = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                # Reviews are not stored; a name per question keeps them apart all the same.
+                "metadata": {"name": ".".join(filter(None, ("check", verb, resource, group)))},
+                "spec": {
+                    "resourceAttributes": {"group": group, "resource": resource, "verb": verb}
+                },
+            }
+            try:
+                answer = self._call(
+                    f"review {verb} {resource}",
+                    client.AuthorizationV1Api(self.api).create_self_subject_access_review,
+                    review,
+                    _preload_content=False,
+                )
+                status = json.loads(answer.data).get("status") or {}
+                checks.append(Check(what, status.get("allowed") is True, status.get("reason", "")))
+            except (client.ApiException, Rejected, ClusterUnavailable) as error:
+                checks.append(Check(what, False, str(error)))
+        for namespace in sorted(set(namespaces)):
+            what = f"namespace {namespace} exists"
+            try:
+                self._call(f"get namespace {namespace}", self.core.read_namespace, namespace)
+                checks.append(Check(what, True))
+            except client.ApiException as error:
+                reason = (
+                    "not found: jobs of its queue would be refused" if error.status == 404 else ""
+                )
+                checks.append(Check(what, False, reason or _api_message(error)))
+            except (Rejected, ClusterUnavailable) as error:
+                checks.append(Check(what, False, str(error)))
+        self._allocatable = None  # read the nodes now, not from the cache
+        allocatable = self.allocatable()
+        checks.append(
+            Check(
+                "the nodes' allocatable resources can be read",
+                bool(allocatable),
+                ", ".join(
+                    f"{name} {human(name, units)}"
+                    for name, units in sorted((allocatable or {}).items())
+                ),
+            )
+        )
+        return checks
+
 
 # What the backend does in the cluster, as (API group, resource, verb): the ClusterRole of
 # deploy/kubernetes grants exactly these (tests/test_deploy.py), and `manage.py
@@ -423,76 +496,6 @@ class Check:
     what: str
     ok: bool
     detail: str = ""
-
-
-def cluster_checks(
-    backend: KubernetesBackend, *, namespaces: Iterable[str], publish_quota: bool
-) -> list[Check]:
-    """What Caldera needs from the cluster, asked of its API server: each runtime's CRD,
-    each permission of Caldera's identity, each namespace the quota tree binds, the nodes."""
-    checks = []
-    for runtime in backend.settings.runtimes:
-        resource = kinds.RESOURCES[runtime]
-        what = f"{runtime}: {resource.kind} ({resource.group}/{resource.version}) can be listed"
-        try:
-            backend._call(
-                f"list {resource.plural}",
-                backend.custom.list_cluster_custom_object,
-                resource.group,
-                resource.version,
-                resource.plural,
-                limit=1,
-            )
-            checks.append(Check(what, True))
-        except client.ApiException as error:
-            reason = "its CRD is not installed" if error.status == 404 else _api_message(error)
-            checks.append(Check(what, False, reason))
-        except (Rejected, ClusterUnavailable) as error:
-            checks.append(Check(what, False, str(error)))
-    wanted = [p for p in PERMISSIONS if _runtime_of(p) in (None, *backend.settings.runtimes)]
-    for group, resource, verb in wanted + (list(QUOTA_PERMISSIONS) if publish_quota else []):
-        what = f"may {verb} {resource}{f'.{group}' if group else ''} in every namespace"
-        review = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            # Reviews are not stored; a name per question keeps them apart all the same.
-            "metadata": {"name": ".".join(filter(None, ("check", verb, resource, group)))},
-            "spec": {"resourceAttributes": {"group": group, "resource": resource, "verb": verb}},
-        }
-        try:
-            answer = backend._call(
-                f"review {verb} {resource}",
-                client.AuthorizationV1Api(backend.api).create_self_subject_access_review,
-                review,
-                _preload_content=False,
-            )
-            status = json.loads(answer.data).get("status") or {}
-            checks.append(Check(what, status.get("allowed") is True, status.get("reason", "")))
-        except (client.ApiException, Rejected, ClusterUnavailable) as error:
-            checks.append(Check(what, False, str(error)))
-    for namespace in sorted(set(namespaces)):
-        what = f"namespace {namespace} exists"
-        try:
-            backend._call(f"get namespace {namespace}", backend.core.read_namespace, namespace)
-            checks.append(Check(what, True))
-        except client.ApiException as error:
-            reason = "not found: jobs of its queue would be refused" if error.status == 404 else ""
-            checks.append(Check(what, False, reason or _api_message(error)))
-        except (Rejected, ClusterUnavailable) as error:
-            checks.append(Check(what, False, str(error)))
-    backend._allocatable = None
-    allocatable = backend.allocatable()
-    checks.append(
-        Check(
-            "the nodes' allocatable resources can be read",
-            bool(allocatable),
-            ", ".join(
-                f"{name} {human(name, units)}"
-                for name, units in sorted((allocatable or {}).items())
-            ),
-        )
-    )
-    return checks
 
 
 def _runtime_of(permission: tuple[str, str, str]) -> str | None:

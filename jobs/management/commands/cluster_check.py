@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.cluster import get_backend
-from jobs.cluster.kubernetes import KubernetesBackend, cluster_checks
+from jobs.cluster.kubernetes import KubernetesBackend
 from queues.models import QuotaNode
 
 
@@ -28,8 +28,8 @@ class Command(BaseCommand):
             for leaf in QuotaNode.objects.filter(active=True).exclude(namespaces=[])
             for namespace in leaf.namespaces
         ]
-        checks = cluster_checks(
-            backend, namespaces=namespaces, publish_quota=bool(settings.CLUSTER_PUBLISH_QUOTA)
+        checks = backend.checks(
+            namespaces=namespaces, publish_quota=bool(settings.CLUSTER_PUBLISH_QUOTA)
         )
         for check in checks:
             mark = "ok  " if check.ok else "FAIL"
