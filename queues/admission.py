@@ -18,12 +18,21 @@ The rules, in the order they apply:
    every ancestor, and under the cluster's allocatable resources.
 4. **Reclaim.** A candidate within its guarantee that does not fit preempts jobs of
    borrowers (the branches, below the nearest common ancestor, that use more than their
-   own ``min``), lowest priority first, then most recently admitted, only as many as it
-   needs and only while the victim's branch is above its ``min``. If the queue allows it,
-   a candidate may also preempt lower priority jobs of its own queue. If not enough can
-   be freed, nothing is preempted and the candidate is refused with the reason.
-5. **Policies.** Under ``Priority`` a refused (or backing off) head closes its queue for
-   the cycle; under ``BestEffort`` it is set aside and the next candidate is tried.
+   own ``min``), lowest priority first, then most recently admitted, only while the
+   victim's branch is above its ``min``; then any victim the others make unnecessary is
+   kept (tried in reverse order, as Kueue does), so no more are preempted than it needs.
+   If the queue allows it, a candidate may also preempt lower priority jobs of its own
+   queue. If not enough can be freed, nothing is preempted and the candidate is refused
+   with the reason.
+5. **Within the cycle.** The cycle plans against the usage it has already added, and only
+   jobs that held quota before it can be victims: a job admitted earlier in the cycle is
+   never preempted by a later candidate, and a branch borrows only by what those jobs
+   use. Otherwise the write would dequeue the later candidate while its victim, still
+   queued in the database, could not be preempted: usage above ``max``.
+6. **Policies.** Under ``Priority`` a refused head closes its queue for the cycle, and so
+   does a backing-off head while it could still be admitted (its request fits every
+   ``max`` on its path and the cluster); under ``BestEffort`` it is set aside and the
+   next candidate is tried.
 """
 
 from __future__ import annotations
@@ -186,17 +195,14 @@ def _borrowing_branch(victim_leaf: str, leaf: str) -> str | None:
 
 
 class _Holders:
-    """The jobs holding quota, kept in victim order as the plan admits and preempts."""
+    """The jobs that held quota before the cycle and still do, in victim order: the only
+    jobs a plan may preempt (rule 5)."""
 
     def __init__(self, jobs: Sequence[Admitted]):
         self.ordered = sorted(jobs, key=victim_order)
         self.by_leaf: dict[str, list[Admitted]] = {}
         for job in self.ordered:
             self.by_leaf.setdefault(job.leaf, []).append(job)
-
-    def add(self, job: Admitted) -> None:
-        bisect.insort(self.ordered, job, key=victim_order)
-        bisect.insort(self.by_leaf.setdefault(job.leaf, []), job, key=victim_order)
 
     def remove(self, job: Admitted) -> None:
         for ordered in (self.ordered, self.by_leaf[job.leaf]):
@@ -217,6 +223,9 @@ class _Usage:
         for path in path_to_root(leaf):
             self.by_path[path] = subtract(self.by_path.get(path, {}), request)
 
+    def get(self, path: str) -> ResourceList:
+        return self.by_path.get(path, {})
+
     def copy(self) -> _Usage:
         """A trial copy in O(1): reads fall through to this usage, changes stay in the copy
         (a refused candidate tries one, and a cycle at 2,000 queues refuses thousands)."""
@@ -234,13 +243,11 @@ def plan_admissions(
     admitted: Sequence[Admitted] = (),
 ) -> Plan:
     """Admit queue heads round-robin until no queue can admit another (see module doc)."""
-    usage = _Usage(used)
+    cycle = _Cycle(tree, allocatable, used, admitted)
     plan = Plan()
-    running = _Holders(admitted)
-    for preemption in _over_quota(tree, usage, running):
+    for preemption in _over_quota(tree, cycle.usage, cycle.holders):
         plan.preempted.append(preemption)
-        usage.remove(preemption.victim.leaf, preemption.victim.request)
-        running.remove(preemption.victim)
+        cycle.preempt(preemption.victim)
 
     cursors = {index: 0 for index in range(len(queues))}
     open_queues = set(cursors)
@@ -251,15 +258,15 @@ def plan_admissions(
             candidate = heads.candidates[cursors[index]]
             if candidate.due:
                 return candidate
-            if heads.policy == PRIORITY:
+            if heads.policy == PRIORITY and cycle.admissible(heads.leaf, candidate.request):
                 return None
             cursors[index] += 1
         return None
 
     def claim(index: int, candidate: Candidate) -> tuple:
-        leaf, request = queues[index].leaf, candidate.request
-        guaranteed = within_guarantee(leaf, request, tree, usage.by_path)
-        share = () if guaranteed else borrow_key(leaf, request, tree, usage.by_path)
+        leaf, request, used_now = queues[index].leaf, candidate.request, cycle.usage.by_path
+        guaranteed = within_guarantee(leaf, request, tree, used_now)
+        share = () if guaranteed else borrow_key(leaf, request, tree, used_now)
         return (not guaranteed, share, candidate.rank, index)
 
     while open_queues:
@@ -277,67 +284,84 @@ def plan_admissions(
             heads = queues[index]
             while candidate is not None:
                 cursors[index] += 1
-                if _admit(plan, tree, usage, allocatable, running, heads, candidate):
+                if _admit(plan, cycle, heads, candidate):
                     break
-                if heads.policy == PRIORITY:
+                if heads.policy == PRIORITY and cycle.admissible(heads.leaf, candidate.request):
                     open_queues.discard(index)
                     break
                 candidate = next_candidate(index)
     return plan
 
 
-def _admit(
-    plan: Plan,
-    tree: Mapping[str, Node],
-    usage: _Usage,
-    allocatable: Mapping[str, int] | None,
-    running: _Holders,
-    heads: QueueHeads,
-    candidate: Candidate,
-) -> bool:
+class _Cycle:
+    """What one plan works against: the usage it has reached so far (``usage``), the part
+    of it that jobs held before the cycle (``settled``: who borrows, rule 5), and those
+    jobs (``holders``: who can be preempted)."""
+
+    def __init__(
+        self,
+        tree: Mapping[str, Node],
+        allocatable: Mapping[str, int] | None,
+        used: Mapping[str, ResourceList],
+        admitted: Sequence[Admitted],
+    ):
+        self.tree = tree
+        self.allocatable = allocatable
+        self.usage = _Usage(used)
+        self.settled = _Usage(used)
+        self.holders = _Holders(admitted)
+
+    def admissible(self, leaf: str, request: ResourceList) -> bool:
+        """Whether the request fits its path's max and the cluster when nothing runs."""
+        return (
+            shortfall(leaf=leaf, request=request, tree=self.tree, used={},
+                      allocatable=self.allocatable)
+            is None
+        )  # fmt: skip
+
+    def shortfall(self, leaf: str, request: ResourceList, usage: _Usage) -> Shortfall | None:
+        return shortfall(
+            leaf=leaf, request=request, tree=self.tree, used=usage.by_path,
+            allocatable=self.allocatable,
+        )  # fmt: skip
+
+    def preempt(self, job: Admitted) -> None:
+        self.usage.remove(job.leaf, job.request)
+        self.settled.remove(job.leaf, job.request)
+        self.holders.remove(job)
+
+    def admit(self, leaf: str, request: ResourceList) -> None:
+        self.usage.add(leaf, request)
+
+
+def _admit(plan: Plan, cycle: _Cycle, heads: QueueHeads, candidate: Candidate) -> bool:
     """Admit the candidate, preempting if the rules allow; else record why it waits."""
-    reason = shortfall(
-        leaf=heads.leaf,
-        request=candidate.request,
-        tree=tree,
-        used=usage.by_path,
-        allocatable=allocatable,
-    )
+    reason = cycle.shortfall(heads.leaf, candidate.request, cycle.usage)
     if reason is not None:
-        victims = _victims(tree, usage, allocatable, running, heads, candidate, reason)
+        victims = _victims(cycle, heads, candidate, reason)
         if victims is None:
             plan.refused[candidate.key] = reason
             return False
         for preemption in victims:
             plan.preempted.append(preemption)
-            usage.remove(preemption.victim.leaf, preemption.victim.request)
-            running.remove(preemption.victim)
+            cycle.preempt(preemption.victim)
     plan.admitted.append(candidate)
-    usage.add(heads.leaf, candidate.request)
-    running.add(
-        Admitted(candidate.key, heads.leaf, candidate.request, candidate.priority, math.inf)
-    )
+    cycle.admit(heads.leaf, candidate.request)
     return True
 
 
 def _victims(
-    tree: Mapping[str, Node],
-    usage: _Usage,
-    allocatable: Mapping[str, int] | None,
-    running: _Holders,
-    heads: QueueHeads,
-    candidate: Candidate,
-    reason: Shortfall,
+    cycle: _Cycle, heads: QueueHeads, candidate: Candidate, reason: Shortfall
 ) -> list[Preemption] | None:
     """The fewest preemptions, in victim order, that let the candidate fit; None if none do."""
-    leaf, request = heads.leaf, candidate.request
-    reclaim = within_guarantee(leaf, request, tree, usage.by_path)
+    tree, leaf, request = cycle.tree, heads.leaf, candidate.request
+    reclaim = within_guarantee(leaf, request, tree, cycle.usage.by_path)
     if not reclaim and not heads.preemption:
         return None
-    trial = usage.copy()
+    trial, settled = cycle.usage.copy(), cycle.settled.copy()
     chosen: list[Preemption] = []
     # Without reclaim, only lower priority jobs of the candidate's own queue can give way.
-    pool = list(running.ordered if reclaim else running.by_leaf.get(leaf, ()))
+    pool = list(cycle.holders.ordered if reclaim else cycle.holders.by_leaf.get(leaf, ()))
     while reason is not None:
         preemption = None
         short = reason.resource
@@ -348,17 +372,23 @@ def _victims(
                 preemption = Preemption(job, QUEUE_PRIORITY, leaf, by=candidate.key)
                 break
             branch = _borrowing_branch(job.leaf, leaf)
-            if reclaim and branch and _borrows(tree[branch], trial.by_path.get(branch, {}), short):
+            if reclaim and branch and _borrows(tree[branch], settled.get(branch), short):
                 preemption = Preemption(job, RECLAIM, leaf, by=candidate.key, borrower=branch)
                 break
         if preemption is None:
             return None
         pool.remove(preemption.victim)
         trial.remove(preemption.victim.leaf, preemption.victim.request)
+        settled.remove(preemption.victim.leaf, preemption.victim.request)
         chosen.append(preemption)
-        reason = shortfall(
-            leaf=leaf, request=request, tree=tree, used=trial.by_path, allocatable=allocatable
-        )
+        reason = cycle.shortfall(leaf, request, trial)
+    # The last victim was needed; an earlier one may not be, now that later ones go.
+    for preemption in reversed(chosen[:-1]):
+        trial.add(preemption.victim.leaf, preemption.victim.request)
+        if cycle.shortfall(leaf, request, trial) is None:
+            chosen.remove(preemption)
+        else:
+            trial.remove(preemption.victim.leaf, preemption.victim.request)
     return chosen
 
 

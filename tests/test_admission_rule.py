@@ -35,9 +35,23 @@ def test_the_first_rayjob_is_dequeued_and_the_second_refused_with_the_quota_reas
 
 
 def test_under_priority_policy_a_head_that_does_not_fit_blocks_the_queue():
-    result = plan([QueueHeads("root/algorithm/video", [job(1, 16), job(2, 2)], policy=PRIORITY)])
+    heads = QueueHeads("root/algorithm/video", [job(1, 8), job(2, 2)], policy=PRIORITY)
+    result = plan([heads], used={"root/algorithm/video": request(cpu=8)})
     assert result.admitted == []
     assert set(result.refused) == {1}
+
+
+def test_under_priority_policy_a_head_that_can_never_be_admitted_blocks_nobody():
+    # 16 cpu is above video's max of 14 (an admin lowered it after the job was queued).
+    heads = QueueHeads("root/algorithm/video", [job(1, 16), job(2, 2)], policy=PRIORITY)
+    result = plan([heads])
+    assert [c.key for c in result.admitted] == [2]
+    assert set(result.refused) == {1}
+
+
+def test_a_backing_off_head_that_can_never_be_admitted_blocks_nobody():
+    heads = QueueHeads("root/algorithm/video", [job(1, 16, due=False), job(2, 2)])
+    assert [c.key for c in plan([heads]).admitted] == [2]
 
 
 def test_under_best_effort_a_head_that_does_not_fit_is_set_aside():

@@ -100,7 +100,9 @@ def test_borrowers_within_their_own_min_are_never_preempted():
         *interns_fill_the_cluster()[:3],
     ]
     result = plan([QueueHeads(VIDEO, [job(1, 8)])], admitted)
-    assert [p.victim.key for p in result.preempted] == [61, 102]
+    # Victim order offers the 4-cpu intern job first, but the 16-cpu one it then needs
+    # frees enough alone: only that one goes.
+    assert [p.victim.key for p in result.preempted] == [102]
     assert all(p.borrower == "root/interns" for p in result.preempted)
 
 
