@@ -14,7 +14,7 @@ class JobsConfig(AppConfig):
         from queues import services as queue_services
 
         from .models import LIVE, Job
-        from .services import capacity_changed
+        from .services import capacity_changed, jobs_fail_unrunnable
         from .triggers import request_admission, request_quota_publish
 
         def live_jobs_counter(queue_ids):
@@ -26,7 +26,10 @@ class JobsConfig(AppConfig):
             return dict(rows)
 
         def on_tree_changed(sender, **kwargs):
-            capacity_changed(now=timezone.now())
+            now = timezone.now()
+            # A waiting job the new tree leaves with nowhere to run fails, not blocks.
+            jobs_fail_unrunnable(now=now)
+            capacity_changed(now=now)
             request_admission()
             if settings.CLUSTER_PUBLISH_QUOTA:
                 request_quota_publish()

@@ -109,6 +109,10 @@ class Job(models.Model):
     backoff_count = models.PositiveIntegerField(default=0)
     last_tried_at = models.DateTimeField(null=True, blank=True)
     preemption_count = models.PositiveIntegerField(default=0)
+    # How many times its pods were not all running START_TIMEOUT_SECONDS after a dequeue;
+    # its requeue delay grows with it, and at START_TIMEOUT_ATTEMPTS the job fails. The
+    # database default lets writers that predate the column go on inserting during a deploy.
+    start_timeouts = models.PositiveIntegerField(default=0, db_default=0)
     # The job's place in its queue's arrival order: 1, 2, 3, ... per queue, given by the
     # database as the row is inserted (trigger job_ticket, migration 0004), so it follows
     # the order in which submissions committed. A requeued job keeps its ticket.

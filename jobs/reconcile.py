@@ -26,7 +26,7 @@ from .cluster.kinds import RESOURCES
 from .locks import SYNC, advisory_lock
 from .manifests.common import object_name
 from .models import IN_CLUSTER, PENDING, ClusterHealth, Job, JobEvent, State, sources_of
-from .services import capacity_changed
+from .services import capacity_changed, jobs_fail_unrunnable
 from .spec import JobSpec, PodGroup
 from .triggers import request_admission, request_sync, request_sync_at
 
@@ -207,12 +207,15 @@ class SyncResult:
     started: list[int] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)
     timed_out: list[int] = field(default_factory=list)  # left the cluster, into backoff
+    # Timed out START_TIMEOUT_ATTEMPTS times: left the cluster and failed.
+    start_failed: list[int] = field(default_factory=list)
+    unrunnable: list[int] = field(default_factory=list)  # waiting jobs the nodes cannot hold
     events: int = 0
 
     @property
     def freed(self) -> bool:
         """Capacity was given back: the next jobs can be admitted."""
-        return bool(self.finished or self.timed_out)
+        return bool(self.finished or self.timed_out or self.start_failed)
 
 
 def cluster_sync(
@@ -275,6 +278,7 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         if before is not None:
             before()
         observation = get_backend().observe(now=now)
+        result.unrunnable = _nodes_changed(now)
         result.events = _record_events(observation.events)
         phases = {status.job_id: status for status in observation.statuses}
         jobs = {
@@ -298,7 +302,7 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         result.started = _transition(State.RUNNING, moves[State.RUNNING], now, "Running")
         for target, reason in ((State.SUCCEEDED, "Succeeded"), (State.FAILED, "Failed")):
             result.finished += _transition(target, moves[target], now, reason)
-        result.timed_out = _start_timeouts(now, started=result.started)
+        result.timed_out, result.start_failed = _start_timeouts(now, started=result.started)
         # Objects of jobs that want none (finished, cancelled, timed out) are removed; jobs
         # whose object is missing from this complete listing, or suspended when it should
         # not be (or the reverse), are reconciled.
@@ -351,26 +355,55 @@ def _jobs_wanting_objects(now: datetime):
     return Job.objects.filter(wanting).values_list("pk", flat=True)
 
 
+class _NodesSeen:
+    """The node shapes this process's last sync saw (its first sync checks once)."""
+
+    shapes: list[tuple] | None = None
+
+
+def _nodes_changed(now: datetime) -> list[int]:
+    """When the cluster's nodes changed since the last sync, fail the waiting jobs that
+    no node can hold any more (``jobs_fail_unrunnable``); unknown nodes change nothing."""
+    nodes = get_backend().nodes()
+    if not nodes:
+        return []
+    shapes = sorted(tuple(sorted(node.items())) for node in nodes)
+    if shapes == _NodesSeen.shapes:
+        return []
+    failed = jobs_fail_unrunnable(now=now, nodes=nodes)
+    _NodesSeen.shapes = shapes
+    return failed
+
+
 def _state_now(job: Job, result: SyncResult) -> str:
     if job.pk in result.timed_out:
         return State.BACKOFF
+    if job.pk in result.start_failed:
+        return State.FAILED
     return State.SUCCEEDED if job.pk in result.finished else job.state
 
 
 SCHEDULING_FAILURES = ("GangFailedScheduling", "FailedScheduling", "Unschedulable")
 
 
-def _start_timeouts(now: datetime, *, started: list[int]) -> list[int]:
+def _start_timeouts(now: datetime, *, started: list[int]) -> tuple[list[int], list[int]]:
     """Admitted jobs whose pods are not all running START_TIMEOUT_SECONDS after their
-    dequeue go back to their queue in backoff, with the cluster's last word on why."""
+    dequeue leave the cluster, with the cluster's last word on why: back to their queue
+    in backoff, growing exponentially with their ``start_timeouts``, or failed once they
+    have timed out START_TIMEOUT_ATTEMPTS times (Kueue's ``backoffLimitCount``), so that a
+    gang the cluster never places does not take its quota round after round.
+
+    Returns the jobs requeued and the jobs failed.
+    """
     timeout = settings.START_TIMEOUT_SECONDS
+    attempts = settings.START_TIMEOUT_ATTEMPTS
     late = list(
         Job.objects.filter(state=State.ADMITTED, dequeued_at__lte=now - timedelta(seconds=timeout))
         .exclude(pk__in=started)
         .values_list("pk", flat=True)
     )
     if not late:
-        return []
+        return [], []
     last_failure: dict[int, str] = {}
     for job_id, message in (
         JobEvent.objects.filter(job_id__in=late, reason__in=SCHEDULING_FAILURES)
@@ -384,35 +417,57 @@ def _start_timeouts(now: datetime, *, started: list[int]) -> list[int]:
             .select_related("queue")
             .filter(pk__in=late, state=State.ADMITTED)
         )
+        events = []
         for job in jobs:
             cause = last_failure.get(job.pk, "the cluster reported no scheduling failure")
+            late_by = f"Its pods were not all running {timeout:.0f}s after it was dequeued"
+            job.start_timeouts += 1
+            job.dequeued_at, job.last_tried_at = None, now
+            if job.start_timeouts >= attempts:
+                job.state, job.finished_at, job.next_attempt_at = State.FAILED, now, None
+                message = (
+                    f"{late_by}, {job.start_timeouts} of {attempts} times, so it left the "
+                    f"cluster and failed; last scheduling failure: {cause}"
+                )
+                events.append((job, "StartAttemptsExceeded", message))
+                continue
             job.backoff_reason = (
-                f"Its pods were not all running {timeout:.0f}s after it was dequeued, so it left "
-                f"the cluster; last scheduling failure: {cause}"
+                f"{late_by}, so it left the cluster; last scheduling failure: {cause}"
             )
             job.backoff_count += 1
             job.next_attempt_at = now + backoff_delay(
-                job.backoff_count,
+                job.start_timeouts,
                 base=job.queue.backoff_base_seconds,
                 cap=job.queue.backoff_max_seconds,
             )
-            job.state, job.dequeued_at, job.last_tried_at = State.BACKOFF, None, now
+            job.state = State.BACKOFF
+            events.append(
+                (
+                    job,
+                    "StartTimeout",
+                    f"{job.backoff_reason}; start attempt {job.start_timeouts} of {attempts};"
+                    f" next try at {job.next_attempt_at:%H:%M:%S}",
+                )
+            )
         Job.objects.bulk_update(
             jobs,
             ["state", "backoff_reason", "backoff_count", "next_attempt_at", "dequeued_at",
-             "last_tried_at"],
+             "last_tried_at", "start_timeouts", "finished_at"],
         )  # fmt: skip
         JobEvent.objects.bulk_create(
             JobEvent(
                 job_id=job.pk,
                 created_at=now,
                 type=JobEvent.Type.WARNING,
-                reason="StartTimeout",
-                message=f"{job.backoff_reason}; next try at {job.next_attempt_at:%H:%M:%S}",
+                reason=reason,
+                message=message,
             )
-            for job in jobs
+            for job, reason, message in events
         )
-    return [job.pk for job in jobs]
+    return (
+        [job.pk for job in jobs if job.state == State.BACKOFF],
+        [job.pk for job in jobs if job.state == State.FAILED],
+    )
 
 
 def _transition(target: str, messages: dict[int, str], now: datetime, reason: str) -> list[int]:

@@ -12,12 +12,15 @@ from psycopg.types.json import Jsonb
 
 from queues import selectors as queue_selectors
 from queues.models import Queue
-from queues.quota import exceeds_max
+from queues.placement import unplaceable
+from queues.quantity import ResourceList
+from queues.quota import exceeds_max, path_to_root
 
+from .cluster import get_backend
 from .models import PENDING, AdmissionWake, Job, JobEvent, State, sources_of
 from .selectors import QUEUE_ORDER
-from .triggers import request_admission
-from .validation import PRIORITY_RANGE, JobDraft, JobInvalid, job_parse
+from .triggers import request_admission, request_reconcile
+from .validation import PRIORITY_RANGE, JobDraft, JobInvalid, job_parse, job_pods
 
 
 class JobPermissionDenied(Exception):
@@ -154,6 +157,10 @@ def _job_for(user, draft: JobDraft, target: tuple, now: datetime) -> tuple[Job, 
     too_big = exceeds_max(leaf=queue.node.path, request=draft.request, tree=path_nodes)
     if too_big is not None:
         raise JobInvalid({"request": f"can never be admitted: {too_big.message()}"})
+    pods = job_pods(kind=draft.kind, runtime=draft.runtime, head=draft.head, workers=draft.workers)
+    nowhere = unplaceable(pods=pods, nodes=get_backend().nodes(), path_nodes=path_nodes.values())
+    if nowhere is not None:
+        raise JobInvalid({f"{nowhere.pod}.resources": f"can never run: {nowhere.reason}"})
     job = Job(
         name=draft.name,
         kind=draft.kind,
@@ -281,6 +288,65 @@ def _columns(instance, *, skip: set[str]) -> tuple[list[str], list]:
     return [connection.ops.quote_name(f.column) for f in fields], values
 
 
+def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = None) -> list[int]:
+    """Fail the waiting (queued and backoff) jobs that can never run any more.
+
+    Submit refuses a job whose pod fits no node (``queues.placement``); a job already
+    waiting when the quota tree or the cluster's nodes change would otherwise block its
+    queue for ever, so it fails with the same reason. Called when the tree changed and by
+    the sync when the nodes changed. ``nodes`` are the node shapes the caller just read,
+    else the backend's; unknown shapes fail nothing. Admitted jobs are not touched, and
+    pending jobs hold no quota, so nothing is freed. Pending jobs are read by their
+    distinct shapes, so a deep queue of identical jobs costs one check.
+    """
+    nodes = get_backend().nodes() if nodes is None else nodes
+    if not nodes:
+        return []
+    tree = queue_selectors.tree_nodes()
+    shapes = (
+        Job.objects.filter(state__in=PENDING)
+        .order_by()  # DISTINCT over the shapes alone, not the default ordering's id too
+        .values_list("queue__node__path", "kind", "runtime", "head", "workers")
+        .distinct()
+    )
+    refused = []
+    for leaf, kind, runtime, head, workers in shapes:
+        pods = job_pods(kind=kind, runtime=runtime, head=head, workers=workers)
+        path_nodes = [tree[path] for path in path_to_root(leaf) if path in tree]
+        nowhere = unplaceable(pods=pods, nodes=nodes, path_nodes=path_nodes)
+        if nowhere is not None:
+            shape = dict(queue__node__path=leaf, kind=kind, runtime=runtime, head=head)
+            refused.append((shape | {"workers": workers}, nowhere.reason))
+    failed: list[int] = []
+    if not refused:
+        return failed
+    with transaction.atomic():
+        for shape, reason in refused:
+            moved = list(
+                Job.objects.select_for_update(of=("self",))
+                .filter(state__in=PENDING, **shape)
+                .values_list("pk", flat=True)
+            )
+            Job.objects.filter(pk__in=moved).update(
+                state=State.FAILED, finished_at=now, next_attempt_at=None
+            )
+            JobEvent.objects.bulk_create(
+                JobEvent(
+                    job_id=pk,
+                    created_at=now,
+                    type=JobEvent.Type.WARNING,
+                    reason="Unrunnable",
+                    message=f"Can never run: {reason}",
+                )
+                for pk in moved
+            )
+            failed += moved
+        if failed:
+            # The jobs behind them in their queues may go now.
+            transaction.on_commit(request_admission)
+    return failed
+
+
 def job_may_act(user, job: Job) -> str | None:
     """The user's role over the job's queue, or None when they may not act on the job."""
     role = queue_selectors.queue_role(user, job.queue)
@@ -290,9 +356,11 @@ def job_may_act(user, job: Job) -> str | None:
 
 
 def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
-    """Cancel a pending or running job. Members cancel their own jobs; managers any job."""
-    from .tasks import reconcile
+    """Cancel a pending or running job. Members cancel their own jobs; managers any job.
 
+    The cancel is committed before the cluster is asked to remove the job's objects, so a
+    broker that is down cannot turn a done cancel into an error (``request_reconcile``).
+    """
     now = now or timezone.now()
     if job_may_act(user, job) is None:
         raise JobPermissionDenied("members cancel only their own jobs; managers cancel any job")
@@ -312,7 +380,7 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
         )  # fmt: skip
         if was not in PENDING:
             capacity_changed(now=now)
-            transaction.on_commit(lambda: reconcile.delay([locked.pk]))
+            transaction.on_commit(lambda: request_reconcile([locked.pk]))
         transaction.on_commit(request_admission)
     return locked
 
@@ -321,16 +389,22 @@ def job_set_priority(*, user, job: Job, priority: int, now: datetime | None = No
     """Move a pending job in its queue by changing its priority.
 
     Raising is a priority jump: only the department's managers and staff may do it. A
-    member may lower the priority of their own job.
+    member may lower the priority of their own job. Raise or lower is decided against the
+    locked row, not the caller's copy: a manager may have raised it since that was read.
     """
     now = now or timezone.now()
     role = job_may_act(user, job)
-    if priority > job.priority and role not in (queue_selectors.MANAGER, queue_selectors.STAFF):
-        raise JobPermissionDenied("only the department's managers and staff may raise a priority")
     if role is None:
         raise JobPermissionDenied("members change only their own jobs")
     with transaction.atomic():
         locked = _lock_pending(job)
+        if priority > locked.priority and role not in (
+            queue_selectors.MANAGER,
+            queue_selectors.STAFF,
+        ):
+            raise JobPermissionDenied(
+                "only the department's managers and staff may raise a priority"
+            )
         return _change_priority(locked, priority, user, now, "changed")
 
 

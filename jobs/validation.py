@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from queues.quantity import QuantityError, ResourceList, add, parse_resources
+from queues.quantity import MAX_UNITS, QuantityError, ResourceList, add, parse_resources
 
 from .models import Job
 from .spec import AUTOSCALER_RESOURCES
@@ -28,6 +28,9 @@ MAX_SCRIPT_BYTES = 1024 * 1024  # a ConfigMap holds at most 1 MiB
 PRIORITY_RANGE = (-1000, 1000)
 MAX_PIP = 100
 MAX_ENV = 100
+MAX_INTEGER_DIGITS = 18  # every integer field fits far inside; a bigint holds 18 digits
+PAGE_MAX = 500  # the most entries one page of a list holds
+OFFSET_MAX = 10_000_000  # far past the deepest queue; a larger OFFSET overflowed a bigint
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The runtimes each kind can run on; a cluster offers some of them (settings.CLUSTER_RUNTIMES).
 RUNTIMES = {
@@ -103,6 +106,9 @@ def job_parse(raw: object) -> JobDraft:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+                if len(value.strip()) > MAX_INTEGER_DIGITS:  # int() would refuse 4,300
+                    errors[name] = f"must be between {low} and {high}"
+                    return default
                 value = int(value)
             else:
                 errors[name] = f"must be an integer, got {value!r}"
@@ -121,7 +127,9 @@ def job_parse(raw: object) -> JobDraft:
             errors[name] = f"must be a number, got {value!r}"
             return default
         if not low <= value <= high:
-            errors[name] = f"must be between {low:g} and {high:g}, got {value:g}"
+            # An integer past a float's range has no :g spelling.
+            shown = f"{value:g}" if abs(value) < 1e300 else "a larger number"
+            errors[name] = f"must be between {low:g} and {high:g}, got {shown}"
         return value
 
     queue = text("queue", required=True)
@@ -173,11 +181,12 @@ def job_parse(raw: object) -> JobDraft:
     if runtime == Job.Runtime.VOLCANO and len(workers) > 1 and "workers" not in errors:
         errors["workers"] = "a Volcano Job has one worker task: give one worker group"
     request = add(request, head_request)
-    if runtime == Job.Runtime.KUBERAY and any(
-        g.get("max_replicas", 0) > g["replicas"] for g in workers
-    ):
+    if autoscales(runtime, workers):
         # KubeRay's autoscaler runs beside the head: part of the gang that starts.
         request = add(request, parse_resources("autoscaler", AUTOSCALER_RESOURCES))
+    for resource in sorted(name for name, units in request.items() if units > MAX_UNITS):
+        # Usage is summed as bigint in PostgreSQL; no cluster has this much anyway.
+        errors["request"] = f"{resource} summed over all pods is too large"
     priority = integer("priority", 0, *PRIORITY_RANGE)
     run_seconds = number("run_seconds", 60, MIN_RUN_SECONDS, MAX_RUN_SECONDS)
     pip = _pip(raw.get("pip"), errors)
@@ -207,6 +216,62 @@ def job_parse(raw: object) -> JobDraft:
         pip=pip,
         env=env,
     )
+
+
+def autoscales(runtime: str, workers: Sequence[Mapping]) -> bool:
+    """KubeRay runs its autoscaler beside the head: a group may grow past its replicas."""
+    return runtime == Job.Runtime.KUBERAY and any(
+        (g.get("max_replicas") or 0) > g.get("replicas", 0) for g in workers
+    )
+
+
+def job_pods(
+    *, kind: str, runtime: str, head: Mapping, workers: Sequence[Mapping]
+) -> dict[str, ResourceList]:
+    """Each kind of pod of a job, named by its field: ``head`` (``master`` for PyTorch),
+    with KubeRay's autoscaler container when a group autoscales, and ``workers[i]`` for
+    every group that can have pods (an autoscaling group at zero replicas too: the pods
+    it adds must fit a node as well). ``head`` and ``workers`` are as a draft or a job
+    holds them, already checked; the node check (``queues.placement``) reads these."""
+    head_field = "master" if kind == Job.Kind.PYTORCH else "head"
+    head_request = parse_resources(head_field, head.get("resources"))
+    if autoscales(runtime, workers):
+        head_request = add(head_request, parse_resources("autoscaler", AUTOSCALER_RESOURCES))
+    pods = {head_field: head_request}
+    for index, group in enumerate(workers):
+        if group.get("replicas", 0) or group.get("max_replicas"):
+            pods[f"workers[{index}]"] = parse_resources(f"workers[{index}]", group.get("resources"))
+    return pods
+
+
+def page_window(*, offset: str | None, limit: str | None, default_limit: int) -> tuple[int, int]:
+    """(offset, limit) of a page of a list, from the query string's text.
+
+    A limit is clamped to 1..PAGE_MAX (so ``?limit=100000`` is one page, not every job); a
+    negative offset is 0; an offset past OFFSET_MAX is refused, as PostgreSQL's OFFSET
+    would overflow. Raises JobInvalid naming the parameter.
+    """
+    errors: dict[str, str] = {}
+
+    def integer(name: str, raw: str | None) -> int | None:
+        if raw is None or raw.strip() == "":
+            return None
+        text = raw.strip()
+        if not re.fullmatch(r"[+-]?\d+", text):
+            errors[name] = f"must be an integer, got {text[:40]!r}"
+            return None
+        if len(text.lstrip("+-")) > MAX_INTEGER_DIGITS:  # past any bound; int() may refuse it
+            return -OFFSET_MAX - 1 if text.startswith("-") else OFFSET_MAX + 1
+        return int(text)
+
+    start = integer("offset", offset)
+    size = integer("limit", limit)
+    if start is not None and start > OFFSET_MAX:
+        errors["offset"] = f"must be at most {OFFSET_MAX}"
+    if errors:
+        raise JobInvalid(errors)
+    size = default_limit if size is None else min(max(size, 1), PAGE_MAX)
+    return max(start or 0, 0), size
 
 
 def _pip(raw: object, errors: dict[str, str]) -> list[str]:
@@ -322,7 +387,8 @@ def _workers(
             errors[f"{field}.name"] = f"{name!r} must be a DNS-1123 label of at most 30 characters"
         elif name in names:
             errors[f"{field}.name"] = f"{name!r} is used by another worker group"
-        names.add(name)
+        else:
+            names.add(name)  # only a checked name: an object or a list is unhashable
         replicas = group.get("replicas", 1)
         if isinstance(replicas, bool) or not isinstance(replicas, int):
             errors[f"{field}.replicas"] = f"must be an integer, got {replicas!r}"

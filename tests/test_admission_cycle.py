@@ -18,6 +18,15 @@ from .conftest import RAY_JOB
 
 pytestmark = pytest.mark.django_db
 
+# A gang that two 8-cpu nodes cannot hold, though each of its pods fits one (5 + 4.5 + 4.5
+# cpu, within the video leaf's max of 14): a pod larger than every node is refused at submit.
+UNPACKABLE = {
+    "head": {"resources": {"cpu": "5", "memory": "1Gi"}},
+    "workers": [
+        {"name": "small-group", "replicas": 2, "resources": {"cpu": "4500m", "memory": "1Gi"}}
+    ],
+}
+
 
 def submit(user, now, **changes):
     return job_submit(user=user, draft=job_parse({**copy.deepcopy(RAY_JOB), **changes}), now=now)
@@ -152,7 +161,7 @@ def test_a_gang_the_nodes_cannot_hold_records_gang_failed_scheduling_by_cycle(me
 
     get_backend.cache_clear()
     try:
-        job = submit(member, now, head={"resources": {"cpu": "10", "memory": "1Gi"}}, workers=[])
+        job = submit(member, now, **UNPACKABLE)
         admission_cycle(now=now)
         jobs_reconcile([job.pk], now=now)
         cluster_sync(now=now)
@@ -160,13 +169,20 @@ def test_a_gang_the_nodes_cannot_hold_records_gang_failed_scheduling_by_cycle(me
         cluster_sync(now=now + timedelta(seconds=5))
     finally:
         get_backend.cache_clear()
-    events = list(job.events.filter(reason="GangFailedScheduling").order_by("cycle"))
+    last = f"rayjob-video-{job.pk}-small-group-worker-1"
+    events = list(
+        job.events.filter(reason="GangFailedScheduling", involved=f"pod/{last}").order_by("cycle")
+    )
     assert [e.cycle for e in events] == [1, 2]
     assert events[0].message == (
-        f"rayjob-video-{job.pk}-head-0 in gang failed to be scheduled in cycle 1: "
+        f"{last} in gang failed to be scheduled in cycle 1: "
         "0/2 nodes are available: 2 Insufficient cpu."
     )
-    assert events[0].type == "Warning" and events[0].involved == f"pod/rayjob-video-{job.pk}-head-0"
+    assert events[0].type == "Warning"
+    head = job.events.get(cycle=1, involved=f"pod/rayjob-video-{job.pk}-head-0")
+    assert head.message.endswith(
+        "0/2 nodes are available: 2 node(s) fit the pod but not the whole gang."
+    )
     assert refresh(job).state == "admitted"
 
 
@@ -176,7 +192,7 @@ def test_a_gang_that_cannot_start_in_time_leaves_the_cluster_and_waits_with_the_
 
     get_backend.cache_clear()
     try:
-        stuck = submit(member, now, head={"resources": {"cpu": "10", "memory": "1Gi"}}, workers=[])
+        stuck = submit(member, now, **UNPACKABLE)
         admission_cycle(now=now)
         jobs_reconcile([stuck.pk], now=now)
         cluster_sync(now=now)  # scheduling cycle 1
@@ -192,8 +208,8 @@ def test_a_gang_that_cannot_start_in_time_leaves_the_cluster_and_waits_with_the_
     assert stuck.state == "backoff" and stuck.dequeued_at is None
     assert stuck.backoff_reason == (
         "Its pods were not all running 30s after it was dequeued, so it left the cluster; "
-        f"last scheduling failure: rayjob-video-{stuck.pk}-head-0 in gang failed to be "
-        "scheduled in cycle 3: 0/2 nodes are available: 2 Insufficient cpu."
+        f"last scheduling failure: rayjob-video-{stuck.pk}-small-group-worker-1 in gang failed "
+        "to be scheduled in cycle 3: 0/2 nodes are available: 2 Insufficient cpu."
     )  # cycle 3 was observed by the same sync, just before the timeout
     assert stuck.next_attempt_at == now + timedelta(seconds=30) + backoff_delay(1)
     assert not SimulatedPod.objects.filter(job_id=stuck.pk).exists()

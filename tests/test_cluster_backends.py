@@ -10,7 +10,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
+from jobs.admission import admission_cycle, backoff_delay
 from jobs.cluster import ClusterUnavailable, ObjectRef, get_backend
 from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.cluster.simulated import SimulatedBackend, parse_nodes
@@ -22,7 +22,7 @@ from jobs.services import job_cancel
 
 from .conftest import client_for
 from .kube_emulator import emulator
-from .test_admission_cycle import refresh, submit
+from .test_admission_cycle import UNPACKABLE, refresh, submit
 from .test_manifests import pytorch_spec, ray_spec
 
 pytestmark = pytest.mark.django_db
@@ -221,10 +221,9 @@ def test_with_the_suspend_gate_a_queued_job_waits_suspended_and_is_released_at_d
 def test_with_the_suspend_gate_a_job_that_did_not_start_in_time_waits_suspended_again(
     member, now, portal_on
 ):
-    too_big = {"resources": {"cpu": "10", "memory": "1Gi"}}  # larger than any simulated node
-    nodes = "2xcpu=8,memory=64Gi"
+    nodes = "2xcpu=8,memory=64Gi"  # too small for the gang
     with portal_on(CLUSTER_GATE="suspend", START_TIMEOUT_SECONDS=30, SIMULATED_CLUSTER_NODES=nodes):
-        job = submit(member, now, head=too_big, workers=[])
+        job = submit(member, now, **UNPACKABLE)
         admission_cycle(now=now)
         jobs_reconcile([job.pk], now=now)
 
@@ -232,6 +231,113 @@ def test_with_the_suspend_gate_a_job_that_did_not_start_in_time_waits_suspended_
 
         assert refresh(job).state == "backoff"
         assert listed(get_backend()) == {f"rayjob-video-{job.pk}": "Suspended"}
+
+
+def gang_failed(kube, job, cycle: int, *, at: datetime) -> str:
+    """Play the emulated cluster's scheduler: a GangFailedScheduling warning on the job's
+    head pod (the simulated cluster writes its own). Returns its message."""
+    head = f"rayjob-video-{job.pk}-x7k2p-head-h4v9q"
+    message = (
+        f"{head} in gang failed to be scheduled in cycle {cycle}: "
+        "0/2 nodes are available: 2 Insufficient cpu."
+    )
+    kube.warn(
+        "video",
+        f"{head}.{cycle}",
+        reason="GangFailedScheduling",
+        message=message,
+        involved=("Pod", head),
+        uid=f"uid-{job.pk}-{cycle}",
+        at=at.isoformat(),
+    )
+    return message
+
+
+@pytest.mark.parametrize(
+    "portal_on", [on_simulated, on_kubernetes], ids=["simulated", "kubernetes"]
+)
+def test_a_job_that_keeps_not_starting_waits_longer_each_time_then_fails_with_the_last_failure(
+    member, now, portal_on
+):
+    nodes = "2xcpu=8,memory=64Gi"  # the simulated cluster cannot place the gang
+    with portal_on(
+        START_TIMEOUT_SECONDS=30, START_TIMEOUT_ATTEMPTS=3, SIMULATED_CLUSTER_NODES=nodes
+    ) as kube:
+        job = submit(member, now, **UNPACKABLE)
+        tried, waits = now, []
+        for attempt in (1, 2, 3):
+            assert admission_cycle(now=tried).admitted == [job.pk]
+            jobs_reconcile([job.pk], now=tried)
+            if kube is not None:
+                last = gang_failed(kube, job, attempt, at=tried + timedelta(seconds=1))
+            cluster_sync(now=tried + timedelta(seconds=1))
+            timed_out_at = tried + timedelta(seconds=30)
+            result = cluster_sync(now=timed_out_at)
+            job = refresh(job)
+            assert job.start_timeouts == attempt
+            if attempt < 3:
+                assert result.timed_out == [job.pk] and result.start_failed == []
+                assert job.state == "backoff" and result.freed
+                waits.append(job.next_attempt_at - timed_out_at)
+                tried = job.next_attempt_at
+        assert result.start_failed == [job.pk] and result.timed_out == [] and result.freed
+        left = listed(get_backend())
+    if kube is None:  # the last attempt's own scheduling cycles, not the first attempt's
+        last = (
+            f"rayjob-video-{job.pk}-small-group-worker-1 in gang failed to be scheduled in "
+            "cycle 2: 0/2 nodes are available: 2 Insufficient cpu."
+        )
+        assert job.events.filter(reason="GangFailedScheduling", cycle=1).count() == 3 * 3
+    assert waits == [backoff_delay(1), backoff_delay(2)] and waits[1] == 2 * waits[0]
+    assert job.state == "failed" and job.finished_at == timed_out_at
+    assert left == {} and queue_usage(job.queue) == {}
+    first, second = job.events.filter(reason="StartTimeout").order_by("created_at")
+    assert "; start attempt 1 of 3; next try at" in first.message
+    assert "; start attempt 2 of 3; next try at" in second.message
+    failed = job.events.get(reason="StartAttemptsExceeded")
+    assert failed.type == "Warning"
+    assert failed.message == (
+        "Its pods were not all running 30s after it was dequeued, 3 of 3 times, so it left "
+        f"the cluster and failed; last scheduling failure: {last}"
+    )
+
+
+@pytest.mark.parametrize(
+    "portal_on", [on_simulated, on_kubernetes], ids=["simulated", "kubernetes"]
+)
+def test_a_waiting_job_no_node_can_hold_any_more_fails_when_the_sync_sees_the_nodes_change(
+    member, now, portal_on
+):
+    with portal_on() as kube:
+        admitted = submit(member, now, head={"resources": {"cpu": "10"}}, workers=[])
+        assert admission_cycle(now=now).admitted == [admitted.pk]
+        jobs_reconcile([admitted.pk], now=now)
+        text = {"queue": "root/algorithm/text", "workers": []}
+        waiting = submit(member, now, head={"resources": {"cpu": "12"}}, **text)
+        small = submit(member, now, head={"resources": {"cpu": "2"}}, **text)
+        assert cluster_sync(now=now).unrunnable == []  # 16-cpu nodes: everything fits
+
+        # The nodes are replaced by 8-cpu ones; the backend reads them again.
+        if kube is None:
+            shrunk = override_settings(SIMULATED_CLUSTER_NODES="4xcpu=8,memory=64Gi")
+        else:
+            kube.core.delete_node("node-1")
+            kube.core.delete_node("node-2")
+            kube.add_node("node-3", {"cpu": "8", "memory": "64Gi", "pods": "110"})
+            shrunk = override_settings()
+        with shrunk:
+            get_backend.cache_clear()
+            result = cluster_sync(now=now + timedelta(seconds=1))
+            again = cluster_sync(now=now + timedelta(seconds=2))
+
+    assert result.unrunnable == [waiting.pk] and again.unrunnable == []
+    waiting = refresh(waiting)
+    assert waiting.state == "failed" and waiting.finished_at == now + timedelta(seconds=1)
+    event = waiting.events.get(reason="Unrunnable")
+    assert event.type == "Warning"
+    assert event.message == "Can never run: head asks for cpu 12; the largest node has 8"
+    assert refresh(small).state == "queued"  # fits a node: waits as before
+    assert refresh(admitted).state in ("admitted", "running")  # admitted: not touched
 
 
 @pytest.mark.parametrize(

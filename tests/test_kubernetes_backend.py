@@ -453,6 +453,35 @@ def test_allocatable_is_unknown_while_the_nodes_cannot_be_read(kube, backend):
     assert backend.allocatable() is None
 
 
+def test_nodes_are_the_ready_schedulable_nodes_from_the_same_listing_as_allocatable(kube, backend):
+    kube.add_node("n1", {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"})
+    kube.add_node("n2", {"cpu": "8", "memory": "32Gi"})
+    kube.add_node("cordoned", {"cpu": "64"}, unschedulable=True)
+    kube.add_node("not-ready", {"cpu": "64"}, ready=False)
+
+    nodes = backend.nodes()
+    allocatable = backend.allocatable()
+
+    assert sorted(nodes, key=lambda node: node["cpu"]) == [
+        {"cpu": 8000, "memory": 32 * 2**30},
+        {"cpu": 16_000, "memory": 64 * 2**30, "nvidia.com/gpu": 4},
+    ]
+    assert allocatable == {"cpu": 24_000, "memory": 96 * 2**30, "nvidia.com/gpu": 4}
+    assert len(kube.requests("get", "/api/v1/nodes")) == 1  # one listing for both
+
+
+def test_nodes_that_cannot_be_read_are_not_asked_for_again_within_the_period(kube):
+    """Every submit asks for the nodes: a cluster that is away must not make each wait."""
+    kube.add_node("n1", {"cpu": "16"})
+    kube.answer_next("get", "/api/v1/nodes", 503)
+    backend = backend_for(kube, attempts=1)
+
+    assert backend.nodes() is None
+    assert backend.nodes() is None
+    assert len(kube.requests("get", "/api/v1/nodes")) == 1
+    assert backend_for(kube, allocatable_seconds=0).nodes() == [{"cpu": 16_000}]
+
+
 # -- reading names and messages (pure) -------------------------------------------------
 
 

@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from jobs.cluster.simulated import SimulatedCluster, parse_nodes
+from jobs.cluster.simulated import SimulatedBackend, SimulatedCluster, parse_nodes
 from jobs.spec import JobSpec, PodGroup
 
 T0 = datetime(2025, 1, 10, 1, 36, 24, tzinfo=UTC)
@@ -40,6 +40,14 @@ def test_it_parses_the_node_setting():
     assert list(nodes) == ["node-1", "node-2", "node-3"]
     assert nodes["node-1"] == {"cpu": 8000, "memory": 32 * 2**30}
     assert nodes["node-3"] == {"cpu": 4000}
+
+
+def test_the_backend_gives_each_nodes_shape_for_the_submit_check():
+    backend = SimulatedBackend(parse_nodes("2xcpu=8,memory=32Gi;cpu=4"), cycle_seconds=5)
+    shapes = backend.nodes()
+    assert shapes == [{"cpu": 8000, "memory": 32 * 2**30}] * 2 + [{"cpu": 4000}]
+    shapes[0]["cpu"] = 1  # a copy: the caller cannot change the cluster
+    assert backend.nodes()[0]["cpu"] == 8000 and backend.allocatable()["cpu"] == 20_000
 
 
 def test_it_places_a_gang_and_runs_it_for_its_run_time():

@@ -16,6 +16,7 @@ from jobs.services import job_cancel, job_submit
 from jobs.validation import job_parse
 
 from .conftest import RAY_JOB
+from .test_admission_cycle import UNPACKABLE
 
 pytestmark = pytest.mark.django_db
 
@@ -565,7 +566,7 @@ def test_an_admitted_job_whose_pods_wait_says_what_the_cluster_last_said_and_unt
     get_backend.cache_clear()
     try:
         now = timezone.now().replace(microsecond=0)
-        job = submit(member, head={"resources": {"cpu": "10", "memory": "1Gi"}}, workers=[])
+        job = submit(member, **UNPACKABLE)
         admission_cycle(now=now)
         jobs_reconcile([job.pk], now=now)
         cluster_sync(now=now)
@@ -582,7 +583,7 @@ def test_an_admitted_job_whose_pods_wait_says_what_the_cluster_last_said_and_unt
     assert "dequeued, its quota held; the cluster is placing its pods." in starting
     assert (
         "The cluster's last word (scheduling cycle 2): "
-        f'<span class="mono">rayjob-video-{job.pk}-head-0 in gang failed to be scheduled in '
-        "cycle 2: 0/2 nodes are available: 2 Insufficient cpu.</span>."
+        f'<span class="mono">rayjob-video-{job.pk}-small-group-worker-1 in gang failed to be '
+        "scheduled in cycle 2: 0/2 nodes are available: 2 Insufficient cpu.</span>."
     ) in starting
     assert f"{deadline:%Y-%m-%d %H:%M:%S}</time>, it leaves the cluster" in starting

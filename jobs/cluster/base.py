@@ -75,6 +75,13 @@ class ClusterBackend(ABC):
         """Total allocatable resources in base units, or None when unknown."""
 
     @abstractmethod
+    def nodes(self) -> list[dict[str, int]] | None:
+        """The allocatable resources of each node that takes new pods, in base units, or
+        None when unknown. Cheap enough for the submit path: read from memory or a cache,
+        never raising because the cluster is away (None then, or the last shapes read).
+        A job whose pod fits none of them can never run (``queues.placement``)."""
+
+    @abstractmethod
     def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, str]:
         """Make sure the objects of these jobs exist, suspended or not as each spec says
         (creating what exists is fine: an existing object is brought to the spec's suspend

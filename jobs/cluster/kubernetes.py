@@ -104,7 +104,8 @@ class KubernetesBackend(ClusterBackend):
         self.api = api or api_client(settings)
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
-        self._allocatable: tuple[float, ResourceList | None] | None = None
+        # The last node listing: when it was read (or tried) and each node's allocatable.
+        self._nodes: tuple[float, list[ResourceList] | None] | None = None
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -147,20 +148,30 @@ class KubernetesBackend(ClusterBackend):
     # -- the interface -------------------------------------------------------------------
 
     def allocatable(self) -> ResourceList | None:
-        """The sum of the allocatable resources of the Ready, schedulable nodes, read at
-        most every ``allocatable_seconds``; None while the nodes cannot be read."""
+        """The sum of the allocatable resources of the Ready, schedulable nodes (``nodes``);
+        None while the nodes cannot be read."""
+        nodes = self.nodes()
+        return None if nodes is None else total(nodes)
+
+    def nodes(self) -> list[ResourceList] | None:
+        """The allocatable resources of each Ready, schedulable node, from one listing read
+        at most every ``allocatable_seconds`` (the admission cycle and every submit ask).
+
+        While the nodes cannot be read, the last shapes read (None if none) are kept for
+        that period too, so that submits do not each wait for a cluster that is away.
+        """
         now = time.monotonic()
-        if self._allocatable and now - self._allocatable[0] < self.settings.allocatable_seconds:
-            return self._allocatable[1]
+        if self._nodes and now - self._nodes[0] < self.settings.allocatable_seconds:
+            return self._nodes[1]
         try:
             response = self._call("list nodes", self.core.list_node, _preload_content=False)
-            nodes = json.loads(response.data)["items"]
+            items = json.loads(response.data)["items"]
         except (ClusterUnavailable, Rejected, client.ApiException) as error:
             log.warning("cannot read the nodes' allocatable resources: %s", error)
-            return self._allocatable[1] if self._allocatable else None
-        value = node_allocatable(nodes)
-        self._allocatable = (now, value)
-        return value
+            self._nodes = (now, self._nodes[1] if self._nodes else None)
+            return self._nodes[1]
+        self._nodes = (now, node_shapes(items))
+        return self._nodes[1]
 
     def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, str]:
         """Create each job's objects, or bring existing ones to the spec's suspend flag.
@@ -452,7 +463,7 @@ class KubernetesBackend(ClusterBackend):
                 checks.append(Check(what, False, reason or _api_message(error)))
             except (Rejected, ClusterUnavailable) as error:
                 checks.append(Check(what, False, str(error)))
-        self._allocatable = None  # read the nodes now, not from the cache
+        self._nodes = None  # read the nodes now, not from the cache
         allocatable = self.allocatable()
         checks.append(
             Check(
@@ -505,8 +516,8 @@ def _runtime_of(permission: tuple[str, str, str]) -> str | None:
     return None
 
 
-def node_allocatable(nodes: Iterable[dict]) -> ResourceList:
-    """Sum the allocatable resources of nodes that are Ready and take new pods."""
+def node_shapes(nodes: Iterable[dict]) -> list[ResourceList]:
+    """The allocatable resources of each node that is Ready and takes new pods."""
     usable = []
     for node in nodes:
         spec, status = node.get("spec") or {}, node.get("status") or {}
@@ -519,7 +530,7 @@ def node_allocatable(nodes: Iterable[dict]) -> ResourceList:
             usable.append(parse_resources("allocatable", status.get("allocatable") or {}))
         except QuantityError as error:
             log.warning("node %s: %s", (node.get("metadata") or {}).get("name"), error)
-    return total(usable)
+    return usable
 
 
 def _api_message(error: client.ApiException) -> str:

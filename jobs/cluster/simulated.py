@@ -8,6 +8,7 @@ worker process sees the same cluster, and serialises changes behind an advisory 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -217,7 +218,9 @@ class SimulatedCluster:
                         ),
                         involved=f"pod/{pod.name}",
                         at=now,
-                        uid=f"sim/{pod.name}/{cycle}",
+                        # A pod made again (the job is admitted again after a start
+                        # timeout) starts its cycles anew: its events are new ones.
+                        uid=f"sim/{pod.name}/{pod.created_at.timestamp():.6f}/{cycle}",
                         cycle=cycle,
                     )
                 )
@@ -309,11 +312,15 @@ class SimulatedBackend(ClusterBackend):
     """The simulated cluster with its pods kept in the database."""
 
     def __init__(self, nodes: dict[str, ResourceList], *, cycle_seconds: float):
-        self.nodes = nodes
+        self.named_nodes = nodes
         self.cycle_seconds = cycle_seconds
 
     def allocatable(self) -> ResourceList:
-        return total(self.nodes.values())
+        return total(self.named_nodes.values())
+
+    def nodes(self) -> list[ResourceList]:
+        """The configured nodes (SIMULATED_CLUSTER_NODES), all of them schedulable."""
+        return [dict(resources) for resources in self.named_nodes.values()]
 
     def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, str]:
         with self._cluster() as cluster:
@@ -345,12 +352,19 @@ class _Session:
 
         self.atomic = transaction.atomic()
         self.atomic.__enter__()
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_SIM_LOCK])
-        rows = list(SimulatedPod.objects.all())
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_SIM_LOCK])
+            rows = list(SimulatedPod.objects.all())
+        except BaseException:
+            # __exit__ is not called when __enter__ fails: leave the atomic block here, or
+            # the connection stays "in a transaction" for good and, once lost (the database
+            # dropped it), is never replaced; every later task of the process would fail.
+            self.atomic.__exit__(*sys.exc_info())
+            raise
         self.before = {row.name: _pod(row) for row in rows}
         self.cluster = SimulatedCluster(
-            self.backend.nodes, self.before.values(), cycle_seconds=self.backend.cycle_seconds
+            self.backend.named_nodes, self.before.values(), cycle_seconds=self.backend.cycle_seconds
         )
         return self.cluster
 

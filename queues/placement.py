@@ -1,0 +1,108 @@
+"""Can a job's pods ever be placed? Each pod's request against the shapes of the nodes.
+
+DESIGN.md section 3, "A job must be able to run somewhere". Quota says how much a job may
+hold; it does not say whether its pods fit the machines. A pod larger than every node, or
+asking for a resource no node has, would be admitted, time out and be admitted again for
+ever (or wait at the head of its queue), so such a job is refused. A pod fits a node only
+if every resource it asks for fits that same node.
+
+A resource that ``max`` does not mention is unlimited for quota, not for the nodes: a job
+asking for one that no node has is refused too. So is one the tree offers but no node has,
+since the scheduler places pods only on what nodes advertise (and the admission cycle
+counts every resource against the cluster's allocatable); the reason then says that the
+tree offers it, which points the admin at the tree or the nodes.
+
+Plain numbers, no database: the callers read the tree and ask the cluster for its nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .quantity import human
+from .quota import Node
+
+
+@dataclass(frozen=True)
+class Unplaceable:
+    """Why a job can never run: the pod that fits no node, the resource, and the numbers."""
+
+    pod: str  # "head", "master", "workers[0]"
+    resource: str
+    reason: str  # "head asks for cpu 20; the largest node has 16"
+
+
+def _offered_by_tree(path_nodes: Iterable[Node]) -> set[str]:
+    """Resources the tree's nodes on a job's path give a positive ``min`` or ``max``."""
+    return {
+        resource
+        for node in path_nodes
+        for limits in (node.min, node.max)
+        for resource, amount in limits.items()
+        if amount > 0
+    }
+
+
+def unplaceable(
+    *,
+    pods: Mapping[str, Mapping[str, int]],
+    nodes: Sequence[Mapping[str, int]] | None,
+    path_nodes: Iterable[Node],
+) -> Unplaceable | None:
+    """None when every pod fits some node, else why the first pod that fits none does not.
+
+    ``pods`` maps each pod's name ("head", "workers[0]"...) to its request in base units,
+    in the order to report them; ``nodes`` is each schedulable node's allocatable
+    resources, None (or empty) when unknown: then nothing is refused, since a cluster
+    that cannot be read, or has no schedulable node for a moment, says nothing about
+    which jobs could run.
+    """
+    if not nodes:
+        return None
+    offered = _offered_by_tree(path_nodes)
+    for pod, request in pods.items():
+        asked = {r: amount for r, amount in sorted(request.items()) if amount > 0}
+        on_nodes: dict[str, tuple[int, int]] = {}  # resource: (asked, most on one node)
+        for resource, amount in asked.items():
+            largest = max(node.get(resource, 0) for node in nodes)
+            if largest > 0:
+                on_nodes[resource] = (amount, largest)
+                continue
+            though = ", though the quota tree offers it" if resource in offered else ""
+            return Unplaceable(
+                pod,
+                resource,
+                f"{pod} asks for {resource} {human(resource, amount)}; "
+                f"no node has {resource}{though}",
+            )
+        for resource, (amount, largest) in on_nodes.items():
+            if amount > largest:
+                return Unplaceable(
+                    pod,
+                    resource,
+                    f"{pod} asks for {resource} {human(resource, amount)}; "
+                    f"the largest node has {human(resource, largest)}",
+                )
+        if any(_fits(on_nodes, node) for node in nodes):
+            continue
+        # Each resource fits some node, but no node holds them all: name the closest node
+        # (the fewest resources short, the first such) and what it lacks.
+        closest = min(nodes, key=lambda node: len(_lacking(on_nodes, node)))
+        resource = _lacking(on_nodes, closest)[0]
+        asks = ", ".join(f"{r} {human(r, amount)}" for r, (amount, _) in on_nodes.items())
+        return Unplaceable(
+            pod,
+            resource,
+            f"{pod} asks for {asks} on one node; no node has all of it: the closest has "
+            f"{resource} {human(resource, closest.get(resource, 0))}",
+        )
+    return None
+
+
+def _lacking(asked: Mapping[str, tuple[int, int]], node: Mapping[str, int]) -> list[str]:
+    return [r for r, (amount, _) in asked.items() if node.get(r, 0) < amount]
+
+
+def _fits(asked: Mapping[str, tuple[int, int]], node: Mapping[str, int]) -> bool:
+    return not _lacking(asked, node)
