@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import Q
+from drf_spectacular.plumbing import build_array_type, build_basic_type
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
@@ -18,7 +19,7 @@ from . import selectors, services
 from .manifests import build_manifests
 from .models import Job, State
 from .reconcile import job_spec_full
-from .validation import MAX_REPLICAS, PRIORITY_RANGE, job_parse
+from .validation import MAX_REPLICAS, PAGE_MAX, PRIORITY_RANGE, job_parse, page_window
 
 
 def _time(value):
@@ -54,6 +55,9 @@ def job_data(job: Job, position: int | None) -> dict:
         "pip": job.pip,
         "env": job.env,
         "preemptions": job.preemption_count,
+        # Start timeouts so far, and how many fail the job (START_TIMEOUT_ATTEMPTS).
+        "start_timeouts": job.start_timeouts,
+        "start_timeout_attempts": settings.START_TIMEOUT_ATTEMPTS,
     }
     if job.kind == Job.Kind.PYTORCH:
         data["command"] = job.command
@@ -136,6 +140,44 @@ class JobSubmitSchema(serializers.Serializer):
     )
 
 
+class JobPagination(LimitOffsetPagination):
+    """Pages of the jobs list: at most PAGE_MAX jobs, offsets bounded (``page_window``)."""
+
+    max_limit = PAGE_MAX
+
+    def _window(self, request) -> tuple[int, int]:
+        return page_window(
+            offset=request.query_params.get(self.offset_query_param),
+            limit=request.query_params.get(self.limit_query_param),
+            default_limit=self.default_limit,
+        )
+
+    def get_limit(self, request) -> int:
+        return self._window(request)[1]
+
+    def get_offset(self, request) -> int:
+        return self._window(request)[0]
+
+
+PAGE_PARAMETERS = [
+    OpenApiParameter("limit", int, description=f"page size, 1 to {PAGE_MAX} (default 50)"),
+    OpenApiParameter("offset", int, description="entries to skip (default 0)"),
+]
+
+
+# An answer that is a JSON array of objects, as the schema documents it.
+OBJECT_LIST = {200: build_array_type(build_basic_type(OpenApiTypes.OBJECT))}
+
+
+# An action on a job: the job as it is now, or 409 when its state does not allow it.
+ACTION_RESPONSES = {
+    200: OpenApiTypes.OBJECT,
+    409: OpenApiResponse(
+        OpenApiTypes.OBJECT, description="The job's state does not allow this (detail says)"
+    ),
+}
+
+
 class JobPatchSchema(serializers.Serializer):
     priority = serializers.IntegerField()
 
@@ -146,6 +188,7 @@ class JobListView(APIView):
             OpenApiParameter("state", str, description="comma-separated states"),
             OpenApiParameter("queue", str, description="queue name or leaf path"),
             OpenApiParameter("mine", bool, description="only my jobs"),
+            *PAGE_PARAMETERS,
         ],
         responses=OpenApiTypes.OBJECT,
         summary="Jobs the user may see, newest first",
@@ -162,7 +205,7 @@ class JobListView(APIView):
             jobs = jobs.filter(Q(queue__name=queue) | Q(queue__node__path=queue))
         if request.query_params.get("mine", "").lower() in ("1", "true", "yes"):
             jobs = jobs.filter(owner=request.user)
-        paginator = LimitOffsetPagination()
+        paginator = JobPagination()
         page = paginator.paginate_queryset(jobs.order_by("-id"), request, view=self)
         positions = selectors.job_positions(page)
         return paginator.get_paginated_response(
@@ -194,7 +237,10 @@ def _batch_entry(job: Job) -> dict:
 class JobBatchView(APIView):
     @extend_schema(
         request=JobBatchSchema,
-        responses={201: OpenApiTypes.OBJECT},
+        responses={
+            201: OpenApiTypes.OBJECT,
+            413: OpenApiResponse(OpenApiTypes.OBJECT, description="The body is too large"),
+        },
         summary=f"Submit up to {services.BATCH_MAX} jobs at once, all or none",
         description="Each job is checked as POST /api/v1/jobs/ checks it. If any is refused, "
         "none is stored and the 400 names each problem as jobs[i].field. The answer lists the "
@@ -232,7 +278,7 @@ class JobDetailView(APIView):
 
     @extend_schema(
         request=JobPatchSchema,
-        responses=OpenApiTypes.OBJECT,
+        responses=ACTION_RESPONSES,
         summary="Change a pending job's priority (raising: managers and staff)",
     )
     def patch(self, request, pk: int):
@@ -252,7 +298,7 @@ class JobDetailView(APIView):
 
 
 class JobCancelView(APIView):
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT, summary="Cancel a job")
+    @extend_schema(request=None, responses=ACTION_RESPONSES, summary="Cancel a job")
     def post(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
         services.job_cancel(user=request.user, job=job)
@@ -263,7 +309,7 @@ class JobCancelView(APIView):
 class JobMoveToHeadView(APIView):
     @extend_schema(
         request=None,
-        responses=OpenApiTypes.OBJECT,
+        responses=ACTION_RESPONSES,
         summary="Put a pending job first in its queue (managers and staff)",
         description="Raises the job's priority to one above the highest of the others "
         "pending in its queue, and records who moved it, from what priority to what.",
@@ -276,7 +322,7 @@ class JobMoveToHeadView(APIView):
 
 
 class JobEventsView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT, summary="The job's history, oldest first")
+    @extend_schema(responses=OBJECT_LIST, summary="The job's history, oldest first")
     def get(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
         return Response([event_data(event) for event in selectors.job_events(job)])
@@ -284,7 +330,7 @@ class JobEventsView(APIView):
 
 class JobManifestView(APIView):
     @extend_schema(
-        responses=OpenApiTypes.OBJECT,
+        responses=OBJECT_LIST,
         summary="The Kubernetes objects Caldera creates for the job",
     )
     def get(self, request, pk: int):
@@ -314,7 +360,7 @@ def queue_data(queue, usage: dict | None = None) -> dict:
 
 
 class QueueListView(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT, summary="Queues the user may see")
+    @extend_schema(responses=OBJECT_LIST, summary="Queues the user may see")
     def get(self, request):
         usage = selectors.usage_by_path()
         queues = queues_for_user(request.user).filter(active=True).order_by("name")
@@ -329,17 +375,17 @@ class QueueListView(APIView):
 
 class QueueDetailView(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        parameters=PAGE_PARAMETERS,
         responses=OpenApiTypes.OBJECT,
         summary="A queue: pending jobs with positions (active and backoff), admitted jobs, quota",
     )
     def get(self, request, name: str):
         queue = selectors.queue_get_for_user(request.user, name)
-        try:
-            limit = min(max(int(request.query_params.get("limit", 50)), 1), 500)
-            offset = max(int(request.query_params.get("offset", 0)), 0)
-        except ValueError:
-            return Response({"limit": ["limit and offset must be integers"]}, status=400)
+        offset, limit = page_window(
+            offset=request.query_params.get("offset"),
+            limit=request.query_params.get("limit"),
+            default_limit=50,
+        )
         page = selectors.queue_pending_page(queue, offset=offset, limit=limit)
         counts = selectors.queue_counts(queue)
         data = queue_data(queue, selectors.queue_usage(queue))

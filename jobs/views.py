@@ -16,6 +16,7 @@ import yaml
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -29,12 +30,12 @@ from . import selectors, services
 from .manifests import build_manifests
 from .models import LIVE, Job, State
 from .reconcile import SCHEDULING_FAILURES, job_spec_full
-from .validation import PRIORITY_RANGE, JobInvalid, job_parse
+from .validation import PRIORITY_RANGE, JobInvalid, job_parse, page_window
 
 GPU = "nvidia.com/gpu"
 MY_JOBS_LIMIT = 20
 QUEUE_PAGE_SIZE = 50
-_INTEGER = re.compile(r"^[+-]?\d+$")
+_INTEGER = re.compile(r"^[+-]?\d{1,18}$")  # longer goes on as text, for job_parse to refuse
 
 
 def _resource_rows(
@@ -325,6 +326,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "events": grouped.get(None, []),
         "cycles": sorted((cycle, rows) for cycle, rows in grouped.items() if cycle is not None),
         "polling": not job.is_terminal,
+        "start_timeout_attempts": settings.START_TIMEOUT_ATTEMPTS,
     }
     if job.state == State.ADMITTED and job.dequeued_at is not None:
         # Dequeued, its pods not all running yet: the cluster's last word on why, and when
@@ -406,9 +408,11 @@ def queue_list(request: HttpRequest) -> HttpResponse:
 def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
     queue = selectors.queue_get_for_user(request.user, name)
     try:
-        offset = max(int(request.GET.get("offset", 0)), 0)
-    except ValueError:
-        offset = 0
+        offset, _ = page_window(
+            offset=request.GET.get("offset"), limit=None, default_limit=QUEUE_PAGE_SIZE
+        )
+    except JobInvalid as invalid:
+        raise BadRequest(str(invalid)) from None  # handler400 shows it
     counts = selectors.queue_counts(queue)
     pending = counts["queued"] + counts["backoff"]
     context = {

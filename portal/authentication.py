@@ -7,6 +7,10 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
+from .input import text_problem
+
+TOKEN_LENGTH = Token._meta.get_field("key").max_length
+
 
 class LeanTokenAuthentication(TokenAuthentication):
     """DRF's token check in one plain query: the user row, joined through the token.
@@ -17,6 +21,9 @@ class LeanTokenAuthentication(TokenAuthentication):
     """
 
     def authenticate_credentials(self, key):
+        if len(key) > TOKEN_LENGTH or text_problem(key, free_text=False) is not None:
+            # No token looks like this; PostgreSQL would refuse a NUL with a 500.
+            raise exceptions.AuthenticationFailed("Invalid token.")
         model = get_user_model()
         users = model.objects.raw(
             f"SELECT u.* FROM {model._meta.db_table} u"

@@ -46,3 +46,9 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("jobs.urls")),
 ]
+
+# Errors raised outside the API's own handling: JSON under /api/, a page for a person.
+handler400 = "portal.errors.bad_request_handler"
+handler403 = "portal.errors.permission_denied_handler"
+handler404 = "portal.errors.not_found_handler"
+handler500 = "portal.errors.server_error_handler"

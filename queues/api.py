@@ -6,6 +6,7 @@ import re
 
 from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
+from drf_spectacular.plumbing import build_array_type, build_basic_type
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -74,14 +75,21 @@ class DepartmentListView(APIView):
     def get_permissions(self):
         return [IsAdminUser()] if self.request.method == "POST" else [IsAuthenticated()]
 
-    @extend_schema(summary="Departments the user belongs to (staff: all)")
+    @extend_schema(
+        responses={200: build_array_type(build_basic_type(OpenApiTypes.OBJECT))},
+        summary="Departments the user belongs to (staff: all)",
+    )
     def get(self, request):
         departments = Department.objects.select_related("quota_node")
         if not request.user.is_staff:
             departments = departments.filter(membership__user=request.user)
         return Response([department_data(d) for d in departments])
 
-    @extend_schema(request=DepartmentSerializer, summary="Create a department (staff)")
+    @extend_schema(
+        request=DepartmentSerializer,
+        responses={201: OpenApiTypes.OBJECT},
+        summary="Create a department (staff)",
+    )
     def post(self, request):
         serializer = DepartmentSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -105,9 +113,11 @@ class DepartmentMembersView(APIView):
 
     @extend_schema(
         request=MemberSerializer,
-        responses=inline_serializer(
-            "Membership", {"username": serializers.CharField(), "role": serializers.CharField()}
-        ),
+        responses={
+            201: inline_serializer(
+                "Membership", {"username": serializers.CharField(), "role": serializers.CharField()}
+            )
+        },
         summary="Add a member or manager (staff); the user is created if missing",
     )
     def post(self, request, name: str):

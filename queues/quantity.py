@@ -34,6 +34,10 @@ _RESOURCE_NAME = re.compile(
 )
 
 ResourceList = dict[str, int]
+# Sums of quantities are taken in PostgreSQL as bigint; anything larger is no real amount.
+MAX_UNITS = 2**63 - 1
+MAX_QUANTITY_LENGTH = 64  # long digit strings would only cost time (or hit int()'s limit)
+MAX_EXPONENT = 30
 
 
 class QuantityError(ValueError):
@@ -54,7 +58,11 @@ def parse_quantity(resource: str, value: object) -> int:
     """Parse ``value`` as a Kubernetes quantity of ``resource`` into integer base units."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise QuantityError(f"{value!r} is not a quantity", resource)
+    if isinstance(value, int) and abs(value) > MAX_UNITS:
+        raise QuantityError("is too large to be a quantity", resource)
     text = str(value).strip()
+    if len(text) > MAX_QUANTITY_LENGTH:
+        raise QuantityError(f"is longer than {MAX_QUANTITY_LENGTH} characters", resource)
     match = _QUANTITY.match(text)
     if not match:
         raise QuantityError(
@@ -62,7 +70,10 @@ def parse_quantity(resource: str, value: object) -> int:
         )
     number = Fraction(match["number"])
     if match["exponent"] is not None:
-        number *= Fraction(10) ** int(match["exponent"])
+        exponent = int(match["exponent"])
+        if abs(exponent) > MAX_EXPONENT:
+            raise QuantityError(f"{text!r} has an exponent beyond ±{MAX_EXPONENT}", resource)
+        number *= Fraction(10) ** exponent
     suffix = match["suffix"] or ""
     number *= _BINARY.get(suffix) or _DECIMAL[suffix]
     if number < 0:
@@ -71,6 +82,8 @@ def parse_quantity(resource: str, value: object) -> int:
     if units.denominator != 1:
         smallest = "1m" if resource == "cpu" else "1"
         raise QuantityError(f"{text!r} is finer than the smallest unit ({smallest})", resource)
+    if units > MAX_UNITS:
+        raise QuantityError(f"{text!r} is too large", resource)
     return int(units)
 
 

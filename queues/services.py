@@ -119,10 +119,11 @@ def tree_parse(document: object) -> ParsedTree:
         seen: set[str] = set()
         for index, child in enumerate(children):
             child_name = child.get("name") if isinstance(child, Mapping) else None
-            if child_name in seen:
-                errors[f"{field}.children[{index}].name"] = f"{child_name!r} appears twice"
-                continue
-            seen.add(child_name)
+            if isinstance(child_name, str):  # else visit() says why (a list is unhashable)
+                if child_name in seen:
+                    errors[f"{field}.children[{index}].name"] = f"{child_name!r} appears twice"
+                    continue
+                seen.add(child_name)
             visit(child, f"{field}.children[{index}]", path)
 
     visit(root, "spec.root", None)

@@ -1,0 +1,137 @@
+"""Text the database cannot store is refused at the edge, with the field that holds it.
+
+PostgreSQL refuses a NUL in any text and Python's UTF-8 encoder refuses an unpaired
+surrogate, so either reaching a query turned a typo into a 500. Every way in passes here
+first: the JSON body of the API (``CheckedJSONParser``, the default parser), and paths,
+query strings, cookies and POSTed form fields (``portal.middleware.RefuseUnstorableText``);
+the API's form parsers check a PUT or PATCH form the same way.
+
+Free text (a JSON string value, a form field) may hold tab, line feed and carriage return,
+as a script or a multi-line entrypoint does; names, keys, paths and query parameters may
+hold no C0 control character at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from rest_framework import exceptions
+from rest_framework.parsers import DataAndFiles, FormParser, JSONParser, MultiPartParser
+
+_IN_FREE_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
+_ANYWHERE = re.compile(r"[\x00-\x1f\ud800-\udfff]")
+# Deeper than any job or quota tree document (a tree nests two levels per generation);
+# refused before the walk, or a hostile body would exhaust the stack.
+MAX_JSON_DEPTH = 100
+
+
+def text_problem(value: str, *, free_text: bool) -> str | None:
+    """Why ``value`` cannot be stored, or None. Free text may hold tab, LF and CR."""
+    found = (_IN_FREE_TEXT if free_text else _ANYWHERE).search(value)
+    if found is None:
+        return None
+    code = ord(found.group())
+    if 0xD800 <= code <= 0xDFFF:
+        return f"contains an unpaired surrogate (U+{code:04X}), which is not valid Unicode"
+    allowed = "; only tab, line feed and carriage return are allowed" if free_text else ""
+    return f"contains the control character U+{code:04X}{allowed}"
+
+
+def pairs_problem(pairs: Iterable[tuple[str, str]], *, free_text: bool) -> tuple[str, str] | None:
+    """The first (name, reason) among name/value pairs: a query string, cookies, a form.
+
+    A name may hold no control character; a value is checked as free text when
+    ``free_text`` (a form's textarea holds line breaks; a query parameter does not).
+    """
+    for name, value in pairs:
+        reason = text_problem(name, free_text=False)
+        if reason is not None:
+            return printable(name), f"the name {reason}"
+        reason = text_problem(value, free_text=free_text)
+        if reason is not None:
+            return name, reason
+    return None
+
+
+def printable(name: str) -> str:
+    """A field name fit to be an error's key: control characters spelled as escapes."""
+    return _ANYWHERE.sub(lambda m: f"\\u{ord(m.group()):04x}", name) or "body"
+
+
+def json_problem(data: object) -> tuple[str, str] | None:
+    """The first (field path, reason) in parsed JSON that cannot be stored, or None.
+
+    The path is the one the services' errors use: ``jobs[0].name``, ``head.resources.cpu``.
+    Walked with an explicit stack, so the depth limit, not the interpreter's, decides.
+    """
+    stack: list[tuple[object, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return "body", f"is nested deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(value, str):
+            reason = text_problem(value, free_text=True)
+            if reason is not None:
+                return path or "body", reason
+        elif isinstance(value, dict):
+            children = []
+            for key, item in value.items():
+                reason = text_problem(key, free_text=False)
+                if reason is not None:
+                    return path or "body", f"a key {reason}"
+                children.append((item, f"{path}.{key}" if path else key, depth + 1))
+            stack.extend(reversed(children))  # popped in document order
+        elif isinstance(value, list):
+            children = [(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
+            stack.extend(reversed(children))
+    return None
+
+
+class CheckedJSONParser(JSONParser):
+    """DRF's JSON parser, refusing what the database cannot store with the field's path,
+    and a body that is not an object (a list or a number), which no endpoint takes.
+
+    The 400 has the API's error shape, ``{"jobs[0].name": ["contains the control
+    character U+0000; ..."]}``. A body nested so deep that the JSON decoder itself gives up
+    is refused the same way instead of failing with a RecursionError.
+    """
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise exceptions.ValidationError(
+                {"body": [f"is nested deeper than {MAX_JSON_DEPTH} levels"]}
+            ) from None
+        if not isinstance(data, dict):  # every body this API takes is an object
+            raise exceptions.ValidationError({"body": ["must be a JSON object"]})
+        problem = json_problem(data)
+        if problem is not None:
+            field, reason = problem
+            raise exceptions.ValidationError({field: [reason]})
+        return data
+
+
+class _CheckedFormMixin:
+    """A form body's fields, by the rule of the middleware (values are free text)."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        parsed = super().parse(stream, media_type, parser_context)
+        fields = parsed.data if isinstance(parsed, DataAndFiles) else parsed
+        pairs = ((name, value) for name, values in fields.lists() for value in values)
+        problem = pairs_problem(
+            ((name, value) for name, value in pairs if isinstance(value, str)), free_text=True
+        )
+        if problem is not None:
+            field, reason = problem
+            raise exceptions.ValidationError({field: [reason]})
+        return parsed
+
+
+class CheckedFormParser(_CheckedFormMixin, FormParser):
+    pass
+
+
+class CheckedMultiPartParser(_CheckedFormMixin, MultiPartParser):
+    pass

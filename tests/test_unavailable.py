@@ -1,0 +1,136 @@
+"""A backing service that is down: 503 with Retry-After and the component, never a 500.
+
+The database is taken away for one request by pointing the connection at a port nothing
+listens on; the broker by making a Celery app on such a port the current one and pointing
+REDIS_URL there. Both are restored before the test ends, so no other test sees them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+from contextlib import contextmanager
+
+import pytest
+import redis
+from celery import Celery
+from django.db import connection
+from django.test import RequestFactory
+from django.utils import timezone
+
+from jobs.models import Job, State
+from jobs.triggers import _redis
+from portal.celery import app as portal_app
+from portal.errors import RETRY_AFTER_SECONDS
+from portal.middleware import ServiceUnavailable
+
+from .conftest import RAY_JOB
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def database_down():
+    """The next queries of this thread find no PostgreSQL; restored on exit."""
+    port = connection.settings_dict["PORT"]
+    connection.close()
+    connection.settings_dict["PORT"] = closed_port()
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = port
+
+
+@contextmanager
+def broker_down(settings):
+    """Celery sends to, and the triggers write to, a Redis nothing answers on."""
+    dead = f"redis://127.0.0.1:{closed_port()}/0"
+    settings.REDIS_URL = dead
+    _redis.cache_clear()
+    dead_app = Celery("dead-broker", broker=dead, set_as_current=True)
+    # kombu tries to connect for broker_connection_timeout before giving up (4 s by
+    # default); a shorter try keeps the test quick and changes nothing else.
+    dead_app.conf.broker_connection_timeout = 0.5
+    try:
+        yield
+    finally:
+        portal_app.set_current()
+        _redis.cache_clear()
+
+
+def test_it_answers_an_api_client_503_json_with_retry_after_when_the_database_is_down(
+    api, member, transactional_db
+):
+    client = api(member)
+    with database_down():
+        response = client.get("/api/v1/jobs/")
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+    assert response.json()["component"] == "database"
+    assert "not answering" in response.json()["detail"]
+    assert client.get("/api/v1/jobs/").status_code == 200  # and it is back
+
+
+def test_it_shows_a_person_a_503_page_when_the_database_is_down(client, member, transactional_db):
+    client.force_login(member)
+    with database_down():
+        response = client.get("/")
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+    assert response["Content-Type"].startswith("text/html")
+    page = response.content.decode()
+    assert "Temporarily unavailable" in page and "database" in page
+    assert client.get("/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "error", "component"),
+    [
+        ("/api/v1/jobs/", redis.ConnectionError("Connection refused"), "broker"),
+        ("/jobs/new/", redis.TimeoutError("Timeout reading from socket"), "broker"),
+    ],
+)
+def test_a_broker_error_that_reaches_a_view_is_a_503_too(path, error, component):
+    request = RequestFactory().get(path)
+    middleware = ServiceUnavailable(lambda request: None)
+
+    response = middleware.process_exception(request, error)
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+    if path.startswith("/api/"):
+        assert json.loads(response.content)["component"] == component
+
+
+def test_other_errors_are_left_to_be_a_500():
+    request = RequestFactory().get("/api/v1/jobs/")
+    middleware = ServiceUnavailable(lambda request: None)
+
+    assert middleware.process_exception(request, ValueError("a bug")) is None
+
+
+def test_it_cancels_a_running_job_while_the_broker_is_down(api, member, settings, transactional_db):
+    """Committed for real (transactional_db), so the after-commit request runs in the
+    request, as in production, where it used to turn the done cancel into a 500."""
+    created = api(member).post("/api/v1/jobs/", copy.deepcopy(RAY_JOB), format="json")
+    job_id = created.json()["id"]
+    # Admitted: cancelling it must ask the cluster to remove its objects (a reconcile).
+    Job.objects.filter(pk=job_id).update(state=State.ADMITTED, dequeued_at=timezone.now())
+
+    with broker_down(settings):
+        response = api(member).post(f"/api/v1/jobs/{job_id}/cancel/")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == "cancelled"
+    job = Job.objects.get(pk=job_id)
+    assert job.state == State.CANCELLED and job.finished_at is not None
+    assert job.events.filter(reason="Cancelled").exists()
