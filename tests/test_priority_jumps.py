@@ -5,7 +5,8 @@ import copy
 import pytest
 from django.urls import reverse
 
-from jobs.models import JobEvent
+from jobs.models import Job, JobEvent
+from jobs.services import JobPermissionDenied, job_set_priority
 from queues.models import Queue
 
 from .conftest import RAY_JOB
@@ -96,3 +97,20 @@ def test_a_queues_priority_class_is_written_into_the_objects(api, member):
     job_id = submit(api, member)
     rayjob = api(member).get(f"/api/v1/jobs/{job_id}/manifest/").json()[-1]
     assert rayjob["metadata"]["labels"]["ray.io/priority-class-name"] == "research-high"
+
+
+def test_a_raise_is_judged_against_the_locked_row_not_the_callers_copy(api, member, manager):
+    """A member's copy read before a manager lowered the job: -5 looks like lowering it
+    from 0 but would raise it from -10, which only managers may do."""
+    job_id = submit(api, member)
+    stale = Job.objects.get(pk=job_id)
+    job_set_priority(user=manager, job=Job.objects.get(pk=job_id), priority=-10)
+
+    with pytest.raises(JobPermissionDenied):
+        job_set_priority(user=member, job=stale, priority=-5)
+
+    assert Job.objects.get(pk=job_id).priority == -10
+    # And the other way: a member's copy read before a manager raised the job may lower it.
+    stale = Job.objects.get(pk=job_id)
+    job_set_priority(user=manager, job=Job.objects.get(pk=job_id), priority=20)
+    assert job_set_priority(user=member, job=stale, priority=10).priority == 10
