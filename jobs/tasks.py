@@ -11,8 +11,13 @@ from .triggers import ADMIT, SYNC
 
 log = logging.getLogger(__name__)
 
+# Every task here is idempotent, so its message is acknowledged only once it ended: one cut
+# off by a killed worker or a lost broker runs again (CELERY_TASK_ACKS_LATE is off for any
+# task that does not say so).
+IDEMPOTENT = dict(acks_late=True)
 
-@shared_task(name="jobs.tasks.admit", ignore_result=True)
+
+@shared_task(name="jobs.tasks.admit", ignore_result=True, **IDEMPOTENT)
 def admit() -> None:
     """Run admission cycles until no trigger arrived during the last one."""
     ADMIT.started()
@@ -54,7 +59,12 @@ RETRIED_WHILE_THE_CLUSTER_IS_AWAY = dict(
 )
 
 
-@shared_task(name="jobs.tasks.reconcile", ignore_result=True, **RETRIED_WHILE_THE_CLUSTER_IS_AWAY)
+@shared_task(
+    name="jobs.tasks.reconcile",
+    ignore_result=True,
+    **IDEMPOTENT,
+    **RETRIED_WHILE_THE_CLUSTER_IS_AWAY,
+)
 def reconcile(job_ids: list[int]) -> None:
     """Make the cluster match the database for these jobs."""
     from .reconcile import jobs_reconcile
@@ -63,7 +73,10 @@ def reconcile(job_ids: list[int]) -> None:
 
 
 @shared_task(
-    name="jobs.tasks.publish_quota", ignore_result=True, **RETRIED_WHILE_THE_CLUSTER_IS_AWAY
+    name="jobs.tasks.publish_quota",
+    ignore_result=True,
+    **IDEMPOTENT,
+    **RETRIED_WHILE_THE_CLUSTER_IS_AWAY,
 )
 def publish_quota() -> None:
     """Write the quota tree to the cluster (CLUSTER_PUBLISH_QUOTA)."""
@@ -76,7 +89,7 @@ def publish_quota() -> None:
         log.error("the cluster refused the quota tree: %s", error)
 
 
-@shared_task(name="jobs.tasks.sync", ignore_result=True)
+@shared_task(name="jobs.tasks.sync", ignore_result=True, **IDEMPOTENT)
 def sync() -> None:
     """Record job statuses and events from the cluster."""
     from .reconcile import cluster_sync
@@ -96,3 +109,4 @@ def sync() -> None:
             admit_and_reconcile()
         if not SYNC.is_dirty():
             return
+

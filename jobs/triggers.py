@@ -15,6 +15,7 @@ from datetime import datetime
 from functools import cache
 
 import redis
+from celery import current_app
 from django.conf import settings
 from kombu.exceptions import OperationalError
 
@@ -25,6 +26,12 @@ PENDING_TTL_SECONDS = 30  # a lost task message cannot block the trigger for lon
 @cache
 def _redis() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
+def redis_client() -> redis.Redis:
+    """The process's Redis client (the broker's server), for keys other modules keep there:
+    the workers' heartbeats that /healthz reads."""
+    return _redis()
 
 
 class Trigger:
@@ -90,6 +97,22 @@ def request_quota_publish() -> None:
         publish_quota.apply_async(retry=False)
     except (redis.RedisError, OperationalError) as error:
         log.warning("could not ask for the quota tree to be published (beat will): %s", error)
+
+
+RECONCILE_TASK = "jobs.tasks.reconcile"
+
+
+def request_reconcile(job_ids: list[int]) -> None:
+    """Ask for the cluster to be made to match these jobs (a cancel, a preemption).
+
+    Sent by name, so this module does not import the tasks. When the broker is down the
+    request is dropped with a warning and the caller's answer stands: the database already
+    holds the change, and every sync removes the objects of jobs that want none.
+    """
+    try:
+        current_app.send_task(RECONCILE_TASK, args=[list(job_ids)], retry=False)
+    except (redis.RedisError, OperationalError) as error:
+        log.warning("could not ask to reconcile jobs %s (the sync will): %s", job_ids, error)
 
 
 WAKE_KEY = "caldera:sync:wake"

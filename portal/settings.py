@@ -8,6 +8,7 @@ the values written by the embedded services (``python -m portal.embedded``) to
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -97,6 +98,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
+    "axes",
     "portal",
     "queues",
     "jobs",
@@ -106,6 +108,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything reads the session, the user or the form (portal/middleware.py).
+    "portal.middleware.RefuseUnstorableText",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -113,6 +117,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: its lockout answer replaces the login page's (django-axes' own advice).
+    "axes.middleware.AxesMiddleware",
+    "portal.middleware.ServiceUnavailable",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -161,6 +168,21 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
+# Login throttling (django-axes), on the login page and the admin's: LOGIN_FAILURE_LIMIT
+# failed logins for one username, or from one address, refuse that username or address
+# for LOGIN_COOLOFF_MINUTES after the last failure; a success clears the count. API tokens
+# are not logins and are not counted. Behind a proxy, every client shares its address: set
+# AXES_IPWARE_* (django-axes' settings) or raise the limit.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: it refuses a locked-out login
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("LOGIN_COOLOFF_MINUTES", 15.0))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "portal.login_throttle.lockout_response"
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "portal.authentication.LeanTokenAuthentication",
@@ -169,9 +191,16 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.schema.CalderaAutoSchema",  # adds the shared errors
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
 }
+# Bodies with text the database cannot store (NUL, control characters) are refused with
+# the field's path (portal/input.py).
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = [
+    "portal.input.CheckedJSONParser",
+    "portal.input.CheckedFormParser",
+    "portal.input.CheckedMultiPartParser",
+]
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Caldera API",
@@ -187,13 +216,56 @@ SPECTACULAR_SETTINGS = {
 # Celery: Redis is the broker. Results are not stored; the database is the truth.
 REDIS_URL = env_str("REDIS_URL")
 CELERY_BROKER_URL = REDIS_URL
+# kombu's Redis transport with the fix a worker needs to outlive a broker outage: without
+# it, Redis going away while a message is unacknowledged ends the worker with
+# AttributeError("'NoneType' object has no attribute 'hostname'") (see portal/broker.py).
+CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Broker loss: a worker (and beat) waits for Redis for ever, at start-up and after a loss,
+# instead of exiting after 100 tries; the database keeps everything meanwhile and beat
+# re-drives admission and sync once Redis is back.
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# broker_heartbeat is AMQP's and does nothing for Redis, and no Redis result backend runs
+# (results are ignored), so redis_backend_health_check_interval does not apply either. The
+# Redis connections are watched by the transport options below instead.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # A dead Redis is noticed within seconds: connects and commands (a publish from a web
+    # request) time out rather than hang.
+    "socket_connect_timeout": 2,
+    "socket_timeout": 5,
+    # A half-open connection (Redis restarted behind NAT, a failover) is found by TCP
+    # keepalive and by a PING on connections idle this long; the consumer's BRPOP is dropped
+    # and reconnected after brpop_timeout + 2 x this (about 21 s).
+    "socket_keepalive": True,
+    "health_check_interval": 10,
+    # A command that timed out once on a live connection is sent again before failing.
+    "retry_on_timeout": True,
+    # An unacknowledged message (its worker was killed or lost its connection) is delivered
+    # again after this long. It must outlast the longest task, else a second copy starts
+    # beside it: an admit task that keeps cycling under a stream of submits, a reconcile of
+    # a large batch against a slow API server (KUBERNETES_TIMEOUT_SECONDS x ATTEMPTS a
+    # call), and a sync held until its ETA (the end of a simulated job's run). A copy
+    # started early is harmless (every task is idempotent; admit and sync are singletons
+    # behind a lock), and nothing waits for a lost message: beat re-drives admit and sync
+    # within seconds and the sync re-reconciles jobs missing from the cluster.
+    "visibility_timeout": 3600,
+}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 4
-CELERY_TASK_ACKS_LATE = True
+# Late acknowledgement (a message is acknowledged once its task ended, so a task cut off
+# by a killed worker runs again) is only safe for idempotent tasks: it is set on each task
+# in jobs/tasks.py that is (all four today), and off for any other.
+CELERY_TASK_ACKS_LATE = False
+# A late-acknowledged task whose pool process died (SIGKILL, out of memory) is put back in
+# the queue and run again, rather than acknowledged as failed.
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A late-acknowledged task still running when the broker connection is lost cannot be
+# acknowledged any more and will be delivered again: it is stopped at once rather than left
+# to run beside its second copy (Celery 6's default).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 
 # How often beat re-drives the admission cycle and the cluster sync (seconds). Each entry
 # expires just under its interval so late runs never stack.
@@ -275,6 +347,13 @@ if _UNKNOWN_RUNTIMES or not CLUSTER_RUNTIMES:
 # An admitted job whose pods are not all running this long after its dequeue leaves the
 # cluster and waits in backoff, so a gang the cluster cannot place never holds its quota.
 START_TIMEOUT_SECONDS = env_float("START_TIMEOUT_SECONDS", 300.0)
+# Start timeouts a job may have: each requeues it with a backoff that doubles, and the last
+# fails it with the cluster's last scheduling failure (Kueue's backoffLimitCount).
+START_TIMEOUT_ATTEMPTS = env_int("START_TIMEOUT_ATTEMPTS", 5)
+if START_TIMEOUT_ATTEMPTS < 1:
+    raise ImproperlyConfigured(
+        f"START_TIMEOUT_ATTEMPTS must be at least 1, got {START_TIMEOUT_ATTEMPTS}"
+    )
 # Simulated cluster nodes: "COUNTxRESOURCES" groups separated by ";", resources as
 # name=quantity pairs separated by ",". Default: 4 nodes of 16 cpu, 64Gi, 4 GPUs.
 SIMULATED_CLUSTER_NODES = env_str(
@@ -285,6 +364,10 @@ SIMULATED_SCHEDULING_CYCLE_SECONDS = env_float("SIMULATED_SCHEDULING_CYCLE_SECON
 
 # Demo traffic: a gentle stream of jobs so queues move (make demo); 0 turns it off.
 DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", True)
+
+# Each Celery worker writes a heartbeat to Redis this often; /healthz counts the workers
+# heard from within three beats (portal/heartbeat.py) instead of pinging them.
+WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 5.0)
 
 LOGGING = {
     "version": 1,

@@ -165,3 +165,11 @@ def celery_worker(transactional_db):
     _clear_trigger_marks()
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10) as worker:
         yield worker
+
+
+def pytest_configure(config):
+    # Part of `make test` like every test; the marker lets a quick loop leave them out
+    # (-m "not faults"): they start subprocesses and stop servers.
+    config.addinivalue_line(
+        "markers", "faults: kills workers and stops servers (tests/test_faults.py)"
+    )

@@ -1,6 +1,13 @@
 """GET /healthz: the web process and database answer; the broker and workers are reported."""
 
+import time
+
 import pytest
+from celery.contrib.testing.worker import start_worker
+
+from jobs.triggers import redis_client
+from portal.celery import app as celery_app
+from portal.heartbeat import WORKERS_KEY, beat, live_workers
 
 pytestmark = pytest.mark.django_db
 
@@ -23,3 +30,41 @@ def test_it_reports_a_broker_that_does_not_answer(client, settings):
     finally:
         _redis.cache_clear()
     assert body["broker"] == "down" and body["workers"] == 0
+
+
+def wait_for(predicate, seconds: float = 15.0) -> bool:
+    """Poll ``predicate`` until it holds or ``seconds`` pass; whether it held."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_it_counts_a_running_worker_from_its_heartbeat(client, celery_worker):
+    assert wait_for(lambda: client.get("/healthz").json()["workers"] == 1)
+    assert celery_worker.hostname in {
+        name.decode() for name in redis_client().zrange(WORKERS_KEY, 0, -1)
+    }
+
+
+def test_a_stopped_worker_is_no_longer_counted(client, transactional_db):
+    with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+        assert wait_for(lambda: live_workers() == 1)
+    assert client.get("/healthz").json()["workers"] == 0
+
+
+def test_a_worker_that_stopped_beating_ages_out(settings):
+    """A worker killed with SIGKILL never removes itself: its last beat expires."""
+    settings.WORKER_HEARTBEAT_SECONDS = 0.3  # live for one second after its last beat
+    beat("killed-worker@host")
+    assert live_workers() == 1
+    assert wait_for(lambda: live_workers() == 0, seconds=10)
+
+
+def test_it_reads_the_database_once_and_asks_no_worker(client, django_assert_num_queries):
+    beat("some-worker@host")
+    with django_assert_num_queries(2):  # SELECT 1 and the cluster's last answer
+        body = client.get("/healthz").json()
+    assert body["workers"] == 1

@@ -47,6 +47,8 @@ def test_an_unknown_runtime_stops_the_process_and_names_the_setting(value):
             {"CLUSTER_PUBLISH_QUOTA": "volcano"},
             "CLUSTER_PUBLISH_QUOTA needs CLUSTER_BACKEND=kubernetes",
         ),
+        ({"START_TIMEOUT_ATTEMPTS": "0"}, "START_TIMEOUT_ATTEMPTS must be at least 1, got 0"),
+        ({"START_TIMEOUT_ATTEMPTS": "five"}, "START_TIMEOUT_ATTEMPTS must be an integer"),
     ],
 )
 def test_a_bad_cluster_setting_stops_the_process_and_names_it(overrides, message):

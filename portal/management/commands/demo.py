@@ -2,7 +2,9 @@
 
 Migrates, loads the seed's ElasticQuotaTree, departments and demo users (once), then runs
 the web server (gunicorn), a Celery worker and beat as child processes, and keeps a gentle
-stream of demo jobs flowing (``DEMO_TRAFFIC=0`` turns it off). Ctrl-C stops everything.
+stream of demo jobs flowing (``DEMO_TRAFFIC=0`` turns it off). A child that exits is
+restarted with backoff (portal/supervise.py), so a worker that dies with the broker comes
+back with it. Ctrl-C or SIGTERM stops everything.
 """
 
 from __future__ import annotations
@@ -10,10 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import random
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -21,6 +20,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.db import DatabaseError
+
+from portal.supervise import Supervisor, install_signal_handlers
 
 SEED_TREE = Path(settings.BASE_DIR) / "queues" / "data" / "seed-tree.yaml"
 DEPARTMENTS = [
@@ -69,52 +71,27 @@ class Command(BaseCommand):
         python = sys.executable
         state = Path(settings.STATE_DIR)
         state.mkdir(parents=True, exist_ok=True)
-        children = [
-            subprocess.Popen(
-                [python, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"{host}:{port}",
-                 "--workers", "2", "--threads", "4"]
-            ),
-            subprocess.Popen(
-                [python, "-m", "celery", "-A", "portal", "worker", "-l", "warning",
-                 "--concurrency", "2", "-n", "demo@%h"]
-            ),
-            subprocess.Popen(
-                [python, "-m", "celery", "-A", "portal", "beat", "-l", "warning",
-                 "--schedule", str(state / "celerybeat-schedule")]
-            ),
-        ]  # fmt: skip
+        supervisor = Supervisor(
+            {
+                "web": [python, "-m", "gunicorn", "portal.wsgi:application",
+                        "--bind", f"{host}:{port}", "--workers", "2", "--threads", "4"],
+                "worker": [python, "-m", "celery", "-A", "portal", "worker", "-l", "warning",
+                           "--concurrency", "2", "-n", "demo@%h"],
+                "beat": [python, "-m", "celery", "-A", "portal", "beat", "-l", "warning",
+                         "--schedule", str(state / "celerybeat-schedule")],
+            },
+            say=lambda message: self.stderr.write(f"demo: {message}"),
+        )  # fmt: skip
         self.stdout.write(
             self.style.SUCCESS(
                 f"\nCaldera demo on http://{host}:{port}/  (admin/adminadmin, alice/alicealice, "
                 "bob/bobbob, dora/doradora, ian/ianian)\n"
-                f"API docs: http://{host}:{port}/api/docs/   Ctrl-C stops everything.\n"
+                f"API docs: http://{host}:{port}/api/docs/   A child that exits is restarted; "
+                "Ctrl-C stops everything.\n"
             )
         )
-        stop = False
-
-        def on_signal(signum, frame):
-            nonlocal stop
-            stop = True
-
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
-        try:
-            while not stop and all(child.poll() is None for child in children):
-                if settings.DEMO_TRAFFIC:
-                    self.submit_traffic()
-                for _ in range(40):
-                    if stop:
-                        break
-                    time.sleep(0.1)
-        finally:
-            for child in children:
-                if child.poll() is None:
-                    child.terminate()
-            for child in children:
-                try:
-                    child.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    child.kill()
+        install_signal_handlers(supervisor)
+        supervisor.run(tick=self.submit_traffic if settings.DEMO_TRAFFIC else None)
 
     def load_seed(self) -> None:
         from queues.models import Department, QuotaNode
@@ -149,7 +126,7 @@ class Command(BaseCommand):
         user = get_user_model().objects.get(username=username)
         job_submit(user=user, draft=job_parse(copy.deepcopy(body)))
 
-    def submit_traffic(self) -> None:
+    def submit_traffic_job(self) -> None:
         from jobs.models import PENDING, Job
 
         if Job.objects.filter(state__in=PENDING).count() >= MAX_PENDING:
@@ -180,3 +157,10 @@ class Command(BaseCommand):
             self.submit(username, body)
         except ValueError as error:  # a traffic job that cannot fit the current tree
             self.stderr.write(f"demo traffic skipped a job: {error}")
+
+    def submit_traffic(self) -> None:
+        """One traffic job; the database being away pauses the traffic, not the demo."""
+        try:
+            self.submit_traffic_job()
+        except DatabaseError as error:
+            self.stderr.write(f"demo traffic paused, the database is unavailable: {error}")
