@@ -1,6 +1,7 @@
 """``make bench``: run the benchmarks and write their figures into docs/benchmarks.md.
 
-    python -m bench [--full] [--part kueue --part throughput --part reads --part reaction]
+    python -m bench [--full] [--part kueue --part throughput --part reads --part reaction
+                     --part mixed]
                     [--scenario baseline] [--variant service --variant api] [--seconds 5]
 
 Runs inside ``python -m portal.embedded run --`` (as ``make bench`` does), so it has a
@@ -12,7 +13,9 @@ The parts:
   one job a request for the baseline, in batches for the large-scale scenario;
 - throughput: the submit endpoints under 1, 8 and 32 clients, and pgbench (throughput.py);
 - reads: positions and queue pages at 1k, 10k and 100k pending (reads.py);
-- reaction: from a finish or a cancel to the next dequeue, workers idle (reaction.py).
+- reaction: from a finish or a cancel to the next dequeue, workers idle (reaction.py);
+- mixed: 32 clients reading queues and submitting jobs at once, a worker admitting
+  (mixed.py).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from .services import REPO, bench_environment, flush_redis, recreate_database, w
 
 RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
-PARTS = ["kueue", "throughput", "reads", "reaction"]
+PARTS = ["kueue", "throughput", "reads", "reaction", "mixed"]
 IDLE_REACTION_ROUNDS = 30
 # 60,000 jobs due within 0.4 s cannot be submitted one request at a time on 2 cores: the
 # large-scale scenario is submitted as a CI pipeline submits a sweep, in batches.
@@ -93,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         run["reads"] = reads_part(env, seconds / 2)
     if "reaction" in parts:
         run["reaction_idle"] = reaction_part(env)
+    if "mixed" in parts:
+        run["mixed"] = mixed_part(env, seconds)
 
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(run, indent=2))
@@ -176,6 +181,24 @@ def reads_part(env: dict, seconds: float) -> dict:
     fresh(env)
     with web(env, port=PORT) as url:
         return measure(base_url=url, env=env, seconds=seconds)
+
+
+def mixed_part(env: dict, seconds: float) -> dict:
+    from .kueue import load
+    from .mixed import measure
+    from .replay import prepare
+
+    print("bench: mixed load, queue reads and submissions together", flush=True)
+    scenario = load("baseline")
+    fresh(env)
+    user = prepare(scenario)
+    # A cluster as large as the scenario's quota, as in its replay: the worker admits and
+    # runs what arrives while the clients read and submit.
+    run_env = {**env, "SIMULATED_CLUSTER_NODES": f"1xcpu={scenario.total_cpu}"}
+    with worker(run_env), web(run_env, port=PORT) as url:
+        result = measure(scenario, user=user, base_url=url, env=run_env, seconds=seconds)
+    print(f"bench: mixed {json.dumps(result)}", flush=True)
+    return result
 
 
 def reaction_part(env: dict) -> dict:

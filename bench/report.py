@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .kueue import KUEUE_BASELINE, KUEUE_LARGE_SCALE_LIMIT_SECONDS
 
-SECTIONS = ("kueue", "throughput", "reads", "reaction")
+SECTIONS = ("kueue", "throughput", "reads", "reaction", "mixed")
 
 
 def start(section: str) -> str:
@@ -137,6 +137,31 @@ def render_reads(run: dict) -> list[str]:
     return lines
 
 
+def render_mixed(run: dict) -> list[str]:
+    figures = run["mixed"]
+    lines = [
+        "| requests | clients | requests / s | p50 | p99 | max | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for kind, label in (
+        ("reads", "queue reads, `GET /api/v1/queues/<queue>/`"),
+        ("submissions", "submissions, `POST /api/v1/jobs/`"),
+    ):
+        row = figures[kind]
+        lines.append(
+            f"| {label} | {row['clients']} | {row['requests_per_second']:,.1f} "
+            f"| {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} | {_ms(row['max_ms'])} "
+            f"| {row['errors']} |"
+        )
+    lines += [
+        "",
+        f"Together: {figures['clients']} clients, {figures['requests_per_second']:,.1f} "
+        f"requests/s, of which {figures['jobs_per_second']:,.1f} jobs accepted/s, for "
+        f"{figures['seconds']:g} s.",
+    ]
+    return lines
+
+
 def render_reaction(rows: list[tuple[str, dict]]) -> list[str]:
     lines = [
         "| workers | reaction to | rounds | p50 | p99 | max |",
@@ -168,6 +193,7 @@ RENDERERS = {
         lambda run: run.get("reaction_idle"),
         lambda run: render_reaction([("idle", run["reaction_idle"])]),
     ),
+    "mixed": (lambda run: run.get("mixed"), render_mixed),
     # Measured by the probe beside the baseline replay, so written by the kueue part.
     "reaction-under-load": (
         _reactions_under_load,

@@ -34,6 +34,10 @@ def bench_environment(environ: dict[str, str]) -> dict[str, str]:
     env["REDIS_URL"] = urlunsplit(redis_url._replace(path=f"/{BENCH_REDIS_DB}"))
     env.setdefault("SECRET_KEY", "benchmark-only-secret")
     env.setdefault("DEMO_TRAFFIC", "0")
+    # Kueue's scenarios count quota, not nodes: one node large enough for their 20-cpu jobs,
+    # or submits would refuse them as never able to run (the kueue part sizes it to each
+    # scenario's quota for its worker and web).
+    env.setdefault("SIMULATED_CLUSTER_NODES", "1xcpu=1000")
     env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     return env
 

@@ -107,3 +107,27 @@ def test_the_report_shows_throughput_beside_pgbench_and_reads_by_depth(tmp_path)
     text = path.read_text()
     assert "single-job endpoint 0.03, batch endpoint 0.50" in text
     assert "| job detail | 4.0 ms / 8.0 ms | 5.0 ms / 9.0 ms | 1.25 x |" in text
+
+
+def test_the_report_shows_the_mixed_load_reads_and_submissions_apart(tmp_path):
+    path = tmp_path / "benchmarks.md"
+    path.write_text(f"# Benchmarks\n\n{report.start('mixed')}\nold\n{report.end('mixed')}\n")
+    side = {"clients": 16, "requests_per_second": 100.0, "items_per_second": 100.0,
+            "p50_ms": 120.0, "p99_ms": 300.0, "max_ms": 310.0, "errors": 0}  # fmt: skip
+    mixed = {
+        "clients": 32,
+        "seconds": 5,
+        "reads": side,
+        "submissions": side | {"requests_per_second": 80.0, "p99_ms": 400.0},
+        "requests_per_second": 180.0,
+        "jobs_per_second": 80.0,
+    }
+
+    report.write(path, {**STAMP, "mixed": mixed})
+
+    text = path.read_text()
+    assert "old" not in text
+    reads = "| queue reads, `GET /api/v1/queues/<queue>/` | 16 | 100.0 | 120.0 ms | 300.0 ms |"
+    assert reads in text
+    assert "| submissions, `POST /api/v1/jobs/` | 16 | 80.0 | 120.0 ms | 400.0 ms |" in text
+    assert "Together: 32 clients, 180.0 requests/s, of which 80.0 jobs accepted/s" in text
