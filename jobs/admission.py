@@ -1,7 +1,10 @@
 """The admission cycle: read queue heads and usage, apply the rule, write the dequeues.
 
 The rule itself is ``queues.admission.plan_admissions``, a pure function; this module is
-the database around it. One cycle runs at a time behind an advisory lock.
+the database around it. One cycle runs at a time behind an advisory lock, and its write
+checks the quota promise on every node it added a job to before it commits
+(``plan_write``): a plan that would take a node above its ``max`` or the cluster above its
+allocatable is rolled back and logged, never committed.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from queues.admission import Admitted, Candidate, Preemption, QueueHeads, plan_admissions
-from queues.quantity import ResourceList, add
-from queues.quota import rollup
+from queues.admission import Admitted, Candidate, Plan, Preemption, QueueHeads, plan_admissions
+from queues.quantity import ResourceList, add, human
+from queues.quota import Breach, Node, breaches, rollup
 from queues.selectors import tree_nodes
 
 from .cluster import get_backend
@@ -219,30 +222,88 @@ def compact_pending_blocks() -> None:
 
 
 @dataclass
-class _Cycle:
+class CycleWrite:
+    """What one cycle's write committed (nothing when it was rolled back)."""
+
     admitted: list[int]
     backed_off: list[int]
     preempted: list[int]
     more: bool
 
 
-def _one_cycle(now: datetime) -> _Cycle:
+def _one_cycle(now: datetime) -> CycleWrite:
     tree = tree_nodes()
     wake = AdmissionWake.objects.filter(pk=1).values_list("woken_at", flat=True).first()
     heads = _queue_heads(now, wake, HEADS_PER_QUEUE)
     admitted = admitted_jobs()
+    allocatable = get_backend().allocatable()
     plan = plan_admissions(
         tree=tree,
         used=usage_of(admitted),
-        allocatable=get_backend().allocatable(),
+        allocatable=allocatable,
         queues=heads,
         admitted=admitted,
     )
-    with transaction.atomic():
-        preempted = _write_preemptions(plan.preempted, now)
-        dequeued = _write_dequeues([c.key for c in plan.admitted], now)
-        backed_off = _write_backoffs(plan.refused, now)
-    return _Cycle(dequeued, backed_off, preempted, plan.more)
+    leaf_of = {c.key: q.leaf for q in heads for c in q.candidates}
+    return plan_write(plan, tree=tree, allocatable=allocatable, leaf_of=leaf_of, now=now)
+
+
+class QuotaBreached(Exception):
+    """The write of a plan would commit usage above a ``max`` or the cluster's allocatable."""
+
+    def __init__(self, found: list[Breach]):
+        super().__init__("; ".join(breach.message() for breach in found))
+        self.found = found
+
+
+def plan_write(
+    plan: Plan,
+    *,
+    tree: dict[str, Node],
+    allocatable: ResourceList | None,
+    leaf_of: dict[int, str],
+    now: datetime,
+) -> CycleWrite:
+    """Write a plan's preemptions, dequeues and backoffs in one transaction, and commit
+    them only if the quota promise holds afterwards.
+
+    After the writes, still in the transaction, the usage of every node is summed again
+    from the jobs and judged where the dequeues added to it (``queues.quota.breaches``).
+    A breach rolls the whole cycle back and logs the plan that caused it; nothing of it is
+    committed and the next cycle plans again from the database. ``leaf_of`` gives each
+    candidate's leaf.
+    """
+    try:
+        with transaction.atomic():
+            preempted = _write_preemptions(plan.preempted, now)
+            dequeued = _write_dequeues([c.key for c in plan.admitted], now)
+            backed_off = _write_backoffs(plan.refused, now)
+            if dequeued:
+                added: dict[str, ResourceList] = {}
+                requests = {c.key: c.request for c in plan.admitted}
+                for key in dequeued:
+                    added[leaf_of[key]] = add(added.get(leaf_of[key], {}), requests[key])
+                found = breaches(
+                    added=added, tree=tree, used=rollup(leaf_usage()), allocatable=allocatable
+                )
+                if found:
+                    raise QuotaBreached(found)
+    except QuotaBreached as breach:
+        log.error(
+            "admission cycle rolled back, it would have broken the quota promise (%s); "
+            "the plan: admit %s; preempt %s",
+            breach,
+            ", ".join(
+                f"{c.key} into {leaf_of[c.key]} ({_shown(c.request)})" for c in plan.admitted
+            ),
+            ", ".join(f"{p.victim.key} of {p.victim.leaf}" for p in plan.preempted) or "none",
+        )
+        return CycleWrite([], [], [], more=False)
+    return CycleWrite(dequeued, backed_off, preempted, plan.more)
+
+
+def _shown(request: ResourceList) -> str:
+    return ", ".join(f"{r} {human(r, amount)}" for r, amount in sorted(request.items()))
 
 
 def _write_preemptions(preemptions: list[Preemption], now: datetime) -> list[int]:

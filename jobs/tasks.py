@@ -110,3 +110,10 @@ def sync() -> None:
         if not SYNC.is_dirty():
             return
 
+
+@shared_task(name="jobs.tasks.usage_audit", ignore_result=True, **IDEMPOTENT)
+def usage_audit() -> None:
+    """Recompute every node's usage and every queue's pending count; log what is wrong."""
+    from .usage_audit import usage_audit as audit
+
+    audit()

@@ -271,6 +271,9 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # expires just under its interval so late runs never stack.
 ADMIT_BEAT_SECONDS = env_float("ADMIT_BEAT_SECONDS", 2.0)
 SYNC_BEAT_SECONDS = env_float("SYNC_BEAT_SECONDS", 1.0)
+# How often beat recomputes every node's usage and every queue's pending count from the
+# jobs and logs any node above its limit or any count that drifted (jobs/usage_audit.py).
+USAGE_AUDIT_SECONDS = env_float("USAGE_AUDIT_SECONDS", 300.0)
 CELERY_BEAT_SCHEDULE = {
     "admit": {
         "task": "jobs.tasks.admit",
@@ -281,6 +284,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.tasks.sync",
         "schedule": SYNC_BEAT_SECONDS,
         "options": {"expires": SYNC_BEAT_SECONDS * 0.9},
+    },
+    "usage-audit": {
+        "task": "jobs.tasks.usage_audit",
+        "schedule": USAGE_AUDIT_SECONDS,
+        "options": {"expires": USAGE_AUDIT_SECONDS * 0.9},
     },
 }
 

@@ -164,3 +164,50 @@ def exceeds_max(
 ) -> Shortfall | None:
     """A request larger than some max on its path can never be admitted, even on an idle tree."""
     return shortfall(leaf=leaf, request=request, tree=tree, used={}, allocatable=None)
+
+
+@dataclass(frozen=True)
+class Breach:
+    """A node (or the cluster) whose usage a change took above its limit."""
+
+    where: str  # a node's path, or "cluster"
+    resource: str
+    used: int
+    limit: int
+
+    def message(self) -> str:
+        r, what = self.resource, "allocatable" if self.where == "cluster" else "max"
+        return f"{self.where}: {r} used {human(r, self.used)} of {what} {human(r, self.limit)}"
+
+
+def breaches(
+    *,
+    added: Mapping[str, Mapping[str, int]],
+    tree: Mapping[str, Node],
+    used: Mapping[str, Mapping[str, int]],
+    allocatable: Mapping[str, int] | None,
+) -> list[Breach]:
+    """Where ``used`` (every node's usage after a change) breaks the quota promise for what
+    the change ``added`` (requests summed per leaf).
+
+    Only the nodes on the added leaves' paths and only the resources added there are
+    judged: a node an admin lowered below its usage may stay above its ``max`` as long as
+    nothing more is added to it (reclaim brings it down), but a node that gains a resource
+    must end within its ``max`` of it, and the root within the cluster's allocatable.
+    """
+    gained: dict[str, set[str]] = {}
+    for leaf, request in added.items():
+        for path in path_to_root(leaf):
+            gained.setdefault(path, set()).update(r for r, amount in request.items() if amount)
+    found = []
+    for path, resources in sorted(gained.items()):
+        node_used = used.get(path, {})
+        for resource in sorted(resources):
+            limit = tree[path].max.get(resource)
+            if limit is not None and node_used.get(resource, 0) > limit:
+                found.append(Breach(path, resource, node_used.get(resource, 0), limit))
+            if allocatable is not None and tree[path].parent is None:
+                limit = allocatable.get(resource, 0)
+                if node_used.get(resource, 0) > limit:
+                    found.append(Breach("cluster", resource, node_used.get(resource, 0), limit))
+    return found

@@ -32,6 +32,7 @@ from jobs.cluster import get_backend
 from jobs.locks import ADMISSION
 from jobs.models import IN_CLUSTER, Job, JobEvent, SimulatedPod, State
 from jobs.services import job_submit_batch
+from jobs.usage_audit import usage_audit
 from portal.embedded import free_port, redis_pings, redis_server_program
 from queues.quantity import add
 from queues.quota import rollup
@@ -291,6 +292,8 @@ def run_to_completion(stack: Stack, prefix: str, count: int) -> None:
     assert not SimulatedPod.objects.filter(job_id__in=jobs.values("id")).exists()
     assert_usage_is_the_admitted_requests_within_every_max()
     assert rollup(leaf_usage()) == {}
+    # The audit beat runs agrees: no node above a limit, no pending count drifted.
+    assert usage_audit().lines() == []
 
 
 def test_a_worker_killed_mid_admission_loses_nothing_and_the_next_one_carries_on(stack, staff):

@@ -76,4 +76,4 @@ def test_publishing_the_quota_tree_adds_its_beat_entry():
     )
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['admit', 'publish-quota', 'sync']"
+    assert done.stdout.strip() == "['admit', 'publish-quota', 'sync', 'usage-audit']"
