@@ -1,6 +1,6 @@
 """The Celery broker transport: kombu's Redis transport, made to survive a broker outage.
 
-Why this exists (issue 11, fault 3): a worker exited with ``CRITICAL Unrecoverable error:
+Why this exists: a worker exited with ``CRITICAL Unrecoverable error:
 AttributeError("'NoneType' object has no attribute 'hostname'")`` when Redis went away while
 the worker held a message it had not acknowledged yet (a running ``acks_late`` task, or a
 prefetched one). Reproduced with celery 5.7.0 and kombu 5.7.0, and not cured by any

@@ -285,7 +285,7 @@ def candidate(key: int, cpu: int, *, priority: int = 0, at: int = 0) -> Candidat
     return Candidate(key, request(cpu=cpu), (-priority, at, key), priority=priority)
 
 
-ISSUE_EXAMPLE = (
+OVER_MAX_EXAMPLE = (
     EXAMPLE_TREE,
     [],
     [
@@ -298,7 +298,7 @@ ISSUE_EXAMPLE = (
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios() | crowded())
-@example(ISSUE_EXAMPLE)
+@example(OVER_MAX_EXAMPLE)
 def test_every_plan_keeps_the_quota_promise(scenario):
     check_plan(*scenario, run(*scenario))
 
@@ -313,11 +313,11 @@ def test_the_plan_is_the_same_for_the_same_input(scenario):
 
 
 def test_a_borrower_admitted_earlier_in_the_cycle_is_not_reclaimed_by_a_later_candidate():
-    """The issue's example: x's 2 cpu job, y's 6 cpu borrower, then x's 4 cpu job asks for
+    """The example that took usage above max: x's 2 cpu job, y's 6 cpu borrower, then x's 4 cpu job asks for
     its guarantee. Before the fix the plan admitted all three and preempted the y job it had
     just admitted (10 of 10 cpu became 12)."""
-    plan = run(*ISSUE_EXAMPLE)
-    check_plan(*ISSUE_EXAMPLE, plan)
+    plan = run(*OVER_MAX_EXAMPLE)
+    check_plan(*OVER_MAX_EXAMPLE, plan)
     assert [c.key for c in plan.admitted] == [1, 3]
     assert plan.preempted == []
     assert plan.refused[2].message() == (
