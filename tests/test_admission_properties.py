@@ -313,9 +313,9 @@ def test_the_plan_is_the_same_for_the_same_input(scenario):
 
 
 def test_a_borrower_admitted_earlier_in_the_cycle_is_not_reclaimed_by_a_later_candidate():
-    """The example that took usage above max: x's 2 cpu job, y's 6 cpu borrower, then x's 4 cpu job asks for
-    its guarantee. Before the fix the plan admitted all three and preempted the y job it had
-    just admitted (10 of 10 cpu became 12)."""
+    """The example that took usage above max: x's 2 cpu job, y's 6 cpu borrower, then x's
+    4 cpu job asks for its guarantee. The plan once admitted all three and preempted the y
+    job it had just admitted (10 of 10 cpu became 12)."""
     plan = run(*OVER_MAX_EXAMPLE)
     check_plan(*OVER_MAX_EXAMPLE, plan)
     assert [c.key for c in plan.admitted] == [1, 3]

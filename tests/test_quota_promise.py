@@ -191,7 +191,8 @@ SMALL_TREE = {
 
 
 def test_a_borrower_admitted_in_a_cycle_is_reclaimed_only_by_a_later_cycle(staff, caplog):
-    # The example that once went above max: x holds jobs of 2 and 4 cpu (within a's min of 6), y one of 6.
+    # The example that once went above max: x holds jobs of 2 and 4 cpu (within a's min
+    # of 6), y one of 6.
     tree_apply(document=SMALL_TREE)
     now = timezone.now()
 
