@@ -18,6 +18,8 @@ RUN pip install .
 # The application only (no .venv, .git or .caldera of a developer's tree).
 COPY manage.py ./
 COPY portal ./portal
+COPY kube ./kube
+COPY audit ./audit
 COPY queues ./queues
 COPY jobs ./jobs
 COPY templates ./templates

@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EMBEDDED := $(PY) -m portal.embedded run --
 
-.PHONY: venv demo test test-fast bench lint format clean
+.PHONY: venv demo test test-fast imports bench lint format clean
 
 venv: $(VENV)/.installed
 
@@ -21,9 +21,13 @@ $(VENV)/.installed: pyproject.toml
 demo: venv
 	DEBUG=$${DEBUG:-1} $(EMBEDDED) $(PY) manage.py demo
 
-test: venv
+test: venv imports
 	CALDERA_STATE_DIR=$${CALDERA_STATE_DIR:-.caldera/test} SECRET_KEY=$${SECRET_KEY:-test-only-secret} \
 		$(EMBEDDED) $(PY) -m pytest $(PYTEST_ARGS)
+
+# The import contracts of pyproject.toml: layers, no circles; a broken one prints its chain.
+imports: venv
+	$(VENV)/bin/lint-imports --no-cache
 
 # The benchmarks (docs/benchmarks.md); FULL=1 adds the large scenarios. Never part of test.
 bench: venv

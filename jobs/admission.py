@@ -20,8 +20,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from kube.quantity import ResourceList, add, human
 from queues.admission import Admitted, Candidate, Plan, Preemption, QueueHeads, plan_admissions
-from queues.quantity import ResourceList, add, human
 from queues.quota import Breach, Node, breaches, rollup
 from queues.selectors import tree_nodes
 
@@ -51,6 +51,11 @@ def backoff_delay(
     base = settings.BACKOFF_BASE_SECONDS if base is None else base
     cap = settings.BACKOFF_MAX_SECONDS if cap is None else cap
     return timedelta(seconds=min(base * 2 ** max(attempts - 1, 0), cap))
+
+
+def capacity_changed(*, now: datetime) -> None:
+    """Wake every backed-off job for the next cycle: capacity was freed or quotas changed."""
+    AdmissionWake.objects.update_or_create(pk=1, defaults={"woken_at": now})
 
 
 def leaf_usage() -> dict[str, ResourceList]:

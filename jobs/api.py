@@ -12,7 +12,7 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from queues.quantity import format_resources
+from kube.quantity import format_resources
 from queues.selectors import queues_for_user
 
 from . import selectors, services

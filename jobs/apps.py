@@ -13,9 +13,10 @@ class JobsConfig(AppConfig):
 
         from queues import services as queue_services
 
+        from .admission import capacity_changed
         from .models import LIVE, Job
-        from .services import capacity_changed, jobs_fail_unrunnable
         from .triggers import request_admission, request_quota_publish
+        from .unrunnable import jobs_fail_unrunnable
 
         def live_jobs_counter(queue_ids):
             rows = (

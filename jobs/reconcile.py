@@ -18,17 +18,18 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from queues import exchange, services
 from queues.selectors import queue_department, queue_departments
 
-from .admission import backoff_delay
+from .admission import backoff_delay, capacity_changed
 from .cluster import ClusterUnavailable, ObjectRef, get_backend
 from .cluster.kinds import RESOURCES
 from .locks import SYNC, advisory_lock
 from .manifests.common import object_name
 from .models import IN_CLUSTER, PENDING, ClusterHealth, Job, JobEvent, State, sources_of
-from .services import capacity_changed, jobs_fail_unrunnable
 from .spec import JobSpec, PodGroup
 from .triggers import request_admission, request_sync, request_sync_at
+from .unrunnable import jobs_fail_unrunnable
 
 log = logging.getLogger(__name__)
 
@@ -187,8 +188,6 @@ def jobs_requeue(job_ids: list[int], *, now: datetime) -> list[int]:
 def quota_publish() -> list[str]:
     """Write the quota tree to the cluster as CLUSTER_PUBLISH_QUOTA asks, so that the
     cluster's own scheduler agrees with Caldera. Returns the kinds of objects written."""
-    from queues import exchange, services
-
     targets = settings.CLUSTER_PUBLISH_QUOTA
     if not targets:
         return []

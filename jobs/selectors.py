@@ -14,11 +14,23 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 
+from kube.quantity import ResourceList
 from queues.models import Queue
-from queues.quantity import ResourceList
+from queues.quota import rollup
 from queues.selectors import queues_for_user
 
-from .models import IN_CLUSTER, LIVE, PENDING, TICKET_BLOCK, Job, JobEvent, PendingBlock, State
+from .admission import leaf_usage
+from .models import (
+    IN_CLUSTER,
+    LIVE,
+    PENDING,
+    TICKET_BLOCK,
+    ClusterHealth,
+    Job,
+    JobEvent,
+    PendingBlock,
+    State,
+)
 
 QUEUE_ORDER = ("-priority", "ticket")
 # What a queue's page shows of each job (not its script, pod groups or manifest fields).
@@ -98,10 +110,6 @@ def queue_in_cluster(queue: Queue, *, limit: int = 100) -> list[Job]:
 
 def usage_by_path() -> dict[str, ResourceList]:
     """Usage of every node (its subtree's admitted and running jobs)."""
-    from queues.quota import rollup
-
-    from .admission import leaf_usage
-
     return rollup(leaf_usage())
 
 
@@ -168,6 +176,4 @@ def pending_counts(queue_ids: list[int]) -> dict[int, int]:
 
 def cluster_trouble():
     """The cluster's current failure (a ``ClusterHealth`` with its error), or None."""
-    from .models import ClusterHealth
-
     return ClusterHealth.objects.filter(pk=1).exclude(error="").first()

@@ -13,11 +13,11 @@ from psycopg.types.json import Jsonb
 from queues import selectors as queue_selectors
 from queues.models import Queue
 from queues.placement import unplaceable
-from queues.quantity import ResourceList
-from queues.quota import exceeds_max, path_to_root
+from queues.quota import exceeds_max
 
+from .admission import capacity_changed
 from .cluster import get_backend
-from .models import PENDING, AdmissionWake, Job, JobEvent, State, sources_of
+from .models import PENDING, Job, JobEvent, State, sources_of
 from .selectors import QUEUE_ORDER
 from .triggers import request_admission, request_reconcile
 from .validation import PRIORITY_RANGE, JobDraft, JobInvalid, job_parse, job_pods
@@ -43,11 +43,6 @@ def event_record(
     return JobEvent.objects.create(
         job=job, reason=reason, message=message, created_at=at, actor=actor, type=type
     )
-
-
-def capacity_changed(*, now: datetime) -> None:
-    """Wake every backed-off job for the next cycle: capacity was freed or quotas changed."""
-    AdmissionWake.objects.update_or_create(pk=1, defaults={"woken_at": now})
 
 
 def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
@@ -286,65 +281,6 @@ def _columns(instance, *, skip: set[str]) -> tuple[list[str], list]:
     fields = [f for f in instance._meta.concrete_fields if f.name not in skip]
     values = [_copy_value(f)(instance) for f in fields]
     return [connection.ops.quote_name(f.column) for f in fields], values
-
-
-def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = None) -> list[int]:
-    """Fail the waiting (queued and backoff) jobs that can never run any more.
-
-    Submit refuses a job whose pod fits no node (``queues.placement``); a job already
-    waiting when the quota tree or the cluster's nodes change would otherwise block its
-    queue for ever, so it fails with the same reason. Called when the tree changed and by
-    the sync when the nodes changed. ``nodes`` are the node shapes the caller just read,
-    else the backend's; unknown shapes fail nothing. Admitted jobs are not touched, and
-    pending jobs hold no quota, so nothing is freed. Pending jobs are read by their
-    distinct shapes, so a deep queue of identical jobs costs one check.
-    """
-    nodes = get_backend().nodes() if nodes is None else nodes
-    if not nodes:
-        return []
-    tree = queue_selectors.tree_nodes()
-    shapes = (
-        Job.objects.filter(state__in=PENDING)
-        .order_by()  # DISTINCT over the shapes alone, not the default ordering's id too
-        .values_list("queue__node__path", "kind", "runtime", "head", "workers")
-        .distinct()
-    )
-    refused = []
-    for leaf, kind, runtime, head, workers in shapes:
-        pods = job_pods(kind=kind, runtime=runtime, head=head, workers=workers)
-        path_nodes = [tree[path] for path in path_to_root(leaf) if path in tree]
-        nowhere = unplaceable(pods=pods, nodes=nodes, path_nodes=path_nodes)
-        if nowhere is not None:
-            shape = dict(queue__node__path=leaf, kind=kind, runtime=runtime, head=head)
-            refused.append((shape | {"workers": workers}, nowhere.reason))
-    failed: list[int] = []
-    if not refused:
-        return failed
-    with transaction.atomic():
-        for shape, reason in refused:
-            moved = list(
-                Job.objects.select_for_update(of=("self",))
-                .filter(state__in=PENDING, **shape)
-                .values_list("pk", flat=True)
-            )
-            Job.objects.filter(pk__in=moved).update(
-                state=State.FAILED, finished_at=now, next_attempt_at=None
-            )
-            JobEvent.objects.bulk_create(
-                JobEvent(
-                    job_id=pk,
-                    created_at=now,
-                    type=JobEvent.Type.WARNING,
-                    reason="Unrunnable",
-                    message=f"Can never run: {reason}",
-                )
-                for pk in moved
-            )
-            failed += moved
-        if failed:
-            # The jobs behind them in their queues may go now.
-            transaction.on_commit(request_admission)
-    return failed
 
 
 def job_may_act(user, job: Job) -> str | None:

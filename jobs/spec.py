@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from queues.quantity import add, format_resources, parse_resources
+from kube.quantity import add, format_resources, parse_resources
 
 # KubeRay's autoscaler runs as a container beside the Ray head of a cluster that
 # autoscales; Caldera sets its resources (KubeRay's defaults) so that the quota request

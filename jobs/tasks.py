@@ -6,8 +6,19 @@ import logging
 
 from celery import shared_task
 
-from .cluster import ClusterUnavailable
-from .triggers import ADMIT, SYNC
+from .admission import admission_cycle
+from .cluster import ClusterUnavailable, Rejected
+from .reconcile import cluster_sync, jobs_reconcile, quota_publish
+from .triggers import (
+    ADMIT,
+    ADMIT_TASK,
+    PUBLISH_QUOTA_TASK,
+    RECONCILE_TASK,
+    SYNC,
+    SYNC_TASK,
+    USAGE_AUDIT_TASK,
+)
+from .usage_audit import usage_audit as audit_usage
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +28,7 @@ log = logging.getLogger(__name__)
 IDEMPOTENT = dict(acks_late=True)
 
 
-@shared_task(name="jobs.tasks.admit", ignore_result=True, **IDEMPOTENT)
+@shared_task(name=ADMIT_TASK, ignore_result=True, **IDEMPOTENT)
 def admit() -> None:
     """Run admission cycles until no trigger arrived during the last one."""
     ADMIT.started()
@@ -31,9 +42,6 @@ def admit_and_reconcile() -> None:
     it here, not in another task, saves a broker round trip on every dequeue; if the
     cluster does not answer, the reconcile task takes over with its retries.
     """
-    from .admission import admission_cycle
-    from .reconcile import jobs_reconcile
-
     while True:
         result = admission_cycle(before=ADMIT.clear)
         if result is None:
@@ -60,28 +68,25 @@ RETRIED_WHILE_THE_CLUSTER_IS_AWAY = dict(
 
 
 @shared_task(
-    name="jobs.tasks.reconcile",
+    name=RECONCILE_TASK,
     ignore_result=True,
     **IDEMPOTENT,
     **RETRIED_WHILE_THE_CLUSTER_IS_AWAY,
 )
 def reconcile(job_ids: list[int]) -> None:
     """Make the cluster match the database for these jobs."""
-    from .reconcile import jobs_reconcile
 
     jobs_reconcile(job_ids)
 
 
 @shared_task(
-    name="jobs.tasks.publish_quota",
+    name=PUBLISH_QUOTA_TASK,
     ignore_result=True,
     **IDEMPOTENT,
     **RETRIED_WHILE_THE_CLUSTER_IS_AWAY,
 )
 def publish_quota() -> None:
     """Write the quota tree to the cluster (CLUSTER_PUBLISH_QUOTA)."""
-    from .cluster.kubernetes import Rejected
-    from .reconcile import quota_publish
 
     try:
         quota_publish()
@@ -89,10 +94,9 @@ def publish_quota() -> None:
         log.error("the cluster refused the quota tree: %s", error)
 
 
-@shared_task(name="jobs.tasks.sync", ignore_result=True, **IDEMPOTENT)
+@shared_task(name=SYNC_TASK, ignore_result=True, **IDEMPOTENT)
 def sync() -> None:
     """Record job statuses and events from the cluster."""
-    from .reconcile import cluster_sync
 
     SYNC.started()
     while True:
@@ -111,9 +115,8 @@ def sync() -> None:
             return
 
 
-@shared_task(name="jobs.tasks.usage_audit", ignore_result=True, **IDEMPOTENT)
+@shared_task(name=USAGE_AUDIT_TASK, ignore_result=True, **IDEMPOTENT)
 def usage_audit() -> None:
     """Recompute every node's usage and every queue's pending count; log what is wrong."""
-    from .usage_audit import usage_audit as audit
 
-    audit()
+    audit_usage()

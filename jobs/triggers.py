@@ -24,32 +24,42 @@ PENDING_TTL_SECONDS = 30  # a lost task message cannot block the trigger for lon
 
 
 @cache
-def _redis() -> redis.Redis:
+def redis_client() -> redis.Redis:
+    """The process's Redis client (the broker's server): the triggers' marks, and the keys
+    other modules keep there (the workers' heartbeats that /healthz reads)."""
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
-def redis_client() -> redis.Redis:
-    """The process's Redis client (the broker's server), for keys other modules keep there:
-    the workers' heartbeats that /healthz reads."""
-    return _redis()
+# The tasks, by the names they are registered under (jobs/tasks.py): a trigger sends a
+# task by name and never imports the module that defines it.
+ADMIT_TASK = "jobs.tasks.admit"
+SYNC_TASK = "jobs.tasks.sync"
+RECONCILE_TASK = "jobs.tasks.reconcile"
+PUBLISH_QUOTA_TASK = "jobs.tasks.publish_quota"
+USAGE_AUDIT_TASK = "jobs.tasks.usage_audit"
+
+
+def _send(task: str, **options) -> None:
+    current_app.send_task(task, retry=False, **options)
 
 
 class Trigger:
-    def __init__(self, name: str):
+    def __init__(self, name: str, task: str):
+        self.task = task
         self.dirty_key = f"caldera:{name}:dirty"
         self.pending_key = f"caldera:{name}:pending"
 
-    def fire(self, task) -> None:
-        """Ask for a run of ``task`` soon."""
+    def fire(self) -> None:
+        """Ask for a run of the task soon."""
         try:
-            pipe = _redis().pipeline(transaction=False)  # one round trip for both
+            pipe = redis_client().pipeline(transaction=False)  # one round trip for both
             pipe.set(self.dirty_key, 1)
             pipe.set(self.pending_key, 1, nx=True, ex=PENDING_TTL_SECONDS)
             _dirty, first = pipe.execute()
             if first:
-                task.apply_async(retry=False)
+                _send(self.task)
         except (redis.RedisError, OperationalError) as error:
-            log.warning("could not trigger %s (beat will run it): %s", task.name, error)
+            log.warning("could not trigger %s (beat will run it): %s", self.task, error)
 
     def mark(self) -> None:
         """Mark the cycle dirty without sending a task: for a caller about to run it itself.
@@ -57,60 +67,51 @@ class Trigger:
         If another process holds the cycle's lock, it sees the mark and runs again.
         """
         try:
-            _redis().set(self.dirty_key, 1)
+            redis_client().set(self.dirty_key, 1)
         except redis.RedisError as error:
             log.warning("could not mark %s dirty (beat will run it): %s", self.dirty_key, error)
 
     def started(self) -> None:
         """Called as the task starts: later triggers must send a new task."""
-        _redis().delete(self.pending_key)
+        redis_client().delete(self.pending_key)
 
     def clear(self) -> None:
         """Called under the cycle's lock, before the cycle reads the database."""
-        _redis().delete(self.dirty_key)
+        redis_client().delete(self.dirty_key)
 
     def is_dirty(self) -> bool:
-        return bool(_redis().exists(self.dirty_key))
+        return bool(redis_client().exists(self.dirty_key))
 
 
-ADMIT = Trigger("admit")
-SYNC = Trigger("sync")
+ADMIT = Trigger("admit", ADMIT_TASK)
+SYNC = Trigger("sync", SYNC_TASK)
 
 
 def request_admission() -> None:
-    from .tasks import admit
-
-    ADMIT.fire(admit)
+    ADMIT.fire()
 
 
 def request_sync() -> None:
-    from .tasks import sync
-
-    SYNC.fire(sync)
+    SYNC.fire()
 
 
 def request_quota_publish() -> None:
     """Ask for the quota tree to be written to the cluster (CLUSTER_PUBLISH_QUOTA)."""
-    from .tasks import publish_quota
-
     try:
-        publish_quota.apply_async(retry=False)
+        _send(PUBLISH_QUOTA_TASK)
     except (redis.RedisError, OperationalError) as error:
         log.warning("could not ask for the quota tree to be published (beat will): %s", error)
-
-
-RECONCILE_TASK = "jobs.tasks.reconcile"
 
 
 def request_reconcile(job_ids: list[int]) -> None:
     """Ask for the cluster to be made to match these jobs (a cancel, a preemption).
 
-    Sent by name, so this module does not import the tasks. When the broker is down the
-    request is dropped with a warning and the caller's answer stands: the database already
-    holds the change, and every sync removes the objects of jobs that want none.
+    When the broker is down the request is dropped with a warning and the caller's answer
+    stands: the database already holds the change, and every sync removes the objects of
+    jobs that want none.
     """
     try:
-        current_app.send_task(RECONCILE_TASK, args=[list(job_ids)], retry=False)
+        _send(RECONCILE_TASK, args=[list(job_ids)])
     except (redis.RedisError, OperationalError) as error:
         log.warning("could not ask to reconcile jobs %s (the sync will): %s", job_ids, error)
 
@@ -124,15 +125,13 @@ def request_sync_at(moment: datetime) -> None:
     Only the earliest wake is kept scheduled; that sync asks for the next one. Beat still
     re-drives the sync, so a lost wake only delays a change, never loses it.
     """
-    from .tasks import sync
-
     at = moment.timestamp()
     try:
-        client = _redis()
+        client = redis_client()
         scheduled = client.get(WAKE_KEY)
         if scheduled is not None and time.time() < float(scheduled) <= at:
             return
         client.set(WAKE_KEY, at, ex=max(int(at - time.time()) + 60, 60))
-        sync.apply_async(eta=moment, retry=False)
+        _send(SYNC_TASK, eta=moment)
     except (redis.RedisError, OperationalError) as error:
         log.warning("could not schedule a sync (beat will run it): %s", error)

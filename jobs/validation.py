@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from queues.quantity import MAX_UNITS, QuantityError, ResourceList, add, parse_resources
+from kube.quantity import MAX_UNITS, QuantityError, ResourceList, add, parse_resources
 
 from .models import Job
 from .spec import AUTOSCALER_RESOURCES

@@ -22,8 +22,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from kube.quantity import human
 from queues import selectors as queue_selectors
-from queues.quantity import human
 from queues.selectors import queues_for_user, tree_nodes
 
 from . import selectors, services

@@ -12,7 +12,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from jobs.services import JobConflict, JobPermissionDenied
 from jobs.validation import JobInvalid
-from queues.quantity import QuantityError
+from kube.quantity import QuantityError
 from queues.services import TreeError
 
 

@@ -44,7 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .quantity import ResourceList, add, human, subtract
+from kube.quantity import ResourceList, add, human, subtract
+
 from .quota import Node, Shortfall, path_to_root, shortfall
 
 PRIORITY = "Priority"

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import yaml
 
+from kube.names import ANNOTATION_QUEUE_PATH, LABEL_MANAGED_BY, MANAGER
+from kube.quantity import format_resources
+
 from . import services
 from .models import Queue
-from .quantity import format_resources
 
 VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
-ANNOTATION_QUEUE_PATH = "caldera.io/queue-path"
-# On every object Caldera writes for the tree, so that it can find (and remove) its own.
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "caldera"
 
 
 class _Dumper(yaml.SafeDumper):

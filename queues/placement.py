@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .quantity import human
+from kube.quantity import human
+
 from .quota import Node
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .quantity import ResourceList, add, human
+from kube.quantity import ResourceList, add, human
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterable, Mapping
 from django.db import connection
 from django.db.models import Q, QuerySet
 
+from kube.quantity import ResourceList
+
 from .models import Department, Membership, Queue, QuotaNode
-from .quantity import ResourceList
 from .quota import Node, path_to_root
 
 # Set by the jobs app: the live usage of every node (its subtree's admitted and running jobs'

@@ -11,6 +11,7 @@ from django.dispatch import Signal
 
 from audit.models import AuditEntry
 from audit.services import audit_record, describe_changes
+from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
 
 from . import quota
 
@@ -24,7 +25,6 @@ from .departments import (  # noqa: F401
     membership_set,
 )
 from .models import Queue, QuotaNode
-from .quantity import QuantityError, ResourceList, format_resources, parse_resources
 
 Action = AuditEntry.Action
 ObjectType = AuditEntry.ObjectType

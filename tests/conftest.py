@@ -54,9 +54,9 @@ def seed_tree_document() -> dict:
 
 
 def _clear_trigger_marks() -> None:
-    from jobs.triggers import _redis
+    from jobs.triggers import redis_client
 
-    client = _redis()
+    client = redis_client()
     for key in client.scan_iter("caldera:*"):
         client.delete(key)
 

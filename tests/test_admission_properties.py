@@ -20,6 +20,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from kube.quantity import add, subtract
 from queues.admission import (
     BEST_EFFORT,
     OVER_QUOTA,
@@ -32,7 +33,6 @@ from queues.admission import (
     QueueHeads,
     plan_admissions,
 )
-from queues.quantity import add, subtract
 from queues.quota import Node, path_to_root, rollup, shortfall
 
 from .test_quota import node, request

@@ -33,8 +33,8 @@ from jobs.locks import ADMISSION
 from jobs.models import IN_CLUSTER, Job, JobEvent, SimulatedPod, State
 from jobs.services import job_submit_batch
 from jobs.usage_audit import usage_audit
+from kube.quantity import add
 from portal.embedded import free_port, redis_pings, redis_server_program
-from queues.quantity import add
 from queues.quota import rollup
 from queues.selectors import tree_nodes
 

@@ -21,14 +21,14 @@ def test_it_answers_200_with_the_state_of_each_part(client):
 
 
 def test_it_reports_a_broker_that_does_not_answer(client, settings):
-    from jobs.triggers import _redis
+    from jobs.triggers import redis_client
 
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
-    _redis.cache_clear()
+    redis_client.cache_clear()
     try:
         body = client.get("/healthz").json()
     finally:
-        _redis.cache_clear()
+        redis_client.cache_clear()
     assert body["broker"] == "down" and body["workers"] == 0
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from queues.quantity import (
+from kube.quantity import (
     QuantityError,
     format_quantity,
     format_resources,

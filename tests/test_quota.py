@@ -1,6 +1,6 @@
 """The ElasticQuotaTree rules of DESIGN.md section 3, as pure functions (no database)."""
 
-from queues.quantity import parse_resources
+from kube.quantity import parse_resources
 from queues.quota import Node, exceeds_max, rollup, shortfall, validate_tree
 
 

@@ -6,6 +6,7 @@ Each test is named after the rule it proves. The tree is the seed's shape: the c
 
 from datetime import UTC, datetime, timedelta
 
+from kube.quantity import add
 from queues.admission import (
     BEST_EFFORT,
     OVER_QUOTA,
@@ -16,7 +17,6 @@ from queues.admission import (
     plan_admissions,
     within_guarantee,
 )
-from queues.quantity import add
 from queues.quota import rollup
 
 from .test_admission_rule import job

@@ -13,8 +13,8 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditEntry
+from kube.quantity import format_quantity, parse_quantity
 from queues.models import Queue, QuotaNode
-from queues.quantity import format_quantity, parse_quantity
 
 from . import k8s_schema
 from .conftest import SEED_TREE, seed_tree_document

@@ -20,7 +20,7 @@ from django.test import RequestFactory
 from django.utils import timezone
 
 from jobs.models import Job, State
-from jobs.triggers import _redis
+from jobs.triggers import redis_client
 from portal.celery import app as portal_app
 from portal.errors import RETRY_AFTER_SECONDS
 from portal.middleware import ServiceUnavailable
@@ -53,7 +53,7 @@ def broker_down(settings):
     """Celery sends to, and the triggers write to, a Redis nothing answers on."""
     dead = f"redis://127.0.0.1:{closed_port()}/0"
     settings.REDIS_URL = dead
-    _redis.cache_clear()
+    redis_client.cache_clear()
     dead_app = Celery("dead-broker", broker=dead, set_as_current=True)
     # kombu tries to connect for broker_connection_timeout before giving up (4 s by
     # default); a shorter try keeps the test quick and changes nothing else.
@@ -62,7 +62,7 @@ def broker_down(settings):
         yield
     finally:
         portal_app.set_current()
-        _redis.cache_clear()
+        redis_client.cache_clear()
 
 
 def test_it_answers_an_api_client_503_json_with_retry_after_when_the_database_is_down(

@@ -26,7 +26,7 @@ from jobs.admission import admission_cycle
 from jobs.cluster import get_backend
 from jobs.models import Job
 from jobs.reconcile import cluster_sync, jobs_reconcile
-from jobs.services import jobs_fail_unrunnable
+from jobs.unrunnable import jobs_fail_unrunnable
 from jobs.validation import job_pods
 from queues.models import QuotaNode
 

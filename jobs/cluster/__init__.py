@@ -6,23 +6,21 @@ from functools import cache
 
 from django.conf import settings
 
-from .base import ClusterBackend, ClusterUnavailable, ObjectRef
+from .base import ClusterBackend, ClusterUnavailable, ObjectRef, Rejected
+from .kubernetes import KubernetesBackend, Settings
+from .simulated import SimulatedBackend, parse_nodes
 
-__all__ = ["ClusterBackend", "ClusterUnavailable", "ObjectRef", "get_backend"]
+__all__ = ["ClusterBackend", "ClusterUnavailable", "ObjectRef", "Rejected", "get_backend"]
 
 
 @cache
 def get_backend() -> ClusterBackend:
     if settings.CLUSTER_BACKEND == "simulated":
-        from .simulated import SimulatedBackend, parse_nodes
-
         return SimulatedBackend(
             parse_nodes(settings.SIMULATED_CLUSTER_NODES),
             cycle_seconds=settings.SIMULATED_SCHEDULING_CYCLE_SECONDS,
         )
     if settings.CLUSTER_BACKEND == "kubernetes":
-        from .kubernetes import KubernetesBackend, Settings
-
         return KubernetesBackend(
             Settings(
                 runtimes=tuple(settings.CLUSTER_RUNTIMES),

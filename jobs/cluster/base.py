@@ -14,6 +14,15 @@ class ClusterUnavailable(Exception):
     """The cluster could not be reached or answered with a transient error; retry later."""
 
 
+class Rejected(Exception):
+    """The API server refused a request for good (400, 404 on create, 422...)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
 @dataclass(frozen=True)
 class ObjectRef:
     """Where a job's object is: its name, and on a real cluster its namespace and runtime."""

@@ -30,8 +30,8 @@ from kubernetes import client, config
 from jobs.manifests import build_manifests
 from jobs.manifests.common import LABEL_JOB_ID, annotations, script_configmap_name
 from jobs.spec import JobSpec
-from queues.exchange import LABEL_MANAGED_BY, MANAGER
-from queues.quantity import QuantityError, ResourceList, human, parse_resources, total
+from kube.names import LABEL_MANAGED_BY, MANAGER
+from kube.quantity import QuantityError, ResourceList, human, parse_resources, total
 
 from . import kinds
 from .base import (
@@ -41,6 +41,7 @@ from .base import (
     ObjectRef,
     ObjectStatus,
     Observation,
+    Rejected,
 )
 
 log = logging.getLogger(__name__)
@@ -65,15 +66,6 @@ class Settings:
     concurrency: int = 8
     list_page: int = 500  # objects per listing request; the rest follow with a continue token
     allocatable_seconds: float = 30.0
-
-
-class Rejected(Exception):
-    """The API server refused a request for good (400, 404 on create, 422...)."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.message = message
 
 
 def api_client(settings: Settings) -> client.ApiClient:

@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 
+from jobs.models import SimulatedPod
 from jobs.spec import JobSpec
-from queues.quantity import ResourceList, parse_resources, total
+from kube.quantity import ResourceList, parse_resources, total
 
 from .base import ClusterBackend, ClusterEvent, ObjectRef, ObjectStatus, Observation
 
@@ -348,7 +349,6 @@ class _Session:
         self.backend = backend
 
     def __enter__(self) -> SimulatedCluster:
-        from jobs.models import SimulatedPod
 
         self.atomic = transaction.atomic()
         self.atomic.__enter__()
@@ -369,7 +369,6 @@ class _Session:
         return self.cluster
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        from jobs.models import SimulatedPod
 
         try:
             if exc_type is None:
@@ -416,7 +415,6 @@ def _pod(row) -> Pod:
 
 
 def _row(pod: Pod):
-    from jobs.models import SimulatedPod
 
     return SimulatedPod(
         name=pod.name,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from kube.names import ANNOTATION_QUEUE_PATH
+
 from ..spec import JobSpec
 
 LABEL_JOB_ID = "caldera.io/job-id"
 LABEL_QUEUE = "caldera.io/queue"
 LABEL_DEPARTMENT = "caldera.io/department"
 LABEL_OWNER = "caldera.io/owner"
-ANNOTATION_QUEUE_PATH = "caldera.io/queue-path"
 ANNOTATION_ENQUEUED = "kube-queue/job-enqueue-timestamp"
 ANNOTATION_DEQUEUED = "kube-queue/job-dequeue-timestamp"
 

@@ -19,10 +19,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from audit.models import AuditEntry
+from kube.quantity import format_quantity, human
 
 from .. import exchange, selectors, services
 from ..models import QuotaNode
-from ..quantity import format_quantity, human
 from .history import AuditHistoryMixin, audit_url
 from .tree_forms import ChildForm, ChildrenFormSet, QuotaNodeForm
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from django import forms
 
+from kube.quantity import format_resources
+
 from .. import services
 from ..models import QuotaNode
-from ..quantity import format_resources
 
 RESOURCE_HELP = "One resource per line, as in the tree's YAML: 'cpu: 12', 'memory: 12Gi'."
 TEXT_FIELDS = {"min": "min_text", "max": "max_text", "namespaces": "namespaces_text"}

@@ -22,7 +22,12 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 
+from jobs.models import PENDING, Job
+from jobs.services import job_submit
+from jobs.validation import job_parse
 from portal.supervise import Supervisor, install_signal_handlers
+from queues.models import Department, QuotaNode
+from queues.services import department_create, membership_set, tree_apply
 
 SEED_TREE = Path(settings.BASE_DIR) / "queues" / "data" / "seed-tree.yaml"
 DEPARTMENTS = [
@@ -94,9 +99,6 @@ class Command(BaseCommand):
         supervisor.run(tick=self.submit_traffic if settings.DEMO_TRAFFIC else None)
 
     def load_seed(self) -> None:
-        from queues.models import Department, QuotaNode
-        from queues.services import department_create, membership_set, tree_apply
-
         if not QuotaNode.objects.exists():
             tree_apply(document=yaml.safe_load(SEED_TREE.read_text()))
             self.stdout.write("loaded the seed's ElasticQuotaTree")
@@ -113,22 +115,15 @@ class Command(BaseCommand):
             if not membership.user.has_usable_password():
                 membership.user.set_password(username * 2)
                 membership.user.save()
-        from jobs.models import Job
-
         if not Job.objects.exists():
             self.submit("alice", SEED_RAYJOB)
             self.submit("alice", SEED_RAYJOB)
 
     def submit(self, username: str, body: dict) -> None:
-        from jobs.services import job_submit
-        from jobs.validation import job_parse
-
         user = get_user_model().objects.get(username=username)
         job_submit(user=user, draft=job_parse(copy.deepcopy(body)))
 
     def submit_traffic_job(self) -> None:
-        from jobs.models import PENDING, Job
-
         if Job.objects.filter(state__in=PENDING).count() >= MAX_PENDING:
             return
         username, queue, kind, head_cpu, replicas, worker_cpu = random.choice(TRAFFIC)
