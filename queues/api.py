@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from audit.models import AuditEntry
 
-from . import services
+from . import departments, services
 from .models import Department, Membership, QuotaNode
 
 API = AuditEntry.Source.API
@@ -95,7 +95,7 @@ class DepartmentListView(APIView):
         serializer.is_valid(raise_exception=True)
         try:
             with transaction.atomic():
-                department = services.department_create(
+                department = departments.department_create(
                     **serializer.validated_data, actor=request.user, source=API
                 )
         except IntegrityError:
@@ -124,7 +124,7 @@ class DepartmentMembersView(APIView):
         department = get_object_or_404(Department, name=name)
         serializer = MemberSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        membership = services.membership_set(
+        membership = departments.membership_set(
             department=department, **serializer.validated_data, actor=request.user, source=API
         )
         return Response(
@@ -139,5 +139,5 @@ class DepartmentMemberView(APIView):
     @extend_schema(responses={204: None}, summary="Remove a member or manager (staff)")
     def delete(self, request, name: str, username: str):
         membership = get_object_or_404(Membership, department__name=name, user__username=username)
-        services.membership_delete(membership=membership, actor=request.user, source=API)
+        departments.membership_delete(membership=membership, actor=request.user, source=API)
         return Response(status=status.HTTP_204_NO_CONTENT)

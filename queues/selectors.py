@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from django.db import connection
 from django.db.models import Q, QuerySet
 
 from kube.quantity import ResourceList
 
+from . import signals
 from .models import Department, Membership, Queue, QuotaNode
 from .quota import Node, path_to_root
-
-# Set by the jobs app: the live usage of every node (its subtree's admitted and running jobs'
-# requests) by path. queues/ knows nothing of jobs; without that app nothing is in use.
-usage_provider: Callable[[], Mapping[str, ResourceList]] | None = None
 
 STAFF = "staff"
 MANAGER = Membership.Role.MANAGER
@@ -157,5 +154,5 @@ def tree_nodes() -> dict[str, Node]:
 
 
 def node_usage() -> Mapping[str, ResourceList]:
-    """Usage by node path, through the hook the jobs app registers."""
-    return usage_provider() if usage_provider is not None else {}
+    """Usage by node path, as the layers above answer it (``queues.signals``)."""
+    return signals.usage(QuotaNode)

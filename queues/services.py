@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.dispatch import Signal
 
 from audit.models import AuditEntry
 from audit.services import audit_record, describe_changes
 from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
 
-from . import quota
-
-# Departments and their people have their own module; callers have always found these
-# names here.
-from .departments import (  # noqa: F401
-    department_create,
-    department_delete,
-    department_update,
-    membership_delete,
-    membership_set,
-)
+from . import quota, signals
 from .models import Queue, QuotaNode
 
 Action = AuditEntry.Action
@@ -34,13 +23,6 @@ API_VERSION = "scheduling.sigs.k8s.io/v1beta1"
 KIND = "ElasticQuotaTree"
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-# Sent after a change to the tree commits; the jobs app wakes backed-off jobs and admits.
-tree_changed = Signal()
-
-# Set by the jobs app: counts the live (queued, backing off or admitted) jobs per queue id,
-# so that a node in use is never retired. queues/ knows nothing of jobs itself.
-live_jobs_counter: Callable[[Iterable[int]], Mapping[int, int]] | None = None
 
 
 class TreeError(ValueError):
@@ -246,17 +228,17 @@ def _tree_write(
                 source=source,
             )
         _sync_queues(saved, parsed.leaves, actor=actor, source=source)
-        transaction.on_commit(lambda: tree_changed.send(sender=QuotaNode))
+        transaction.on_commit(lambda: signals.tree_changed.send(sender=QuotaNode))
     return list(saved.values()), changes
 
 
 def _refuse_retiring_busy(paths: list[str]) -> None:
-    if not paths or live_jobs_counter is None:
+    if not paths:
         return
     queues = dict(
         Queue.objects.filter(node__path__in=paths, active=True).values_list("id", "node__path")
     )
-    busy = {queues[qid]: count for qid, count in live_jobs_counter(queues).items() if count}
+    busy = {queues[qid]: count for qid, count in signals.live_jobs(Queue, queues).items() if count}
     if busy:
         raise TreeError(
             {

@@ -77,7 +77,7 @@ def tree(db):
 
 @pytest.fixture
 def departments(tree):
-    from queues.services import department_create
+    from queues.departments import department_create
 
     return {
         name: department_create(name=name, quota_node=tree[path])
@@ -102,7 +102,7 @@ def staff(db):
 
 def _person(department, username: str, role: str):
     """A department's member or manager, created as the API does, with password ``pw-<name>``."""
-    from queues.services import membership_set
+    from queues.departments import membership_set
 
     membership_set(department=department, username=username, role=role)
     user = get_user_model().objects.get(username=username)

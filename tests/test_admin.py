@@ -17,8 +17,9 @@ from jobs.admission import admission_cycle
 from jobs.services import job_submit
 from jobs.validation import job_parse
 from queues import exchange
+from queues.departments import department_create, membership_set
 from queues.models import Department, Membership, Queue, QuotaNode
-from queues.services import department_create, membership_set, tree_apply
+from queues.services import tree_apply
 
 from . import k8s_schema
 from .conftest import RAY_JOB

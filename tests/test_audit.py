@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from audit.models import AuditEntry
 from audit.services import audit_record, describe_changes
-from queues import services
+from queues import departments
 from queues.models import Department, Membership, Queue
 
 from .conftest import RAY_JOB, seed_tree_document
@@ -191,7 +191,7 @@ def test_a_service_refuses_to_audit_outside_a_transaction(transactional_db):
 
 def test_a_change_rolled_back_takes_its_entry_with_it(tree):
     with pytest.raises(RuntimeError), transaction.atomic():
-        services.department_create(name="gone", quota_node=tree["root"])
+        departments.department_create(name="gone", quota_node=tree["root"])
         raise RuntimeError
     assert not Department.objects.filter(name="gone").exists()
     assert not AuditEntry.objects.filter(object_key="gone").exists()

@@ -14,7 +14,7 @@ from django.db.models import Prefetch
 
 from audit.models import AuditEntry
 
-from .. import services
+from .. import departments
 from ..models import Department, Membership, QuotaNode
 from .history import AuditHistoryMixin
 
@@ -95,7 +95,7 @@ class DepartmentAdmin(AuditHistoryMixin, admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change) -> None:
         if change:
-            services.department_update(
+            departments.department_update(
                 department=obj,
                 name=obj.name,
                 quota_node=obj.quota_node,
@@ -103,7 +103,7 @@ class DepartmentAdmin(AuditHistoryMixin, admin.ModelAdmin):
                 source=ADMIN,
             )
             return
-        created = services.department_create(
+        created = departments.department_create(
             name=obj.name, quota_node=obj.quota_node, actor=request.user, source=ADMIN
         )
         # The inline's memberships hang on this very instance: give it the new row's key.
@@ -116,12 +116,14 @@ class DepartmentAdmin(AuditHistoryMixin, admin.ModelAdmin):
         formset.save(commit=False)  # sorts the rows into new, changed and deleted; no writes
         department = form.instance
         for membership in formset.deleted_objects:
-            services.membership_delete(membership=membership, actor=request.user, source=ADMIN)
+            departments.membership_delete(membership=membership, actor=request.user, source=ADMIN)
         for membership, changed in formset.changed_objects:
             if "user" in changed:
-                services.membership_delete(membership=membership, actor=request.user, source=ADMIN)
+                departments.membership_delete(
+                    membership=membership, actor=request.user, source=ADMIN
+                )
         for membership in [*formset.new_objects, *(m for m, _ in formset.changed_objects)]:
-            services.membership_set(
+            departments.membership_set(
                 department=department,
                 username=membership.user.username,
                 role=membership.role,
@@ -130,12 +132,14 @@ class DepartmentAdmin(AuditHistoryMixin, admin.ModelAdmin):
             )
 
     def delete_model(self, request, obj) -> None:
-        services.department_delete(department=obj, actor=request.user, source=ADMIN)
+        departments.department_delete(department=obj, actor=request.user, source=ADMIN)
 
     def delete_queryset(self, request, queryset) -> None:
         with transaction.atomic():
             for department in queryset:
-                services.department_delete(department=department, actor=request.user, source=ADMIN)
+                departments.department_delete(
+                    department=department, actor=request.user, source=ADMIN
+                )
 
 
 class UserMembershipInline(admin.TabularInline):
@@ -171,11 +175,15 @@ class CalderaUserAdmin(UserAdmin):
         # Deleting a person removes their memberships: audit each removal first.
         with transaction.atomic():
             for membership in Membership.objects.filter(user=obj):
-                services.membership_delete(membership=membership, actor=request.user, source=ADMIN)
+                departments.membership_delete(
+                    membership=membership, actor=request.user, source=ADMIN
+                )
             super().delete_model(request, obj)
 
     def delete_queryset(self, request, queryset) -> None:
         with transaction.atomic():
             for membership in Membership.objects.filter(user__in=queryset):
-                services.membership_delete(membership=membership, actor=request.user, source=ADMIN)
+                departments.membership_delete(
+                    membership=membership, actor=request.user, source=ADMIN
+                )
             super().delete_queryset(request, queryset)

@@ -26,8 +26,9 @@ from jobs.models import PENDING, Job
 from jobs.services import job_submit
 from jobs.validation import job_parse
 from portal.supervise import Supervisor, install_signal_handlers
+from queues.departments import department_create, membership_set
 from queues.models import Department, QuotaNode
-from queues.services import department_create, membership_set, tree_apply
+from queues.services import tree_apply
 
 SEED_TREE = Path(settings.BASE_DIR) / "queues" / "data" / "seed-tree.yaml"
 DEPARTMENTS = [

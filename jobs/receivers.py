@@ -1,0 +1,50 @@
+"""The jobs app's answers to the quota tree (``queues.signals``): what queues asks of jobs
+without importing them. ``JobsConfig.ready`` connects them once the models are loaded."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import Count
+from django.utils import timezone
+
+from kube.quantity import ResourceList
+from queues import signals
+from queues.models import Queue, QuotaNode
+
+from .admission import capacity_changed
+from .models import LIVE, Job
+from .selectors import usage_by_path
+from .triggers import request_admission, request_quota_publish
+from .unrunnable import jobs_fail_unrunnable
+
+
+def on_tree_changed(sender, **kwargs) -> None:
+    """A changed tree: fail the waiting jobs it leaves with nowhere to run (they would block
+    their queues), wake backed-off jobs, admit, and republish the tree to the cluster."""
+    now = timezone.now()
+    jobs_fail_unrunnable(now=now)
+    capacity_changed(now=now)
+    request_admission()
+    if settings.CLUSTER_PUBLISH_QUOTA:
+        request_quota_publish()
+
+
+def live_jobs(sender, *, queue_ids: list[int], **kwargs) -> dict[int, int]:
+    """Queued, backing-off and quota-holding jobs per queue id: a leaf with any stays."""
+    rows = (
+        Job.objects.filter(queue_id__in=queue_ids, state__in=LIVE)
+        .values_list("queue_id")
+        .annotate(n=Count("id"))
+    )
+    return dict(rows)
+
+
+def usage(sender, **kwargs) -> dict[str, ResourceList]:
+    """Every node's usage by path, for the admin's tree page."""
+    return usage_by_path()
+
+
+def connect() -> None:
+    signals.tree_changed.connect(on_tree_changed, sender=QuotaNode, dispatch_uid="jobs-tree")
+    signals.live_jobs_wanted.connect(live_jobs, sender=Queue, dispatch_uid="jobs-live-jobs")
+    signals.usage_wanted.connect(usage, sender=QuotaNode, dispatch_uid="jobs-usage")

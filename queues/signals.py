@@ -1,0 +1,44 @@
+"""What the quota tree tells, and asks, the layers above it: the one place where ``queues``
+meets ``jobs`` without importing it. ``jobs.receivers`` answers all three.
+
+- ``tree_changed`` (sender ``QuotaNode``): sent once a change to the tree has committed.
+  The jobs app fails waiting jobs that can no longer run anywhere, wakes backed-off jobs,
+  starts an admission cycle and republishes the tree to the cluster.
+- ``live_jobs_wanted`` (sender ``Queue``, ``queue_ids``): asked before leaves are retired;
+  each receiver answers ``{queue_id: live jobs}`` (queued, backing off or holding quota),
+  and a queue with any is not retired.
+- ``usage_wanted`` (sender ``QuotaNode``): asked by the admin's tree page; a receiver
+  answers every node's usage by path (its subtree's admitted and running jobs).
+
+Without receivers (``queues`` alone) no queue holds jobs and nothing is in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.dispatch import Signal
+
+from kube.quantity import ResourceList, add
+
+tree_changed = Signal()
+live_jobs_wanted = Signal()
+usage_wanted = Signal()
+
+
+def live_jobs(sender: type, queue_ids: Iterable[int]) -> dict[int, int]:
+    """Live jobs per queue id, summed over every receiver's answer."""
+    counts: dict[int, int] = {}
+    for _receiver, answer in live_jobs_wanted.send(sender=sender, queue_ids=list(queue_ids)):
+        for queue_id, count in answer.items():
+            counts[queue_id] = counts.get(queue_id, 0) + count
+    return counts
+
+
+def usage(sender: type) -> dict[str, ResourceList]:
+    """Usage by node path, summed over every receiver's answer."""
+    used: dict[str, ResourceList] = {}
+    for _receiver, answer in usage_wanted.send(sender=sender):
+        for path, resources in answer.items():
+            used[path] = add(used.get(path, {}), resources)
+    return used
