@@ -18,7 +18,7 @@ from queues.selectors import queues_for_user
 from . import selectors, services
 from .manifests import build_manifests
 from .models import Job, State
-from .reconcile import job_spec_full
+from .specs import job_spec_full
 from .validation import MAX_REPLICAS, PAGE_MAX, PRIORITY_RANGE, job_parse, page_window
 
 

@@ -8,7 +8,8 @@ from celery import shared_task
 
 from .admission import admission_cycle
 from .cluster import ClusterUnavailable, Rejected
-from .reconcile import cluster_sync, jobs_reconcile, quota_publish
+from .reconcile import jobs_reconcile, quota_publish
+from .sync import cluster_sync
 from .triggers import (
     ADMIT,
     ADMIT_TASK,

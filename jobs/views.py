@@ -27,9 +27,10 @@ from queues import selectors as queue_selectors
 from queues.selectors import queues_for_user, tree_nodes
 
 from . import selectors, services
+from .cluster import SCHEDULING_FAILURES
 from .manifests import build_manifests
 from .models import LIVE, Job, State
-from .reconcile import SCHEDULING_FAILURES, job_spec_full
+from .specs import job_spec_full
 from .validation import PRIORITY_RANGE, JobInvalid, job_parse, page_window
 
 GPU = "nvidia.com/gpu"

@@ -16,9 +16,10 @@ from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.cluster.simulated import SimulatedBackend, parse_nodes
 from jobs.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
 from jobs.models import JobEvent
-from jobs.reconcile import cluster_sync, jobs_reconcile, quota_publish
+from jobs.reconcile import jobs_reconcile, quota_publish
 from jobs.selectors import queue_usage
 from jobs.services import job_cancel
+from jobs.sync import cluster_sync
 
 from .conftest import client_for
 from .kube_emulator import emulator

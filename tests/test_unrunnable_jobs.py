@@ -25,7 +25,8 @@ from django.utils import timezone
 from jobs.admission import admission_cycle
 from jobs.cluster import get_backend
 from jobs.models import Job
-from jobs.reconcile import cluster_sync, jobs_reconcile
+from jobs.reconcile import jobs_reconcile
+from jobs.sync import cluster_sync
 from jobs.unrunnable import jobs_fail_unrunnable
 from jobs.validation import job_pods
 from queues.models import QuotaNode

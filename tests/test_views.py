@@ -559,7 +559,8 @@ def test_an_admitted_job_whose_pods_wait_says_what_the_cluster_last_said_and_unt
     from django.utils import timezone
 
     from jobs.cluster import get_backend
-    from jobs.reconcile import cluster_sync, jobs_reconcile
+    from jobs.reconcile import jobs_reconcile
+    from jobs.sync import cluster_sync
 
     settings.SIMULATED_CLUSTER_NODES = "2xcpu=8,memory=64Gi"
     settings.START_TIMEOUT_SECONDS = 120

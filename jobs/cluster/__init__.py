@@ -6,11 +6,26 @@ from functools import cache
 
 from django.conf import settings
 
-from .base import ClusterBackend, ClusterUnavailable, ObjectRef, Rejected
+from .base import (
+    SCHEDULING_FAILURES,
+    WATCHED_REASONS,
+    ClusterBackend,
+    ClusterUnavailable,
+    ObjectRef,
+    Rejected,
+)
 from .kubernetes import KubernetesBackend, Settings
 from .simulated import SimulatedBackend, parse_nodes
 
-__all__ = ["ClusterBackend", "ClusterUnavailable", "ObjectRef", "Rejected", "get_backend"]
+__all__ = [
+    "SCHEDULING_FAILURES",
+    "WATCHED_REASONS",
+    "ClusterBackend",
+    "ClusterUnavailable",
+    "ObjectRef",
+    "Rejected",
+    "get_backend",
+]
 
 
 @cache

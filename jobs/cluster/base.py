@@ -9,6 +9,11 @@ from datetime import datetime
 
 from jobs.spec import JobSpec
 
+# The Warning events that say why a job's pods are not running (DESIGN.md section 5): the
+# scheduler's failures, which the start timeout quotes, and evictions.
+SCHEDULING_FAILURES = ("GangFailedScheduling", "FailedScheduling", "Unschedulable")
+WATCHED_REASONS = frozenset({*SCHEDULING_FAILURES, "Evicted"})
+
 
 class ClusterUnavailable(Exception):
     """The cluster could not be reached or answered with a transient error; retry later."""

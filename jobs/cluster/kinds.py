@@ -52,10 +52,6 @@ QUOTA_TREE = Resource(
 )
 VOLCANO_QUEUE = Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", None)
 
-# The Warning events that say why a job's pods are not running (DESIGN.md section 5).
-WATCHED_REASONS = frozenset(
-    {"GangFailedScheduling", "FailedScheduling", "Unschedulable", "Evicted"}
-)
 _CYCLE = re.compile(r"\bin cycle (\d+)\b")
 
 

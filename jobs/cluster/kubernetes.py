@@ -35,6 +35,7 @@ from kube.quantity import QuantityError, ResourceList, human, parse_resources, t
 
 from . import kinds
 from .base import (
+    WATCHED_REASONS,
     ClusterBackend,
     ClusterEvent,
     ClusterUnavailable,
@@ -239,10 +240,7 @@ class KubernetesBackend(ClusterBackend):
                 log.warning("cannot read the events of %s: %s", namespace, error)
                 continue
             for event in json.loads(response.data).get("items") or []:
-                if (
-                    event.get("type") != "Warning"
-                    or event.get("reason") not in kinds.WATCHED_REASONS
-                ):
+                if event.get("type") != "Warning" or event.get("reason") not in WATCHED_REASONS:
                     continue
                 involved = event.get("involvedObject") or {}
                 job_id = index.job_of(namespace, involved.get("name") or "")

@@ -1,0 +1,101 @@
+"""Start timeouts: admitted jobs whose pods do not all run in time leave the cluster.
+
+A job dequeued more than START_TIMEOUT_SECONDS ago whose pods are not all running goes
+back to its queue in backoff, or fails after START_TIMEOUT_ATTEMPTS, with the cluster's
+last scheduling failure as the reason. The cluster sync calls it once per sync.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from .admission import backoff_delay
+from .cluster import SCHEDULING_FAILURES
+from .models import Job, JobEvent, State
+
+
+def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list[int]]:
+    """Admitted jobs whose pods are not all running START_TIMEOUT_SECONDS after their
+    dequeue leave the cluster, with the cluster's last word on why: back to their queue
+    in backoff, growing exponentially with their ``start_timeouts``, or failed once they
+    have timed out START_TIMEOUT_ATTEMPTS times (Kueue's ``backoffLimitCount``), so that a
+    gang the cluster never places does not take its quota round after round.
+
+    Returns the jobs requeued and the jobs failed.
+    """
+    timeout = settings.START_TIMEOUT_SECONDS
+    attempts = settings.START_TIMEOUT_ATTEMPTS
+    late = list(
+        Job.objects.filter(state=State.ADMITTED, dequeued_at__lte=now - timedelta(seconds=timeout))
+        .exclude(pk__in=started)
+        .values_list("pk", flat=True)
+    )
+    if not late:
+        return [], []
+    last_failure: dict[int, str] = {}
+    for job_id, message in (
+        JobEvent.objects.filter(job_id__in=late, reason__in=SCHEDULING_FAILURES)
+        .order_by("job_id", "-created_at", "-id")
+        .values_list("job_id", "message")
+    ):
+        last_failure.setdefault(job_id, message)
+    with transaction.atomic():
+        jobs = list(
+            Job.objects.select_for_update(of=("self",))
+            .select_related("queue")
+            .filter(pk__in=late, state=State.ADMITTED)
+        )
+        events = []
+        for job in jobs:
+            cause = last_failure.get(job.pk, "the cluster reported no scheduling failure")
+            late_by = f"Its pods were not all running {timeout:.0f}s after it was dequeued"
+            job.start_timeouts += 1
+            job.dequeued_at, job.last_tried_at = None, now
+            if job.start_timeouts >= attempts:
+                job.state, job.finished_at, job.next_attempt_at = State.FAILED, now, None
+                message = (
+                    f"{late_by}, {job.start_timeouts} of {attempts} times, so it left the "
+                    f"cluster and failed; last scheduling failure: {cause}"
+                )
+                events.append((job, "StartAttemptsExceeded", message))
+                continue
+            job.backoff_reason = (
+                f"{late_by}, so it left the cluster; last scheduling failure: {cause}"
+            )
+            job.backoff_count += 1
+            job.next_attempt_at = now + backoff_delay(
+                job.start_timeouts,
+                base=job.queue.backoff_base_seconds,
+                cap=job.queue.backoff_max_seconds,
+            )
+            job.state = State.BACKOFF
+            events.append(
+                (
+                    job,
+                    "StartTimeout",
+                    f"{job.backoff_reason}; start attempt {job.start_timeouts} of {attempts};"
+                    f" next try at {job.next_attempt_at:%H:%M:%S}",
+                )
+            )
+        Job.objects.bulk_update(
+            jobs,
+            ["state", "backoff_reason", "backoff_count", "next_attempt_at", "dequeued_at",
+             "last_tried_at", "start_timeouts", "finished_at"],
+        )  # fmt: skip
+        JobEvent.objects.bulk_create(
+            JobEvent(
+                job_id=job.pk,
+                created_at=now,
+                type=JobEvent.Type.WARNING,
+                reason=reason,
+                message=message,
+            )
+            for job, reason, message in events
+        )
+    return (
+        [job.pk for job in jobs if job.state == State.BACKOFF],
+        [job.pk for job in jobs if job.state == State.FAILED],
+    )

@@ -1,0 +1,218 @@
+"""The cluster sync: read statuses and events from the cluster and record them.
+
+``cluster_sync`` moves jobs to running and finished (freeing their quota), records
+Warning events once each, times out jobs that do not start (``jobs.start_timeouts``),
+fails waiting jobs when the nodes change (``jobs.unrunnable``), and hands what is missing
+or left over to the reconciler. One sync runs at a time behind an advisory lock; it is
+idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError
+from django.db.models import Q
+from django.utils import timezone
+
+from .admission import capacity_changed
+from .cluster import ClusterUnavailable, get_backend
+from .cluster_health import cluster_answered, cluster_unavailable
+from .locks import SYNC, advisory_lock
+from .models import IN_CLUSTER, PENDING, Job, JobEvent, State
+from .reconcile import jobs_reconcile, jobs_requeue, jobs_transition
+from .specs import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted
+from .start_timeouts import jobs_time_out
+from .triggers import request_sync_at
+from .unrunnable import jobs_fail_unrunnable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SyncResult:
+    started: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+    timed_out: list[int] = field(default_factory=list)  # left the cluster, into backoff
+    # Timed out START_TIMEOUT_ATTEMPTS times: left the cluster and failed.
+    start_failed: list[int] = field(default_factory=list)
+    unrunnable: list[int] = field(default_factory=list)  # waiting jobs the nodes cannot hold
+    events: int = 0
+
+    @property
+    def freed(self) -> bool:
+        """Capacity was given back: the next jobs can be admitted."""
+        return bool(self.finished or self.timed_out or self.start_failed)
+
+
+def cluster_sync(
+    *, now: datetime | None = None, before: Callable[[], None] | None = None
+) -> SyncResult | None:
+    """Record cluster statuses and events. None if another process is syncing.
+
+    The caller admits into the capacity ``result.finished`` freed (see jobs.tasks.sync).
+    Whether the cluster answered is recorded for the pages (``ClusterHealth``).
+    """
+    now = now or timezone.now()
+    try:
+        result = _sync(now, before)
+    except ClusterUnavailable as error:
+        cluster_unavailable(now=now, error=str(error))
+        raise
+    if result is not None:
+        cluster_answered(now=now)
+    return result
+
+
+def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None:
+    result = SyncResult()
+    with advisory_lock(SYNC) as acquired:
+        if not acquired:
+            return None
+        if before is not None:
+            before()
+        observation = get_backend().observe(now=now)
+        result.unrunnable = _nodes_changed(now)
+        result.events = _record_events(observation.events)
+        phases = {status.job_id: status for status in observation.statuses}
+        jobs = {
+            job.pk: job
+            for job in Job.objects.filter(pk__in=list(phases)).only("id", "state", "runtime")
+        }
+        moves: dict[str, dict[int, str]] = {
+            State.RUNNING: {},
+            State.SUCCEEDED: {},
+            State.FAILED: {},
+        }
+        for job_id, status in phases.items():
+            job = jobs.get(job_id)
+            if job is None:
+                continue
+            if status.phase == "Running" and job.state == State.ADMITTED:
+                moves[State.RUNNING][job_id] = "All pods are running"
+            elif status.phase in ("Succeeded", "Failed"):
+                target = State.SUCCEEDED if status.phase == "Succeeded" else State.FAILED
+                moves[target][job_id] = status.message or f"The job {status.phase.lower()}"
+        result.started = jobs_transition(State.RUNNING, moves[State.RUNNING], now, "Running")
+        for target, reason in ((State.SUCCEEDED, "Succeeded"), (State.FAILED, "Failed")):
+            result.finished += jobs_transition(target, moves[target], now, reason)
+        result.timed_out, result.start_failed = jobs_time_out(now, started=result.started)
+        # Objects of jobs that want none (finished, cancelled, timed out) are removed; jobs
+        # whose object is missing from this complete listing, or suspended when it should
+        # not be (or the reverse), are reconciled.
+        leftover, mismatched = [], []
+        for job_id, status in phases.items():
+            job = jobs.get(job_id)
+            wanted = ABSENT if job is None else object_wanted(_state_now(job, result), job.runtime)
+            if wanted == ABSENT:
+                leftover.append(status.ref)
+            elif status.phase not in FINISHED_PHASES and (status.phase == "Suspended") != (
+                wanted == SUSPENDED
+            ):
+                mismatched.append(job_id)
+        missing = sorted(
+            set(_jobs_wanting_objects(now).exclude(pk__in=list(phases))) | set(mismatched)
+        )
+        # Preempted jobs whose objects are gone from the listing are requeued, even when
+        # the reconcile task that removed them was lost.
+        gone = list(
+            Job.objects.filter(state=State.PREEMPTED)
+            .exclude(pk__in=list(phases))
+            .values_list("pk", flat=True)
+        )
+        if gone:
+            jobs_requeue(gone, now=now)
+    if leftover:
+        get_backend().remove(leftover, now=now)
+    if missing:
+        jobs_reconcile(missing, now=now)
+    if result.freed:
+        capacity_changed(now=now)  # the caller admits into what they freed (jobs.tasks.sync)
+    if observation.next_change_at is not None:
+        request_sync_at(observation.next_change_at)
+    return result
+
+
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+# A job dequeued this recently is having its objects created by the admission that
+# dequeued it (or by that reconcile's retries); the sync leaves it to them.
+BEING_CREATED = timedelta(seconds=10)
+
+
+def _jobs_wanting_objects(now: datetime):
+    """The ids of every job whose state wants an object in the cluster by now."""
+    wanting = Q(state__in=IN_CLUSTER, dequeued_at__lte=now - BEING_CREATED)
+    if settings.CLUSTER_GATE == "suspend":
+        wanting |= Q(state__in=PENDING, runtime__in=SUSPENDABLE)
+    return Job.objects.filter(wanting).values_list("pk", flat=True)
+
+
+class _NodesSeen:
+    """The node shapes this process's last sync saw (its first sync checks once)."""
+
+    shapes: list[tuple] | None = None
+
+
+def _nodes_changed(now: datetime) -> list[int]:
+    """When the cluster's nodes changed since the last sync, fail the waiting jobs that
+    no node can hold any more (``jobs_fail_unrunnable``); unknown nodes change nothing."""
+    nodes = get_backend().nodes()
+    if not nodes:
+        return []
+    shapes = sorted(tuple(sorted(node.items())) for node in nodes)
+    if shapes == _NodesSeen.shapes:
+        return []
+    failed = jobs_fail_unrunnable(now=now, nodes=nodes)
+    _NodesSeen.shapes = shapes
+    return failed
+
+
+def _state_now(job: Job, result: SyncResult) -> str:
+    if job.pk in result.timed_out:
+        return State.BACKOFF
+    if job.pk in result.start_failed:
+        return State.FAILED
+    return State.SUCCEEDED if job.pk in result.finished else job.state
+
+
+def _record_events(events) -> int:
+    """Store cluster events once each (their uid is the deduplication key); returns how
+    many were new. A real cluster offers its events again at every sync while they last,
+    so those already stored are skipped with one indexed read rather than written again."""
+    if not events:
+        return 0
+    stored = set(
+        JobEvent.objects.filter(dedup_key__in=[e.uid for e in events]).values_list(
+            "dedup_key", flat=True
+        )
+    )
+    events = [e for e in events if e.uid not in stored]
+    if not events:
+        return 0
+    known = set(Job.objects.filter(pk__in={e.job_id for e in events}).values_list("pk", flat=True))
+    rows = [
+        JobEvent(
+            job_id=event.job_id,
+            created_at=event.at,
+            type=event.type,
+            reason=event.reason,
+            message=event.message,
+            involved=event.involved,
+            cycle=event.cycle,
+            dedup_key=event.uid,
+        )
+        for event in events
+        if event.job_id in known
+    ]
+    try:
+        created = JobEvent.objects.bulk_create(rows, ignore_conflicts=True)
+    except IntegrityError:  # a job deleted between the read and the write
+        log.warning("skipped events of a job that is gone")
+        return 0
+    return len(created)
