@@ -23,11 +23,20 @@ from django.utils import timezone
 from kube.quantity import ResourceList, add, human
 from queues.admission import Admitted, Candidate, Plan, Preemption, QueueHeads, plan_admissions
 from queues.quota import Breach, Node, breaches, rollup
-from queues.selectors import tree_nodes
+from queues.selectors import QUEUES, QUOTA_NODES, tree_nodes
 
 from .cluster import get_backend
 from .locks import ADMISSION, advisory_lock
-from .models import AdmissionWake, JobEvent, State
+from .models import (
+    IN_CLUSTER,
+    JOBS,
+    PENDING,
+    PENDING_BLOCKS,
+    AdmissionWake,
+    JobEvent,
+    State,
+    moving,
+)
 
 log = logging.getLogger(__name__)
 HEADS_PER_QUEUE = 8
@@ -62,15 +71,16 @@ def leaf_usage() -> dict[str, ResourceList]:
     """Requests of admitted and running jobs summed per leaf path, in SQL."""
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT n.path, r.key, SUM(r.value::bigint)
-            FROM jobs_job j
-            JOIN queues_queue q ON q.id = j.queue_id
-            JOIN queues_quotanode n ON n.id = q.node_id
+            FROM {JOBS} j
+            JOIN {QUEUES} q ON q.id = j.queue_id
+            JOIN {QUOTA_NODES} n ON n.id = q.node_id
             CROSS JOIN LATERAL jsonb_each_text(j.request) r
-            WHERE j.state IN ('admitted', 'running')
+            WHERE j.state = ANY(%s)
             GROUP BY n.path, r.key
-            """
+            """,
+            [list(IN_CLUSTER)],
         )
         usage: dict[str, ResourceList] = {}
         for path, resource, amount in cursor.fetchall():
@@ -85,13 +95,14 @@ def admitted_jobs() -> list[Admitted]:
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT j.id, n.path, j.request::text, j.priority, j.dequeued_at
-            FROM jobs_job j
-            JOIN queues_queue q ON q.id = j.queue_id
-            JOIN queues_quotanode n ON n.id = q.node_id
-            WHERE j.state IN ('admitted', 'running')
-            """
+            FROM {JOBS} j
+            JOIN {QUEUES} q ON q.id = j.queue_id
+            JOIN {QUOTA_NODES} n ON n.id = q.node_id
+            WHERE j.state = ANY(%s)
+            """,
+            [list(IN_CLUSTER)],
         )
         return [
             Admitted(
@@ -116,30 +127,30 @@ def _queue_heads(now: datetime, woken_at: datetime | None, limit: int) -> list[Q
     """The first ``limit`` pending jobs of every active queue, in queue order, in one query."""
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT n.path, q.policy, q.preemption, h.id, h.priority, h.enqueued_at,
                    h.request::text, h.state, h.next_attempt_at, h.last_tried_at
-            FROM queues_queue q
-            JOIN queues_quotanode n ON n.id = q.node_id
+            FROM {QUEUES} q
+            JOIN {QUOTA_NODES} n ON n.id = q.node_id
             CROSS JOIN LATERAL (
                 SELECT j.id, j.priority, j.ticket, j.enqueued_at, j.request, j.state,
                        j.next_attempt_at, j.last_tried_at
-                FROM jobs_job j
-                WHERE j.queue_id = q.id AND j.state IN ('queued', 'backoff')
+                FROM {JOBS} j
+                WHERE j.queue_id = q.id AND j.state = ANY(%s)
                 ORDER BY j.priority DESC, j.ticket
                 LIMIT %s
             ) h
             WHERE q.active AND n.active
             ORDER BY n.path, h.priority DESC, h.ticket
             """,
-            [limit + 1],
+            [list(PENDING), limit + 1],
         )
         rows = cursor.fetchall()
     grouped: dict[str, tuple[str, bool, list[Candidate]]] = {}
     for row in rows:
         path, policy, preemption, job_id, priority, enqueued_at = row[:6]
         request, state, next_at, tried_at = row[6:]
-        due = state == "queued" or (
+        due = state == State.QUEUED or (
             (next_at is not None and next_at <= now)
             or (woken_at is not None and (tried_at is None or tried_at < woken_at))
         )
@@ -209,17 +220,17 @@ def compact_pending_blocks() -> None:
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             WITH folded AS (
-                DELETE FROM jobs_pendingblock b
+                DELETE FROM {PENDING_BLOCKS} b
                 USING (
-                    SELECT queue_id, priority, block FROM jobs_pendingblock
+                    SELECT queue_id, priority, block FROM {PENDING_BLOCKS}
                     GROUP BY 1, 2, 3 HAVING COUNT(*) > 1 OR SUM(jobs) = 0
                 ) k
                 WHERE (b.queue_id, b.priority, b.block) = (k.queue_id, k.priority, k.block)
                 RETURNING b.queue_id, b.priority, b.block, b.jobs
             )
-            INSERT INTO jobs_pendingblock (queue_id, priority, block, jobs)
+            INSERT INTO {PENDING_BLOCKS} (queue_id, priority, block, jobs)
             SELECT queue_id, priority, block, SUM(jobs) FROM folded
             GROUP BY 1, 2, 3 HAVING SUM(jobs) <> 0
             """
@@ -318,12 +329,12 @@ def _write_preemptions(preemptions: list[Preemption], now: datetime) -> list[int
     by_key = {p.victim.key: p for p in preemptions}
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            UPDATE jobs_job SET state = %s, preemption_count = preemption_count + 1
-            WHERE id = ANY(%s) AND state IN ('admitted', 'running')
+            f"""
+            UPDATE {JOBS} SET state = %s, preemption_count = preemption_count + 1
+            WHERE id = ANY(%s) AND state = ANY(%s)
             RETURNING id
             """,
-            [State.PREEMPTED, list(by_key)],
+            [State.PREEMPTED, list(by_key), moving(State.PREEMPTED, IN_CLUSTER)],
         )
         moved = [row[0] for row in cursor.fetchall()]
     JobEvent.objects.bulk_create(
@@ -344,15 +355,15 @@ def _write_dequeues(ids: list[int], now: datetime) -> list[int]:
         return []
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            UPDATE jobs_job j
-            SET state = 'admitted', dequeued_at = %s, backoff_reason = '',
+            f"""
+            UPDATE {JOBS} j
+            SET state = %s, dequeued_at = %s, backoff_reason = '',
                 next_attempt_at = NULL, last_tried_at = %s
-            FROM queues_queue q
-            WHERE j.id = ANY(%s) AND j.state IN ('queued', 'backoff') AND q.id = j.queue_id
+            FROM {QUEUES} q
+            WHERE j.id = ANY(%s) AND j.state = ANY(%s) AND q.id = j.queue_id
             RETURNING j.id, q.name, j.enqueued_at
             """,
-            [now, now, ids],
+            [State.ADMITTED, now, now, ids, moving(State.ADMITTED, PENDING)],
         )
         rows = cursor.fetchall()
     JobEvent.objects.bulk_create(
@@ -373,14 +384,14 @@ def _write_backoffs(refused: dict, now: datetime) -> list[int]:
         return []
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT j.id, j.state, j.backoff_reason, j.backoff_count,
                    q.backoff_base_seconds, q.backoff_max_seconds
-            FROM jobs_job j JOIN queues_queue q ON q.id = j.queue_id
-            WHERE j.id = ANY(%s) AND j.state IN ('queued', 'backoff')
+            FROM {JOBS} j JOIN {QUEUES} q ON q.id = j.queue_id
+            WHERE j.id = ANY(%s) AND j.state = ANY(%s)
             FOR UPDATE OF j
             """,
-            [list(refused)],
+            [list(refused), moving(State.BACKOFF, PENDING)],
         )
         current = cursor.fetchall()
         values, events = [], []
@@ -388,7 +399,7 @@ def _write_backoffs(refused: dict, now: datetime) -> list[int]:
             reason = refused[job_id].message()
             next_at = now + backoff_delay(count + 1, base=base, cap=cap)
             values.append((job_id, reason, next_at))
-            if state != "backoff" or reason != old_reason:
+            if state != State.BACKOFF or reason != old_reason:
                 events.append(
                     JobEvent(
                         job_id=job_id,
@@ -402,13 +413,13 @@ def _write_backoffs(refused: dict, now: datetime) -> list[int]:
             placeholders = ", ".join(["(%s::bigint, %s::text, %s::timestamptz)"] * len(values))
             cursor.execute(
                 f"""
-                UPDATE jobs_job j
-                SET state = 'backoff', backoff_reason = v.reason, next_attempt_at = v.next_at,
+                UPDATE {JOBS} j
+                SET state = %s, backoff_reason = v.reason, next_attempt_at = v.next_at,
                     backoff_count = j.backoff_count + 1, last_tried_at = %s
                 FROM (VALUES {placeholders}) AS v(id, reason, next_at)
                 WHERE j.id = v.id
                 """,
-                [now, *[item for row in values for item in row]],
+                [State.BACKOFF, now, *[item for row in values for item in row]],
             )
     JobEvent.objects.bulk_create(events)
     return [row[0] for row in values]

@@ -59,6 +59,16 @@ def sources_of(target: str) -> tuple[str, ...]:
     return tuple(state for state, targets in TRANSITIONS.items() if target in targets)
 
 
+def moving(target: str, among: tuple[str, ...]) -> list[str]:
+    """The states of ``among`` that TRANSITIONS let move to ``target``: what a raw SQL
+    state change takes as its ``WHERE state = ANY(...)``, so that it cannot drift from
+    the state machine."""
+    allowed = [state for state in among if target in TRANSITIONS[state]]
+    if not allowed:
+        raise ValueError(f"no state of {among} may move to {target}")
+    return allowed
+
+
 class Job(models.Model):
     class Kind(models.TextChoices):
         RAY = "ray", "Ray"
@@ -275,3 +285,9 @@ class SimulatedPod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.phase})"
+
+
+# Table names for raw SQL, from the models, so that a rename cannot leave a query behind.
+JOBS = Job._meta.db_table
+JOB_EVENTS = JobEvent._meta.db_table
+PENDING_BLOCKS = PendingBlock._meta.db_table

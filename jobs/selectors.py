@@ -22,8 +22,10 @@ from queues.selectors import queues_for_user
 from .admission import leaf_usage
 from .models import (
     IN_CLUSTER,
+    JOBS,
     LIVE,
     PENDING,
+    PENDING_BLOCKS,
     TICKET_BLOCK,
     ClusterHealth,
     Job,
@@ -116,13 +118,13 @@ def usage_by_path() -> dict[str, ResourceList]:
 def queue_usage(queue: Queue) -> ResourceList:
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            SELECT r.key, SUM(r.value::bigint) FROM jobs_job j
+            f"""
+            SELECT r.key, SUM(r.value::bigint) FROM {JOBS} j
             CROSS JOIN LATERAL jsonb_each_text(j.request) r
-            WHERE j.queue_id = %s AND j.state IN ('admitted', 'running')
+            WHERE j.queue_id = %s AND j.state = ANY(%s)
             GROUP BY r.key
             """,
-            [queue.pk],
+            [queue.pk, list(IN_CLUSTER)],
         )
         return {key: int(amount) for key, amount in cursor.fetchall()}
 
@@ -146,20 +148,20 @@ def job_positions(jobs: list[Job]) -> dict[int, int]:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT j.id, 1 + COALESCE((
-                SELECT SUM(b.jobs) FROM jobs_pendingblock b
+                SELECT SUM(b.jobs) FROM {PENDING_BLOCKS} b
                 WHERE b.queue_id = j.queue_id AND (b.priority > j.priority
                    OR (b.priority = j.priority AND b.block < j.ticket / %(block)s))
             ), 0) + (
-                SELECT COUNT(*) FROM jobs_job o
-                WHERE o.queue_id = j.queue_id AND o.state IN ('queued', 'backoff')
+                SELECT COUNT(*) FROM {JOBS} o
+                WHERE o.queue_id = j.queue_id AND o.state = ANY(%(pending)s)
                   AND o.priority = j.priority
                   AND o.ticket >= j.ticket / %(block)s * %(block)s AND o.ticket < j.ticket
             )
-            FROM jobs_job j WHERE j.id = ANY(%(ids)s) AND j.state IN ('queued', 'backoff')
+            FROM {JOBS} j WHERE j.id = ANY(%(ids)s) AND j.state = ANY(%(pending)s)
             """,
-            {"ids": ids, "block": TICKET_BLOCK},
+            {"ids": ids, "block": TICKET_BLOCK, "pending": list(PENDING)},
         )
         return dict(cursor.fetchall())
 

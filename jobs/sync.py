@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .admission import capacity_changed
-from .cluster import ClusterUnavailable, get_backend
+from .cluster import FINISHED_PHASES, ClusterUnavailable, Phase, get_backend
 from .cluster_health import cluster_answered, cluster_unavailable
 from .locks import SYNC, advisory_lock
 from .models import IN_CLUSTER, PENDING, Job, JobEvent, State
@@ -92,10 +92,10 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
             job = jobs.get(job_id)
             if job is None:
                 continue
-            if status.phase == "Running" and job.state == State.ADMITTED:
+            if status.phase == Phase.RUNNING and job.state == State.ADMITTED:
                 moves[State.RUNNING][job_id] = "All pods are running"
-            elif status.phase in ("Succeeded", "Failed"):
-                target = State.SUCCEEDED if status.phase == "Succeeded" else State.FAILED
+            elif status.phase in FINISHED_PHASES:
+                target = State.SUCCEEDED if status.phase == Phase.SUCCEEDED else State.FAILED
                 moves[target][job_id] = status.message or f"The job {status.phase.lower()}"
         result.started = jobs_transition(State.RUNNING, moves[State.RUNNING], now, "Running")
         for target, reason in ((State.SUCCEEDED, "Succeeded"), (State.FAILED, "Failed")):
@@ -110,7 +110,7 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
             wanted = ABSENT if job is None else object_wanted(_state_now(job, result), job.runtime)
             if wanted == ABSENT:
                 leftover.append(status.ref)
-            elif status.phase not in FINISHED_PHASES and (status.phase == "Suspended") != (
+            elif status.phase not in FINISHED_PHASES and (status.phase == Phase.SUSPENDED) != (
                 wanted == SUSPENDED
             ):
                 mismatched.append(job_id)
@@ -135,9 +135,6 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
     if observation.next_change_at is not None:
         request_sync_at(observation.next_change_at)
     return result
-
-
-FINISHED_PHASES = ("Succeeded", "Failed")
 
 
 # A job dequeued this recently is having its objects created by the admission that

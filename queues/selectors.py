@@ -14,6 +14,10 @@ from . import signals
 from .models import Department, Membership, Queue, QuotaNode
 from .quota import Node, path_to_root
 
+# Table names for raw SQL, from the models.
+QUEUES = Queue._meta.db_table
+QUOTA_NODES = QuotaNode._meta.db_table
+
 STAFF = "staff"
 MANAGER = Membership.Role.MANAGER
 MEMBER = Membership.Role.MEMBER
@@ -95,18 +99,18 @@ def queues_for_submit(names: list[str]) -> dict[str, tuple[Queue, dict[str, Node
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT w.name, q.id, q.name, q.policy, q.active, q.priority_class, n.id, n.path,
                    n.namespaces
             FROM unnest(%(names)s::text[]) AS w(name)
-            JOIN queues_queue q ON q.name = w.name
-            JOIN queues_quotanode n ON n.id = q.node_id
+            JOIN {QUEUES} q ON q.name = w.name
+            JOIN {QUOTA_NODES} n ON n.id = q.node_id
             UNION ALL
             SELECT w.name, q.id, q.name, q.policy, q.active, q.priority_class, n.id, n.path,
                    n.namespaces
             FROM unnest(%(names)s::text[]) AS w(name)
-            JOIN queues_quotanode n ON n.path = w.name
-            JOIN queues_queue q ON q.node_id = n.id
+            JOIN {QUOTA_NODES} n ON n.path = w.name
+            JOIN {QUEUES} q ON q.node_id = n.id
             """,
             {"names": list(names)},
         )
@@ -115,8 +119,7 @@ def queues_for_submit(names: list[str]) -> dict[str, tuple[Queue, dict[str, Node
             queues.setdefault(wanted, _queue_of(row))  # a name and a path never collide
         paths = {path for q in queues.values() for path in path_to_root(q.node.path)}
         cursor.execute(
-            "SELECT path, min::text, max::text FROM queues_quotanode"
-            " WHERE active AND path = ANY(%s)",
+            f"SELECT path, min::text, max::text FROM {QUOTA_NODES} WHERE active AND path = ANY(%s)",
             [sorted(paths)],
         )
         nodes = {

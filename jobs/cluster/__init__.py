@@ -7,22 +7,26 @@ from functools import cache
 from django.conf import settings
 
 from .base import (
+    FINISHED_PHASES,
     SCHEDULING_FAILURES,
     WATCHED_REASONS,
     ClusterBackend,
     ClusterUnavailable,
     ObjectRef,
+    Phase,
     Rejected,
 )
 from .kubernetes import KubernetesBackend, Settings
 from .simulated import SimulatedBackend, parse_nodes
 
 __all__ = [
+    "FINISHED_PHASES",
     "SCHEDULING_FAILURES",
     "WATCHED_REASONS",
     "ClusterBackend",
     "ClusterUnavailable",
     "ObjectRef",
+    "Phase",
     "Rejected",
     "get_backend",
 ]

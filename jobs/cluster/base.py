@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from jobs.spec import JobSpec
 
@@ -37,18 +38,27 @@ class ObjectRef:
     runtime: str = ""
 
 
+class Phase(StrEnum):
+    """Where a job's object stands in the cluster, whatever its runtime says."""
+
+    SUSPENDED = "Suspended"  # created suspended, waiting for its dequeue
+    PENDING = "Pending"  # not all pods running
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+FINISHED_PHASES = (Phase.SUCCEEDED, Phase.FAILED)
+
+
 @dataclass(frozen=True)
 class ObjectStatus:
-    """What the cluster says about one job's object.
-
-    ``phase`` is one of Suspended (created suspended, waiting for its dequeue), Pending
-    (not all pods running), Running, Succeeded, Failed. A job whose object is not in the
-    cluster is simply absent from the listing.
-    """
+    """What the cluster says about one job's object. A job whose object is not in the
+    cluster is simply absent from the listing."""
 
     job_id: int
     object_name: str
-    phase: str
+    phase: Phase
     message: str = ""
     namespace: str = ""
     runtime: str = ""

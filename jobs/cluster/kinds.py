@@ -14,7 +14,7 @@ from datetime import datetime
 
 from jobs.manifests.common import LABEL_JOB_ID
 
-from .base import ClusterEvent, ObjectStatus
+from .base import ClusterEvent, ObjectStatus, Phase
 
 
 @dataclass(frozen=True)
@@ -75,17 +75,17 @@ def _rayjob_phase(obj: Mapping, status: Mapping) -> tuple[str, str]:
     message = status.get("message", "")
     if deployment == "Complete":
         if job_status == "SUCCEEDED":
-            return "Succeeded", message
-        return "Failed", message or f"The Ray job ended {job_status or 'without a status'}"
+            return Phase.SUCCEEDED, message
+        return Phase.FAILED, message or f"The Ray job ended {job_status or 'without a status'}"
     if deployment in ("Failed", "ValidationFailed") or job_status == "FAILED":
-        return "Failed", message or f"The RayJob's deployment status is {deployment}"
+        return Phase.FAILED, message or f"The RayJob's deployment status is {deployment}"
     if deployment in ("Suspending", "Suspended") or (
         not deployment and (obj.get("spec") or {}).get("suspend") is True
     ):
-        return "Suspended", message
+        return Phase.SUSPENDED, message
     if deployment == "Running" or job_status == "RUNNING":
-        return "Running", message
-    return "Pending", message
+        return Phase.RUNNING, message
+    return Phase.PENDING, message
 
 
 def _pytorchjob_phase(obj: Mapping, status: Mapping) -> tuple[str, str]:
@@ -94,25 +94,25 @@ def _pytorchjob_phase(obj: Mapping, status: Mapping) -> tuple[str, str]:
     last = current[-1] if current else {}
     kind, message = last.get("type", ""), last.get("message", "")
     if kind == "Succeeded":
-        return "Succeeded", message
+        return Phase.SUCCEEDED, message
     if kind == "Failed":
-        return "Failed", message or "The PyTorchJob failed"
+        return Phase.FAILED, message or "The PyTorchJob failed"
     if kind == "Suspended" or (
         not kind and ((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
     ):
-        return "Suspended", message
+        return Phase.SUSPENDED, message
     if kind == "Running":
-        return "Running", message
-    return "Pending", message
+        return Phase.RUNNING, message
+    return Phase.PENDING, message
 
 
 _VOLCANO_PHASES = {
-    "Completed": "Succeeded",
-    "Failed": "Failed",
-    "Aborted": "Failed",
-    "Terminated": "Failed",
-    "Running": "Running",
-    "Completing": "Running",
+    "Completed": Phase.SUCCEEDED,
+    "Failed": Phase.FAILED,
+    "Aborted": Phase.FAILED,
+    "Terminated": Phase.FAILED,
+    "Running": Phase.RUNNING,
+    "Completing": Phase.RUNNING,
 }
 
 
@@ -121,8 +121,8 @@ def _volcano_phase(status: Mapping) -> tuple[str, str]:
     state = status.get("state") or {}
     phase = state.get("phase", "")
     message = state.get("message", "") or state.get("reason", "")
-    mapped = _VOLCANO_PHASES.get(phase, "Pending")
-    if mapped == "Failed" and not message:
+    mapped = _VOLCANO_PHASES.get(phase, Phase.PENDING)
+    if mapped == Phase.FAILED and not message:
         message = f"The Volcano job is {phase}"
     return mapped, message
 

@@ -19,7 +19,9 @@ from jobs.models import SimulatedPod
 from jobs.spec import JobSpec
 from kube.quantity import ResourceList, parse_resources, total
 
-from .base import ClusterBackend, ClusterEvent, ObjectRef, ObjectStatus, Observation
+from .base import ClusterBackend, ClusterEvent, ObjectRef, ObjectStatus, Observation, Phase
+
+PodPhase = SimulatedPod.Phase
 
 _SIM_LOCK = 0x5EED_C1A5  # advisory lock id guarding the simulated cluster's rows
 
@@ -51,7 +53,7 @@ class Pod:
     requests: ResourceList
     run_seconds: float
     created_at: datetime
-    phase: str = "Pending"
+    phase: str = PodPhase.PENDING
     node: str = ""
     started_at: datetime | None = None
     cycle: int = 0
@@ -77,10 +79,10 @@ class SimulatedCluster:
         self._by_object: dict[str, list[str]] = {}
         for pod in sorted(self.pods.values(), key=lambda p: p.index):
             self._by_object.setdefault(pod.object_name, []).append(pod.name)
-        self._pending = {p.object_name for p in self.pods.values() if p.phase == "Pending"}
+        self._pending = {p.object_name for p in self.pods.values() if p.phase == PodPhase.PENDING}
         self._free = {name: dict(resources) for name, resources in nodes.items()}
         for pod in self.pods.values():
-            if pod.phase == "Running":
+            if pod.phase == PodPhase.RUNNING:
                 self._take(pod)
 
     def allocatable(self) -> ResourceList:
@@ -111,7 +113,7 @@ class SimulatedCluster:
                 requests=parse_resources("resources", resources),
                 run_seconds=spec.run_seconds,
                 created_at=now,
-                phase="Suspended" if spec.suspend else "Pending",
+                phase=PodPhase.SUSPENDED if spec.suspend else PodPhase.PENDING,
             )
             names.append(name)
         if names and not spec.suspend:
@@ -120,14 +122,14 @@ class SimulatedCluster:
 
     def _set_suspended(self, object_name: str, suspend: bool, now: datetime) -> None:
         pods = [self.pods[name] for name in self._by_object[object_name]]
-        if suspend == all(pod.phase == "Suspended" for pod in pods):
+        if suspend == all(pod.phase == PodPhase.SUSPENDED for pod in pods):
             return
         for pod in pods:
-            if pod.phase == "Running":
+            if pod.phase == PodPhase.RUNNING:
                 self._give_back(pod)
             self.pods[pod.name] = replace(
                 pod,
-                phase="Suspended" if suspend else "Pending",
+                phase=PodPhase.SUSPENDED if suspend else PodPhase.PENDING,
                 node="",
                 started_at=None,
                 created_at=now,
@@ -153,14 +155,14 @@ class SimulatedCluster:
         if placement is not None:
             for pod in gang:
                 self.pods[pod.name] = replace(
-                    pod, phase="Running", node=placement[pod.name], started_at=now
+                    pod, phase=PodPhase.RUNNING, node=placement[pod.name], started_at=now
                 )
             self._pending.discard(object_name)
 
     def delete(self, object_name: str) -> None:
         for name in self._by_object.pop(object_name, []):
             pod = self.pods.pop(name)
-            if pod.phase == "Running":
+            if pod.phase == PodPhase.RUNNING:
                 self._give_back(pod)
         self._pending.discard(object_name)
 
@@ -180,10 +182,10 @@ class SimulatedCluster:
         events: list[ClusterEvent] = []
         for name, pod in list(self.pods.items()):
             if (
-                pod.phase == "Running"
+                pod.phase == PodPhase.RUNNING
                 and pod.started_at + timedelta(seconds=pod.run_seconds) <= now
             ):
-                self.pods[name] = replace(pod, phase="Succeeded")
+                self.pods[name] = replace(pod, phase=PodPhase.SUCCEEDED)
                 self._give_back(pod)
         free = self._free
         waiting = sorted(
@@ -196,7 +198,7 @@ class SimulatedCluster:
             if placement is not None:
                 for pod in pods:
                     self.pods[pod.name] = replace(
-                        pod, phase="Running", node=placement[pod.name], started_at=now
+                        pod, phase=PodPhase.RUNNING, node=placement[pod.name], started_at=now
                     )
                 self._pending.discard(object_name)
                 continue
@@ -234,12 +236,12 @@ class SimulatedCluster:
         moments = []
         for pods in self.objects().values():
             first = pods[0]
-            if first.phase == "Pending" and first.last_cycle_at is not None:
+            if first.phase == PodPhase.PENDING and first.last_cycle_at is not None:
                 moments.append(first.last_cycle_at + timedelta(seconds=self.cycle_seconds))
             moments.extend(
                 pod.started_at + timedelta(seconds=pod.run_seconds)
                 for pod in pods
-                if pod.phase == "Running" and pod.started_at is not None
+                if pod.phase == PodPhase.RUNNING and pod.started_at is not None
             )
         return min(moments, default=None)
 
@@ -247,14 +249,14 @@ class SimulatedCluster:
         statuses = []
         for object_name, pods in self.objects().items():
             phases = {pod.phase for pod in pods}
-            if phases == {"Suspended"}:
-                phase = "Suspended"
-            elif phases == {"Succeeded"}:
-                phase = "Succeeded"
-            elif phases <= {"Running", "Succeeded"}:
-                phase = "Running"
+            if phases == {PodPhase.SUSPENDED}:
+                phase = Phase.SUSPENDED
+            elif phases == {PodPhase.SUCCEEDED}:
+                phase = Phase.SUCCEEDED
+            elif phases <= {PodPhase.RUNNING, PodPhase.SUCCEEDED}:
+                phase = Phase.RUNNING
             else:
-                phase = "Pending"
+                phase = Phase.PENDING
             statuses.append(
                 ObjectStatus(job_id=pods[0].job_id, object_name=object_name, phase=phase)
             )
