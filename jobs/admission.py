@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -37,6 +36,7 @@ from .models import (
     State,
     moving,
 )
+from .triggers import once_per
 
 log = logging.getLogger(__name__)
 HEADS_PER_QUEUE = 8
@@ -202,14 +202,11 @@ def admission_cycle(
 
 
 COMPACT_EVERY_SECONDS = 1.0
-_last_compaction = 0.0
 
 
 def _compact_now_and_then() -> None:
-    global _last_compaction
-    if time.monotonic() - _last_compaction >= COMPACT_EVERY_SECONDS:
+    if once_per("compact-pending-blocks", COMPACT_EVERY_SECONDS):
         compact_pending_blocks()
-        _last_compaction = time.monotonic()
 
 
 def compact_pending_blocks() -> None:

@@ -9,6 +9,7 @@ idempotent.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from .models import IN_CLUSTER, PENDING, Job, JobEvent, State
 from .reconcile import jobs_reconcile, jobs_requeue, jobs_transition
 from .specs import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted
 from .start_timeouts import jobs_time_out
-from .triggers import request_sync_at
+from .triggers import remember, request_sync_at, seen_before
 from .unrunnable import jobs_fail_unrunnable
 
 log = logging.getLogger(__name__)
@@ -150,23 +151,17 @@ def _jobs_wanting_objects(now: datetime):
     return Job.objects.filter(wanting).values_list("pk", flat=True)
 
 
-class _NodesSeen:
-    """The node shapes this process's last sync saw (its first sync checks once)."""
-
-    shapes: list[tuple] | None = None
-
-
 def _nodes_changed(now: datetime) -> list[int]:
     """When the cluster's nodes changed since the last sync, fail the waiting jobs that
     no node can hold any more (``jobs_fail_unrunnable``); unknown nodes change nothing."""
     nodes = get_backend().nodes()
     if not nodes:
         return []
-    shapes = sorted(tuple(sorted(node.items())) for node in nodes)
-    if shapes == _NodesSeen.shapes:
+    shapes = json.dumps(sorted(sorted(node.items()) for node in nodes))
+    if seen_before("node-shapes", shapes):
         return []
     failed = jobs_fail_unrunnable(now=now, nodes=nodes)
-    _NodesSeen.shapes = shapes
+    remember("node-shapes", shapes)
     return failed
 
 

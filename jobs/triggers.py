@@ -135,3 +135,28 @@ def request_sync_at(moment: datetime) -> None:
         _send(SYNC_TASK, eta=moment)
     except (redis.RedisError, OperationalError) as error:
         log.warning("could not schedule a sync (beat will run it): %s", error)
+
+
+def once_per(key: str, seconds: float) -> bool:
+    """True for the first call with ``key`` in any ``seconds``, across every process; also
+    True when Redis does not answer (the caller's work is then merely done more often)."""
+    try:
+        return bool(redis_client().set(f"caldera:once:{key}", 1, nx=True, px=int(seconds * 1000)))
+    except redis.RedisError:
+        return True
+
+
+def seen_before(key: str, value: str) -> bool:
+    """Whether any process remembered ``value`` under ``key`` last (``remember``); False
+    when Redis does not answer, so that the caller does its work again."""
+    try:
+        return redis_client().get(f"caldera:seen:{key}") == value.encode()
+    except redis.RedisError:
+        return False
+
+
+def remember(key: str, value: str) -> None:
+    try:
+        redis_client().set(f"caldera:seen:{key}", value)
+    except redis.RedisError as error:
+        log.warning("could not remember %s (it is checked again): %s", key, error)

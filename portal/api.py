@@ -7,7 +7,6 @@ otherwise, so a CI pipeline can print them as they are.
 from __future__ import annotations
 
 from rest_framework import exceptions, status
-from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from jobs.services import JobConflict, JobPermissionDenied
@@ -37,7 +36,3 @@ def exception_handler(exc, context):
     if isinstance(response.data, list):
         response.data = {"body": response.data}
     return response
-
-
-def error_response(errors: dict, code: int = 400) -> Response:
-    return Response(errors, status=code)

@@ -147,11 +147,6 @@ def _queue_of(row) -> Queue:
     return queue
 
 
-def queue_get_by_name(name: str) -> Queue | None:
-    """A queue by its name (``root-algorithm-video``) or its node's path."""
-    return Queue.objects.select_related("node").filter(Q(name=name) | Q(node__path=name)).first()
-
-
 def tree_nodes() -> dict[str, Node]:
     return {row.path: row.as_node() for row in QuotaNode.objects.filter(active=True)}
 

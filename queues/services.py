@@ -339,24 +339,6 @@ def tree_find(document: Mapping, path: str) -> dict:
     return node
 
 
-def tree_with_node_changed(
-    *, path: str, min: Mapping[str, str], max: Mapping[str, str], namespaces: Iterable[str]
-) -> dict:
-    """The active tree as an ElasticQuotaTree object with one node's values replaced.
-
-    Editing one node goes through ``tree_parse``/``tree_apply`` like the whole tree, so the
-    admin site, the API and a YAML import share one set of checks.
-    """
-    document = tree_export()
-    node = tree_find(document, path)
-    node["min"], node["max"] = dict(min), dict(max)
-    if "children" not in node:
-        node["namespaces"] = list(namespaces)
-    elif list(namespaces):
-        raise TreeError({"namespaces": "only leaves bind namespaces"})
-    return document
-
-
 def tree_export() -> dict:
     """The active tree as an ElasticQuotaTree object, in the seed's format."""
     rows = list(QuotaNode.objects.filter(active=True).order_by("path"))
@@ -384,15 +366,3 @@ def tree_export() -> dict:
         "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
         "spec": {"root": render(roots[0]) if roots else {}},
     }
-
-
-def node_validate_change(
-    *, path: str, min: Mapping[str, int], max: Mapping[str, int], namespaces: Iterable[str]
-) -> list[str]:
-    """The invariant violations the tree would have if ``path`` took these values."""
-    nodes = [row.as_node() for row in QuotaNode.objects.filter(active=True)]
-    changed = quota.Node(path=path, min=dict(min), max=dict(max), namespaces=tuple(namespaces))
-    nodes = [changed if node.path == path else node for node in nodes]
-    if all(node.path != path for node in nodes):
-        nodes.append(changed)
-    return quota.validate_tree(nodes)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -91,6 +91,15 @@ class Observation:
     next_change_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Check:
+    """One readiness check of ``ClusterBackend.checks``: what was asked, and the answer."""
+
+    what: str
+    ok: bool
+    detail: str = ""
+
+
 class ClusterBackend(ABC):
     """Creates, deletes and observes the objects of jobs. Every call is idempotent."""
 
@@ -118,3 +127,13 @@ class ClusterBackend(ABC):
     @abstractmethod
     def observe(self, *, now: datetime) -> Observation:
         """The status of every job object in the cluster, and their new events."""
+
+    @abstractmethod
+    def publish_quota(self, *, tree: dict | None, queues: list[dict] | None) -> None:
+        """Write the quota tree for the cluster's own schedulers: the ElasticQuotaTree
+        document and/or one Volcano Queue per leaf (None: leave that kind alone)."""
+
+    @abstractmethod
+    def checks(self, *, namespaces: Iterable[str], publish_quota: bool) -> list[Check]:
+        """Whether the cluster is ready for Caldera (``manage.py cluster_check``): its
+        runtimes, permissions, the namespaces the tree binds, its nodes."""

@@ -36,6 +36,7 @@ from kube.quantity import QuantityError, ResourceList, human, parse_resources, t
 from . import kinds
 from .base import (
     WATCHED_REASONS,
+    Check,
     ClusterBackend,
     ClusterEvent,
     ClusterUnavailable,
@@ -490,13 +491,6 @@ QUOTA_PERMISSIONS = (
         for v in ("list", "create", "patch", "delete")
     ),
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    what: str
-    ok: bool
-    detail: str = ""
 
 
 def _runtime_of(permission: tuple[str, str, str]) -> str | None:

@@ -19,7 +19,16 @@ from jobs.models import SimulatedPod
 from jobs.spec import JobSpec
 from kube.quantity import ResourceList, parse_resources, total
 
-from .base import ClusterBackend, ClusterEvent, ObjectRef, ObjectStatus, Observation, Phase
+from .base import (
+    Check,
+    ClusterBackend,
+    ClusterEvent,
+    ObjectRef,
+    ObjectStatus,
+    Observation,
+    Phase,
+    Rejected,
+)
 
 PodPhase = SimulatedPod.Phase
 
@@ -339,6 +348,19 @@ class SimulatedBackend(ClusterBackend):
     def observe(self, *, now: datetime) -> Observation:
         with self._cluster() as cluster:
             return cluster.tick(now=now)
+
+    def publish_quota(self, *, tree: dict | None, queues: list[dict] | None) -> None:
+        """Refused: the simulated cluster places gangs and reads no quota objects, so the
+        settings allow CLUSTER_PUBLISH_QUOTA only with the Kubernetes backend."""
+        raise Rejected(400, "the simulated cluster has no scheduler that reads quota objects")
+
+    def checks(self, *, namespaces: Iterable[str], publish_quota: bool) -> list[Check]:
+        """Refused: there is no API server to ask; the checks are for a real cluster."""
+        raise Rejected(
+            400,
+            "CLUSTER_BACKEND is simulated: set CLUSTER_BACKEND=kubernetes (README, "
+            "'Connecting to a Kubernetes cluster')",
+        )
 
     def _cluster(self) -> _Session:
         return _Session(self)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.cluster import get_backend
-from jobs.cluster.kubernetes import KubernetesBackend
+from jobs.cluster import Rejected, get_backend
 from queues.models import QuotaNode
 
 
@@ -18,19 +17,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         backend = get_backend()
-        if not isinstance(backend, KubernetesBackend):
-            raise CommandError(
-                "CLUSTER_BACKEND is simulated: set CLUSTER_BACKEND=kubernetes (README, "
-                "'Connecting to a Kubernetes cluster')"
-            )
         namespaces = [
             namespace
             for leaf in QuotaNode.objects.filter(active=True).exclude(namespaces=[])
             for namespace in leaf.namespaces
         ]
-        checks = backend.checks(
-            namespaces=namespaces, publish_quota=bool(settings.CLUSTER_PUBLISH_QUOTA)
-        )
+        try:
+            checks = backend.checks(
+                namespaces=namespaces, publish_quota=bool(settings.CLUSTER_PUBLISH_QUOTA)
+            )
+        except Rejected as refused:
+            raise CommandError(refused.message) from None
         for check in checks:
             mark = "ok  " if check.ok else "FAIL"
             detail = f": {check.detail}" if check.detail else ""
