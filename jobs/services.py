@@ -327,8 +327,12 @@ def job_set_priority(*, user, job: Job, priority: int, now: datetime | None = No
     Raising is a priority jump: only the department's managers and staff may do it. A
     member may lower the priority of their own job. Raise or lower is decided against the
     locked row, not the caller's copy: a manager may have raised it since that was read.
+    The priority must lie in PRIORITY_RANGE, whichever page or endpoint asks.
     """
     now = now or timezone.now()
+    low, high = PRIORITY_RANGE
+    if not low <= priority <= high:
+        raise JobInvalid({"priority": f"must be between {low} and {high}"})
     role = job_may_act(user, job)
     if role is None:
         raise JobPermissionDenied("members change only their own jobs")

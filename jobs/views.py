@@ -369,12 +369,14 @@ def job_priority(request: HttpRequest, pk: int) -> HttpResponse:
     job = selectors.job_get_for_user(request.user, pk)
     raw = request.POST.get("priority", "").strip()
     low, high = PRIORITY_RANGE
-    if not _INTEGER.match(raw) or not low <= int(raw) <= high:
+    if not _INTEGER.match(raw):
         messages.error(request, f"Priority must be an integer between {low} and {high}.")
         return redirect("job-detail", pk=job.pk)
     old = job.priority
     try:
         job = services.job_set_priority(user=request.user, job=job, priority=int(raw))
+    except JobInvalid:  # out of PRIORITY_RANGE, as the service decides
+        messages.error(request, f"Priority must be an integer between {low} and {high}.")
     except (services.JobPermissionDenied, services.JobConflict) as error:
         messages.error(request, f"Cannot change the priority: {error}")
     else:

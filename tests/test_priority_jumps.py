@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from jobs.models import Job, JobEvent
 from jobs.services import JobPermissionDenied, job_set_priority
+from jobs.validation import JobInvalid
 from queues.models import Queue
 
 from .conftest import RAY_JOB
@@ -114,3 +115,12 @@ def test_a_raise_is_judged_against_the_locked_row_not_the_callers_copy(api, memb
     stale = Job.objects.get(pk=job_id)
     job_set_priority(user=manager, job=Job.objects.get(pk=job_id), priority=20)
     assert job_set_priority(user=member, job=stale, priority=10).priority == 10
+
+
+def test_the_service_refuses_a_priority_out_of_range_whoever_asks(api, manager):
+    """The range is the service's rule, so the page, the API and any other caller agree."""
+    job_id = submit(api, manager)
+    with pytest.raises(JobInvalid) as refused:
+        job_set_priority(user=manager, job=Job.objects.get(pk=job_id), priority=1001)
+    assert refused.value.errors == {"priority": ["must be between -1000 and 1000"]}
+    assert Job.objects.get(pk=job_id).priority == 0
