@@ -10,6 +10,7 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
+from kube.quantity import ResourceList
 from queues import selectors as queue_selectors
 from queues.models import Queue
 from queues.placement import unplaceable
@@ -62,7 +63,8 @@ def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
 def _checked_job(user, draft: JobDraft, now: datetime) -> tuple[Job, JobEvent]:
     """The job and its Enqueued event, unsaved, once the user may submit it to its queue."""
     found = queue_selectors.queue_for_submit(draft.queue)
-    return _job_for(user, draft, _submit_target(user, draft.queue, found), now)
+    target = _submit_target(user, draft.queue, found)
+    return _job_for(user, draft, target, now, nodes=get_backend().nodes())
 
 
 def job_preview(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
@@ -95,6 +97,7 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
     found = queue_selectors.queues_for_submit(sorted(names))  # every queue at once
     roles = queue_selectors.user_roles(user)  # and the user's roles, once
     targets: dict[str, tuple | JobInvalid] = {}
+    nodes = get_backend().nodes()  # and the cluster's node shapes, once
     pairs, errors = [], {}
     for index, draft in enumerate(drafts):
         try:
@@ -110,7 +113,7 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
             target = targets[draft.queue]
             if isinstance(target, JobInvalid):
                 raise target
-            pairs.append(_job_for(user, draft, target, now))
+            pairs.append(_job_for(user, draft, target, now, nodes=nodes))
         except JobInvalid as invalid:
             errors |= {
                 f"jobs[{index}].{field}": reasons for field, reasons in invalid.errors.items()
@@ -142,8 +145,11 @@ def _submit_target(user, name: str, found: tuple | None, roles: dict | None = No
     return queue, path_nodes, role
 
 
-def _job_for(user, draft: JobDraft, target: tuple, now: datetime) -> tuple[Job, JobEvent]:
-    """The job a draft becomes in its queue, with its Enqueued event, both unsaved."""
+def _job_for(
+    user, draft: JobDraft, target: tuple, now: datetime, *, nodes: list[ResourceList] | None
+) -> tuple[Job, JobEvent]:
+    """The job a draft becomes in its queue, with its Enqueued event, both unsaved.
+    ``nodes`` are the cluster's node shapes (``ClusterBackend.nodes``)."""
     queue, path_nodes, role = target
     if draft.priority > 0 and role == queue_selectors.MEMBER:
         raise JobInvalid(
@@ -153,7 +159,7 @@ def _job_for(user, draft: JobDraft, target: tuple, now: datetime) -> tuple[Job, 
     if too_big is not None:
         raise JobInvalid({"request": f"can never be admitted: {too_big.message()}"})
     pods = job_pods(kind=draft.kind, runtime=draft.runtime, head=draft.head, workers=draft.workers)
-    nowhere = unplaceable(pods=pods, nodes=get_backend().nodes(), path_nodes=path_nodes.values())
+    nowhere = unplaceable(pods=pods, nodes=nodes, path_nodes=path_nodes.values())
     if nowhere is not None:
         raise JobInvalid({f"{nowhere.pod}.resources": f"can never run: {nowhere.reason}"})
     job = Job(

@@ -193,14 +193,14 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "portal.schema.CalderaAutoSchema",  # adds the shared errors
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
+    # Bodies with text the database cannot store (NUL, control characters) are refused
+    # with the field's path (portal/input.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.input.CheckedJSONParser",
+        "portal.input.CheckedFormParser",
+        "portal.input.CheckedMultiPartParser",
+    ],
 }
-# Bodies with text the database cannot store (NUL, control characters) are refused with
-# the field's path (portal/input.py).
-REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = [
-    "portal.input.CheckedJSONParser",
-    "portal.input.CheckedFormParser",
-    "portal.input.CheckedMultiPartParser",
-]
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Caldera API",
