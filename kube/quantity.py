@@ -11,19 +11,17 @@ import re
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
-    "": 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-}
+# Each suffix as the fraction (numerator, denominator) it multiplies by: integers only, so
+# parsing is exact and costs no Fraction objects (a batch parses thousands).
+_SUFFIXES = {
+    "Ki": (2**10, 1), "Mi": (2**20, 1), "Gi": (2**30, 1), "Ti": (2**40, 1), "Pi": (2**50, 1),
+    "Ei": (2**60, 1),
+    "n": (1, 10**9), "u": (1, 10**6), "m": (1, 1000), "": (1, 1),
+    "k": (10**3, 1), "M": (10**6, 1), "G": (10**9, 1), "T": (10**12, 1), "P": (10**15, 1),
+    "E": (10**18, 1),
+}  # fmt: skip
+_BINARY = {suffix: times for suffix, (times, _per) in _SUFFIXES.items() if suffix.endswith("i")}
+_WHOLE_DECIMAL = {suffix: _SUFFIXES[suffix][0] for suffix in "kMGTPE"}
 _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(\d+(\.\d*)?|\.\d+))"
     r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE](?P<exponent>[+-]?\d+))?$"
@@ -68,23 +66,30 @@ def parse_quantity(resource: str, value: object) -> int:
         raise QuantityError(
             f"{text!r} is not a Kubernetes quantity (examples: 500m, 2, 1.5, 4Gi, 4G)", resource
         )
-    number = Fraction(match["number"])
+    sign, digits = (-1, match["number"][1:]) if match["number"][0] == "-" else (1, match["number"])
+    whole, _, fraction = digits.lstrip("+").partition(".")
+    numerator = sign * int((whole or "0") + fraction)
+    denominator = 10 ** len(fraction)
     if match["exponent"] is not None:
         exponent = int(match["exponent"])
         if abs(exponent) > MAX_EXPONENT:
             raise QuantityError(f"{text!r} has an exponent beyond ±{MAX_EXPONENT}", resource)
-        number *= Fraction(10) ** exponent
-    suffix = match["suffix"] or ""
-    number *= _BINARY.get(suffix) or _DECIMAL[suffix]
-    if number < 0:
+        if exponent >= 0:
+            numerator *= 10**exponent
+        else:
+            denominator *= 10**-exponent
+    times, per = _SUFFIXES[match["suffix"] or ""]
+    numerator *= times * scale(resource)
+    denominator *= per
+    if numerator < 0:
         raise QuantityError(f"{text!r} is negative", resource)
-    units = number * scale(resource)
-    if units.denominator != 1:
+    units, rest = divmod(numerator, denominator)
+    if rest:
         smallest = "1m" if resource == "cpu" else "1"
         raise QuantityError(f"{text!r} is finer than the smallest unit ({smallest})", resource)
     if units > MAX_UNITS:
         raise QuantityError(f"{text!r} is too large", resource)
-    return int(units)
+    return units
 
 
 def parse_resources(field: str, raw: object) -> ResourceList:
@@ -112,7 +117,7 @@ def format_quantity(resource: str, units: int) -> str:
     if resource == "cpu":
         return str(units // 1000) if units % 1000 == 0 else f"{units}m"
     spellings = [str(units)]
-    for suffix, factor in [*_BINARY.items(), *((s, _DECIMAL[s]) for s in "kMGTPE")]:
+    for suffix, factor in [*_BINARY.items(), *_WHOLE_DECIMAL.items()]:
         if units and units % factor == 0:
             spellings.append(f"{units // int(factor)}{suffix}")
     return min(spellings, key=len)

@@ -1,8 +1,13 @@
 """Kubernetes quantities are parsed exactly into integer base units."""
 
+from fractions import Fraction
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kube.quantity import (
+    MAX_UNITS,
     QuantityError,
     format_quantity,
     format_resources,
@@ -100,3 +105,36 @@ def test_people_see_a_mixed_sum_rounded_instead_of_a_wall_of_digits():
     assert format_quantity("memory", mixed) == "112382046Ki"  # the API stays exact
     assert human("memory", mixed) == "107.2Gi"
     assert human("memory", 3 * 2**30 + 1) == "3Gi"
+
+
+_REFERENCE_SUFFIXES = {
+    "": Fraction(1), "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
+    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
+    "Ki": Fraction(2**10), "Mi": Fraction(2**20), "Gi": Fraction(2**30), "Ti": Fraction(2**40),
+}  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    resource=st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]),
+    whole=st.integers(min_value=0, max_value=10**6),
+    decimals=st.text(alphabet="0123456789", max_size=4),
+    suffix=st.sampled_from(sorted(_REFERENCE_SUFFIXES)),
+    exponent=st.one_of(st.none(), st.integers(min_value=-6, max_value=6)),
+)
+def test_integer_parsing_agrees_with_exact_fractions(resource, whole, decimals, suffix, exponent):
+    text = f"{whole}.{decimals}" if decimals else str(whole)
+    text += suffix if exponent is None else f"e{exponent}"
+    value = Fraction(text.rstrip(suffix) if exponent is None and suffix else text)
+    if exponent is None:
+        value *= _REFERENCE_SUFFIXES[suffix]
+    units = value * (1000 if resource == "cpu" else 1)
+
+    if units.denominator != 1:
+        with pytest.raises(QuantityError, match="finer than the smallest unit"):
+            parse_quantity(resource, text)
+    elif units > MAX_UNITS:
+        with pytest.raises(QuantityError, match="is too large"):
+            parse_quantity(resource, text)
+    else:
+        assert parse_quantity(resource, text) == units
