@@ -29,8 +29,8 @@ def main(argv: list[str]) -> int:
     django.setup()
     from django.db import connection
 
+    from jobs.schema import job_parse
     from jobs.services import job_submit
-    from jobs.validation import job_parse
     from queues import selectors
 
     from .kueue import job_body, load

@@ -89,8 +89,8 @@ def _round(user, index: int) -> tuple[float, float]:
 
 
 def _submit(user, name: str, run_seconds: float):
+    from jobs.schema import job_parse
     from jobs.services import job_submit
-    from jobs.validation import job_parse
 
     body = {
         "queue": PROBE,

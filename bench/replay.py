@@ -123,8 +123,8 @@ def _scenario_jobs(scenario: Scenario):
 
 
 def _service_submitter(user, _base_url):
+    from jobs.schema import job_parse
     from jobs.services import job_submit
-    from jobs.validation import job_parse
 
     def submit(bodies: list[dict]) -> None:
         for body in bodies:

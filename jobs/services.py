@@ -19,9 +19,10 @@ from queues.quota import exceeds_max
 from .admission import capacity_changed
 from .cluster import get_backend
 from .models import PENDING, Job, JobEvent, State, sources_of
+from .schema import JobDraft, JobIn, bound
 from .selectors import QUEUE_ORDER
 from .triggers import request_admission, request_reconcile
-from .validation import PRIORITY_RANGE, JobDraft, JobInvalid, job_parse, job_pods
+from .validation import PRIORITY_RANGE, JobInvalid, job_pods
 
 
 class JobPermissionDenied(Exception):
@@ -87,10 +88,11 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
     """
     now = now or timezone.now()
     batch_size_check(len(documents))
+    reader = bound(JobIn)
     drafts: list[JobDraft | JobInvalid] = []
     for document in documents:
         try:
-            drafts.append(job_parse(document))
+            drafts.append(reader.check(document))
         except JobInvalid as invalid:
             drafts.append(invalid)
     names = {draft.queue for draft in drafts if isinstance(draft, JobDraft)}

@@ -8,7 +8,6 @@ finished job gets ``HttpResponseStopPolling`` (286) with the final fragment.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import timedelta
 
@@ -28,15 +27,16 @@ from queues.selectors import queues_for_user, tree_nodes
 
 from . import selectors, services
 from .cluster import SCHEDULING_FAILURES
+from .forms import SubmitForm
 from .manifests import build_manifests
 from .models import LIVE, Job, State
+from .schema import JobPriorityIn, job_parse
 from .specs import job_spec_full
-from .validation import PRIORITY_RANGE, JobInvalid, job_parse, page_window
+from .validation import PRIORITY_RANGE, JobInvalid, page_window
 
 GPU = "nvidia.com/gpu"
 MY_JOBS_LIMIT = 20
 QUEUE_PAGE_SIZE = 50
-_INTEGER = re.compile(r"^[+-]?\d{1,18}$")  # longer goes on as text, for job_parse to refuse
 
 
 def _resource_rows(
@@ -103,179 +103,44 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/dashboard.html", context)
 
 
-# The submit form's fields, and where job_parse's error keys land among them.
-_GROUP_FIELDS = {"cpu": "cpu", "memory": "memory", GPU: "gpu"}
-_ERROR_FIELDS = {
-    "queue": "queue",
-    "kind": "kind",
-    "runtime": "runtime",
-    "pip": "pip",
-    "env": "env",
-    "name": "name",
-    "image": "image",
-    "entrypoint": "entrypoint",
-    "command": "command",
-    "script": "script",
-    "script_filename": "script",
-    "priority": "priority",
-    "run_seconds": "run_seconds",
-    "head": "head",
-    "master": "head",
-    "head.resources": "head",
-    "master.resources": "head",
-    "workers": "worker",
-    "workers[0]": "worker",
-    "workers[0].resources": "worker",
-    "workers[0].name": "worker_name",
-    "workers[0].replicas": "worker_replicas",
-    "workers[0].max_replicas": "worker_max_replicas",
-}
-for _group, _prefix in (("head", "head"), ("master", "head"), ("workers[0]", "worker")):
-    for _resource, _suffix in _GROUP_FIELDS.items():
-        _ERROR_FIELDS[f"{_group}.resources.{_resource}"] = f"{_prefix}_{_suffix}"
-
-FORM_DEFAULTS = {
-    "queue": "",
-    "kind": Job.Kind.RAY,
-    "runtime": "",
-    "name": "",
-    "image": "",
-    "entrypoint": "",
-    "command": "",
-    "script": "",
-    "head_cpu": "",
-    "head_memory": "",
-    "head_gpu": "",
-    "worker_name": "",
-    "worker_replicas": "1",
-    "worker_max_replicas": "",
-    "worker_cpu": "",
-    "worker_memory": "",
-    "worker_gpu": "",
-    "priority": "0",
-    "run_seconds": "60",
-    "pip": "",
-    "env": "",
-}
-
-
-def _resources(values: Mapping[str, str], prefix: str) -> dict[str, str]:
-    resources = {}
-    for resource, suffix in _GROUP_FIELDS.items():
-        value = values[f"{prefix}_{suffix}"]
-        if value:
-            resources[resource] = value
-    return resources
-
-
-def _number(value: str) -> int | str:
-    """Digits become an int (as in a JSON body); anything else goes on for job_parse to name."""
-    return int(value) if _INTEGER.match(value) else value.strip()
-
-
-def job_document(values: Mapping[str, str]) -> dict:
-    """The submit form's values as an API body (see RAY_JOB / PYTORCH_JOB in the tests)."""
-    kind = values["kind"]
-    document: dict = {
-        "queue": values["queue"],
-        "kind": kind,
-        "name": values["name"],
-        "image": values["image"],
-    }
-    if values.get("runtime"):
-        document["runtime"] = values["runtime"]
-    # Each kind takes its own command field; the other one is passed on only when filled,
-    # so that job_parse says why it does not belong.
-    if kind == Job.Kind.PYTORCH:
-        document["command"] = values["command"]
-        if values["entrypoint"]:
-            document["entrypoint"] = values["entrypoint"]
-    else:
-        document["entrypoint"] = values["entrypoint"]
-        if values["command"]:
-            document["command"] = values["command"]
-    if values["script"].strip():
-        document["script"] = values["script"]
-    document["master" if kind == Job.Kind.PYTORCH else "head"] = {
-        "resources": _resources(values, "head")
-    }
-    worker = _resources(values, "worker")
-    if worker or values["worker_name"] or values["worker_max_replicas"]:
-        group: dict = {"replicas": _number(values["worker_replicas"] or "1"), "resources": worker}
-        if values["worker_name"]:
-            group["name"] = values["worker_name"]
-        if values["worker_max_replicas"]:
-            group["max_replicas"] = _number(values["worker_max_replicas"])
-        document["workers"] = [group]
-    for key in ("priority", "run_seconds"):
-        if values[key]:
-            document[key] = _number(values[key])
-    if values["pip"].strip():
-        document["pip"] = values["pip"].split()
-    env = {}
-    for line in values["env"].splitlines():
-        if line.strip():
-            name, equals, value = line.strip().partition("=")
-            env[name.strip()] = value if equals else None
-    if env:
-        document["env"] = env
-    return document
-
-
-def _form_errors(errors: Mapping[str, list[str]]) -> tuple[dict[str, list[str]], list[str]]:
-    """job_parse's errors placed on the form's fields; the rest for the top of the form."""
-    placed: dict[str, list[str]] = {}
-    unplaced: list[str] = []
-    for key, reasons in errors.items():
-        field = _ERROR_FIELDS.get(key)
-        prefix = re.split(r"[.\[]", key)[0]
-        if field is None and prefix in ("pip", "env"):  # pip[2] and env.NAME: say which
-            field = prefix
-            reasons = [f"{key[len(prefix) :].lstrip('.')}: {reason}" for reason in reasons]
-        if field is None:
-            unplaced.extend(f"{key}: {reason}" for reason in reasons)
-        else:
-            placed.setdefault(field, []).extend(reasons)
-    return placed, unplaced
+def _submit_form(request: HttpRequest, queues: list) -> SubmitForm:
+    """The form for this user's ``queues`` and the runtimes this cluster offers."""
+    runtimes = [
+        (value, label) for value, label in Job.Runtime.choices if value in settings.CLUSTER_RUNTIMES
+    ]
+    return SubmitForm(
+        request.POST if request.method == "POST" else None,
+        queues=[(q.node.path, q.name) for q in queues] or [("", "(no queue you can submit to)")],
+        runtimes=runtimes,
+    )
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def job_submit(request: HttpRequest) -> HttpResponse:
-    values = dict(FORM_DEFAULTS)
-    errors: dict[str, list[str]] = {}
-    top_errors: list[str] = []
+    """The submit form. A POST with ``action`` adds or removes a worker group and shows
+    the form again; any other POST submits the job."""
+    queues = services.queue_for_submit_choices(request.user)
+    form = _submit_form(request, queues)
     status = 200
-    if request.method == "POST":
-        values = _form_values(request.POST)
+    if request.method == "POST" and not request.POST.get("action"):
         try:
-            draft = job_parse(job_document(values))
+            draft = job_parse(form.document())
             job = services.job_submit(user=request.user, draft=draft)
         except JobInvalid as invalid:
-            errors, top_errors = _form_errors(invalid.errors)
+            form.place(invalid.errors)
             status = 400
         else:
             messages.success(request, f"Job {job.name} #{job.pk} submitted to {job.queue.name}.")
             return redirect("job-detail", pk=job.pk)
     context = {
-        "values": values,
-        "errors": errors,
-        "top_errors": top_errors,
-        "queues": services.queue_for_submit_choices(request.user),
-        "kinds": Job.Kind.choices,
-        "runtimes": [
-            (value, label)
-            for value, label in Job.Runtime.choices
-            if value in settings.CLUSTER_RUNTIMES
-        ],
+        "form": form,
+        "queues": queues,
+        "values": form.values,
+        "errors": form.errors,
+        "top_errors": form.top_errors,
     }
     return render(request, "jobs/submit.html", context, status=status)
-
-
-def _form_values(post: Mapping[str, str]) -> dict[str, str]:
-    values = {key: post.get(key, "").strip() for key in FORM_DEFAULTS}
-    values["script"] = post.get("script", "")
-    return values
 
 
 PREVIEW_JOB_NUMBER = 0  # a job's number is given when it is submitted
@@ -290,7 +155,7 @@ def job_submit_preview(request: HttpRequest) -> HttpResponse:
     manifest = ""
     request_text = ""
     try:
-        draft = job_parse(job_document(_form_values(request.POST)))
+        draft = job_parse(_submit_form(request, []).document())
         job = services.job_preview(user=request.user, draft=draft)
     except JobInvalid as invalid:
         problems = [
@@ -367,15 +232,12 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def job_priority(request: HttpRequest, pk: int) -> HttpResponse:
     job = selectors.job_get_for_user(request.user, pk)
-    raw = request.POST.get("priority", "").strip()
     low, high = PRIORITY_RANGE
-    if not _INTEGER.match(raw):
-        messages.error(request, f"Priority must be an integer between {low} and {high}.")
-        return redirect("job-detail", pk=job.pk)
     old = job.priority
     try:
-        job = services.job_set_priority(user=request.user, job=job, priority=int(raw))
-    except JobInvalid:  # out of PRIORITY_RANGE, as the service decides
+        priority = JobPriorityIn().check({"priority": request.POST.get("priority", "")})
+        job = services.job_set_priority(user=request.user, job=job, priority=priority)
+    except JobInvalid:  # not an integer, or out of PRIORITY_RANGE, as the service decides
         messages.error(request, f"Priority must be an integer between {low} and {high}.")
     except (services.JobPermissionDenied, services.JobConflict) as error:
         messages.error(request, f"Cannot change the priority: {error}")

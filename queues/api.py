@@ -6,9 +6,7 @@ import re
 
 from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
-from drf_spectacular.plumbing import build_array_type, build_basic_type
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.response import Response
@@ -24,19 +22,56 @@ API = AuditEntry.Source.API
 _USERNAME = re.compile(r"^[\w.@+-]{1,150}$")
 
 
+class QuotaNodeDocument(serializers.Serializer):
+    """A node of the tree: a branch has ``children`` (nodes of this same shape), a leaf
+    ``namespaces``."""
+
+    name = serializers.CharField()
+    min = serializers.DictField(child=serializers.CharField(), help_text='{"cpu": "4"}')
+    max = serializers.DictField(child=serializers.CharField(), help_text='{"cpu": "8"}')
+    namespaces = serializers.ListField(child=serializers.CharField(), required=False)
+    children = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text="nodes of this same shape"
+    )
+
+    class Meta:
+        ref_name = "QuotaNode"
+
+
+class QuotaTreeMetadata(serializers.Serializer):
+    name = serializers.CharField()
+    namespace = serializers.CharField()
+
+
+class QuotaTreeSpec(serializers.Serializer):
+    root = QuotaNodeDocument()
+
+
+class QuotaTreeDocument(serializers.Serializer):
+    """The tree as an ``ElasticQuotaTree`` object (``deploy/seed``'s format)."""
+
+    apiVersion = serializers.CharField()
+    kind = serializers.CharField()
+    metadata = QuotaTreeMetadata()
+    spec = QuotaTreeSpec()
+
+    class Meta:
+        ref_name = "ElasticQuotaTree"
+
+
 class QuotaTreeView(APIView):
     """The whole ElasticQuotaTree: read it, or apply a new one like ``kubectl apply``."""
 
     def get_permissions(self):
         return [IsAdminUser()] if self.request.method == "PUT" else [IsAuthenticated()]
 
-    @extend_schema(responses=OpenApiTypes.OBJECT, summary="The quota tree as an ElasticQuotaTree")
+    @extend_schema(responses=QuotaTreeDocument, summary="The quota tree as an ElasticQuotaTree")
     def get(self, request):
         return Response(services.tree_export())
 
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
-        responses=OpenApiTypes.OBJECT,
+        request=QuotaTreeDocument,
+        responses=QuotaTreeDocument,
         summary="Apply an ElasticQuotaTree (staff): creates, updates and retires nodes and queues",
     )
     def put(self, request):
@@ -60,15 +95,28 @@ class DepartmentSerializer(serializers.Serializer):
         return value
 
 
-def department_data(department: Department) -> dict:
-    return {
-        "name": department.name,
-        "quota_node": department.quota_node.path,
-        "members": [
-            {"username": m.user.username, "role": m.role}
-            for m in department.membership_set.select_related("user").order_by("user__username")
-        ],
-    }
+class MemberSerializer(serializers.Serializer):
+    username = serializers.RegexField(_USERNAME, max_length=150)
+    role = serializers.ChoiceField(choices=Membership.Role.choices, default=Membership.Role.MEMBER)
+
+
+class MembershipOut(serializers.Serializer):
+    username = serializers.CharField(source="user.username")
+    role = serializers.ChoiceField(choices=Membership.Role.choices)
+
+
+class DepartmentOut(serializers.Serializer):
+    name = serializers.CharField()
+    quota_node = serializers.CharField(source="quota_node.path", help_text="the node it owns")
+    members = serializers.SerializerMethodField()
+
+    class Meta:
+        ref_name = "Department"
+
+    @extend_schema_field(MembershipOut(many=True))
+    def get_members(self, department: Department) -> list[dict]:
+        members = department.membership_set.select_related("user").order_by("user__username")
+        return MembershipOut(members, many=True).data
 
 
 class DepartmentListView(APIView):
@@ -76,18 +124,18 @@ class DepartmentListView(APIView):
         return [IsAdminUser()] if self.request.method == "POST" else [IsAuthenticated()]
 
     @extend_schema(
-        responses={200: build_array_type(build_basic_type(OpenApiTypes.OBJECT))},
+        responses=DepartmentOut(many=True),
         summary="Departments the user belongs to (staff: all)",
     )
     def get(self, request):
         departments = Department.objects.select_related("quota_node")
         if not request.user.is_staff:
             departments = departments.filter(membership__user=request.user)
-        return Response([department_data(d) for d in departments])
+        return Response([DepartmentOut(d).data for d in departments])
 
     @extend_schema(
         request=DepartmentSerializer,
-        responses={201: OpenApiTypes.OBJECT},
+        responses={201: DepartmentOut},
         summary="Create a department (staff)",
     )
     def post(self, request):
@@ -100,12 +148,7 @@ class DepartmentListView(APIView):
                 )
         except IntegrityError:
             return Response({"name": ["a department with this name exists"]}, status=400)
-        return Response(department_data(department), status=status.HTTP_201_CREATED)
-
-
-class MemberSerializer(serializers.Serializer):
-    username = serializers.RegexField(_USERNAME, max_length=150)
-    role = serializers.ChoiceField(choices=Membership.Role.choices, default=Membership.Role.MEMBER)
+        return Response(DepartmentOut(department).data, status=status.HTTP_201_CREATED)
 
 
 class DepartmentMembersView(APIView):
@@ -113,11 +156,7 @@ class DepartmentMembersView(APIView):
 
     @extend_schema(
         request=MemberSerializer,
-        responses={
-            201: inline_serializer(
-                "Membership", {"username": serializers.CharField(), "role": serializers.CharField()}
-            )
-        },
+        responses={201: MembershipOut},
         summary="Add a member or manager (staff); the user is created if missing",
     )
     def post(self, request, name: str):
@@ -127,10 +166,7 @@ class DepartmentMembersView(APIView):
         membership = departments.membership_set(
             department=department, **serializer.validated_data, actor=request.user, source=API
         )
-        return Response(
-            {"username": membership.user.username, "role": membership.role},
-            status=status.HTTP_201_CREATED,
-        )
+        return Response(MembershipOut(membership).data, status=status.HTTP_201_CREATED)
 
 
 class DepartmentMemberView(APIView):

@@ -14,8 +14,8 @@ from django.urls import reverse
 
 from audit.models import AuditEntry
 from jobs.admission import admission_cycle
+from jobs.schema import job_parse
 from jobs.services import job_submit
-from jobs.validation import job_parse
 from queues import exchange
 from queues.departments import department_create, membership_set
 from queues.models import Department, Membership, Queue, QuotaNode

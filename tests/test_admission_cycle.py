@@ -10,10 +10,10 @@ from django.utils import timezone
 from jobs.admission import admission_cycle, backoff_delay
 from jobs.models import JobEvent, SimulatedPod
 from jobs.reconcile import jobs_reconcile
+from jobs.schema import job_parse
 from jobs.selectors import queue_usage
 from jobs.services import job_cancel, job_set_priority, job_submit
 from jobs.sync import cluster_sync
-from jobs.validation import job_parse
 
 from .conftest import RAY_JOB
 

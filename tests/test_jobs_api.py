@@ -472,7 +472,7 @@ def test_an_autoscaling_job_is_counted_at_the_gang_it_starts_with(api, member):
 def test_the_openapi_schema_documents_max_replicas(api, member):
     schema = api(member).get("/api/schema/?format=json").json()
 
-    workers = schema["components"]["schemas"]["JobSubmitSchemaRequest"]["properties"]["workers"]
+    workers = schema["components"]["schemas"]["JobSubmissionRequest"]["properties"]["workers"]
     group = schema["components"]["schemas"][workers["items"]["$ref"].rsplit("/", 1)[-1]]
     max_replicas = group["properties"]["max_replicas"]
     assert max_replicas["type"] == "integer" and max_replicas["maximum"] == 1000

@@ -16,7 +16,7 @@ from django.utils import timezone
 from jobs import selectors, services
 from jobs.admission import compact_pending_blocks
 from jobs.models import PENDING, TICKET_BLOCK, Job, PendingBlock, State
-from jobs.validation import job_parse
+from jobs.schema import job_parse
 
 from .conftest import RAY_JOB
 

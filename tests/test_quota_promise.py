@@ -19,10 +19,10 @@ from django.utils import timezone
 
 from jobs.admission import admission_cycle, plan_write
 from jobs.models import Job, JobEvent, PendingBlock
+from jobs.schema import job_parse
 from jobs.selectors import usage_by_path
 from jobs.services import job_submit
 from jobs.usage_audit import usage_audit
-from jobs.validation import job_parse
 from queues.admission import Candidate, Plan
 from queues.quota import Breach, breaches
 from queues.selectors import tree_nodes

@@ -11,9 +11,9 @@ from django.utils import timezone
 from jobs.admission import admission_cycle
 from jobs.models import Job, SimulatedPod
 from jobs.reconcile import jobs_reconcile
+from jobs.schema import job_parse
 from jobs.services import job_submit
 from jobs.sync import cluster_sync
-from jobs.validation import job_parse
 from queues.models import Queue
 from queues.services import tree_apply
 

@@ -12,8 +12,8 @@ from django.urls import reverse
 
 from jobs.admission import admission_cycle
 from jobs.models import Job, JobEvent
+from jobs.schema import job_parse
 from jobs.services import job_cancel, job_submit
-from jobs.validation import job_parse
 
 from .conftest import RAY_JOB
 from .test_admission_cycle import UNPACKABLE

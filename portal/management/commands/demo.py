@@ -23,8 +23,8 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 
 from jobs.models import PENDING, Job
+from jobs.schema import job_parse
 from jobs.services import job_submit
-from jobs.validation import job_parse
 from portal.supervise import Supervisor, install_signal_handlers
 from queues.departments import department_create, membership_set
 from queues.models import Department, QuotaNode
