@@ -222,7 +222,8 @@ class ClusterHealth(models.Model):
         return "answering"
 
 
-TICKET_BLOCK = 1024  # tickets per PendingBlock row (the trigger's SQL says the same)
+TICKET_BLOCK = 1024  # tickets per PendingBlock row; migration 0004's trigger divides by it
+# (tests/test_positions.py checks the installed function against this and PENDING)
 
 
 class PendingBlock(models.Model):

@@ -10,15 +10,14 @@ from .admission import admission_cycle
 from .cluster import ClusterUnavailable, Rejected
 from .reconcile import jobs_reconcile, quota_publish
 from .sync import cluster_sync
-from .triggers import (
-    ADMIT,
+from .task_names import (
     ADMIT_TASK,
     PUBLISH_QUOTA_TASK,
     RECONCILE_TASK,
-    SYNC,
     SYNC_TASK,
     USAGE_AUDIT_TASK,
 )
+from .triggers import ADMIT, SYNC
 from .usage_audit import usage_audit as audit_usage
 
 log = logging.getLogger(__name__)

@@ -19,6 +19,8 @@ from celery import current_app
 from django.conf import settings
 from kombu.exceptions import OperationalError
 
+from .task_names import ADMIT_TASK, PUBLISH_QUOTA_TASK, RECONCILE_TASK, SYNC_TASK
+
 log = logging.getLogger(__name__)
 PENDING_TTL_SECONDS = 30  # a lost task message cannot block the trigger for longer
 
@@ -28,15 +30,6 @@ def redis_client() -> redis.Redis:
     """The process's Redis client (the broker's server): the triggers' marks, and the keys
     other modules keep there (the workers' heartbeats that /healthz reads)."""
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-
-
-# The tasks, by the names they are registered under (jobs/tasks.py): a trigger sends a
-# task by name and never imports the module that defines it.
-ADMIT_TASK = "jobs.tasks.admit"
-SYNC_TASK = "jobs.tasks.sync"
-RECONCILE_TASK = "jobs.tasks.reconcile"
-PUBLISH_QUOTA_TASK = "jobs.tasks.publish_quota"
-USAGE_AUDIT_TASK = "jobs.tasks.usage_audit"
 
 
 def _send(task: str, **options) -> None:

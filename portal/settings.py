@@ -14,6 +14,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from jobs.task_names import ADMIT_TASK, PUBLISH_QUOTA_TASK, SYNC_TASK, USAGE_AUDIT_TASK
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = Path(os.environ.get("CALDERA_STATE_DIR", BASE_DIR / ".caldera"))
 
@@ -276,17 +278,17 @@ SYNC_BEAT_SECONDS = env_float("SYNC_BEAT_SECONDS", 1.0)
 USAGE_AUDIT_SECONDS = env_float("USAGE_AUDIT_SECONDS", 300.0)
 CELERY_BEAT_SCHEDULE = {
     "admit": {
-        "task": "jobs.tasks.admit",
+        "task": ADMIT_TASK,
         "schedule": ADMIT_BEAT_SECONDS,
         "options": {"expires": ADMIT_BEAT_SECONDS * 0.9},
     },
     "sync": {
-        "task": "jobs.tasks.sync",
+        "task": SYNC_TASK,
         "schedule": SYNC_BEAT_SECONDS,
         "options": {"expires": SYNC_BEAT_SECONDS * 0.9},
     },
     "usage-audit": {
-        "task": "jobs.tasks.usage_audit",
+        "task": USAGE_AUDIT_TASK,
         "schedule": USAGE_AUDIT_SECONDS,
         "options": {"expires": USAGE_AUDIT_SECONDS * 0.9},
     },
@@ -329,7 +331,7 @@ if CLUSTER_PUBLISH_QUOTA and CLUSTER_BACKEND != "kubernetes":
     raise ImproperlyConfigured("CLUSTER_PUBLISH_QUOTA needs CLUSTER_BACKEND=kubernetes")
 if CLUSTER_PUBLISH_QUOTA:  # a change is written at once; this repairs what was missed
     CELERY_BEAT_SCHEDULE["publish-quota"] = {
-        "task": "jobs.tasks.publish_quota",
+        "task": PUBLISH_QUOTA_TASK,
         "schedule": 60.0,
         "options": {"expires": 54.0},
     }

@@ -8,8 +8,10 @@ both before and after the admission cycle folds the blocks.
 """
 
 import random
+import re
 
 import pytest
+from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -143,3 +145,15 @@ def test_queue_counts_come_from_the_blocks(member):
     assert counts[State.BACKOFF] == 4
     assert counts[State.RUNNING] == 2
     assert selectors.pending_counts([jobs[0].queue_id]) == {jobs[0].queue_id: TICKET_BLOCK + 8}
+
+
+def test_the_database_counts_blocks_and_pending_states_as_the_models_declare():
+    """The triggers of migration 0004 are SQL frozen in a migration; the model's block size
+    and pending states must be what the installed functions use."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT prosrc FROM pg_proc WHERE proname = 'jobs_pending_blocks'")
+        (source,) = cursor.fetchone()
+
+    assert set(re.findall(r"ticket / (\d+)", source)) == {str(TICKET_BLOCK)}
+    states = set(re.findall(r"state IN \(([^)]*)\)", source))
+    assert states == {", ".join(f"'{state}'" for state in PENDING)}

@@ -1,0 +1,12 @@
+"""The background tasks, by the names they are registered under (``jobs/tasks.py``).
+
+A trigger sends a task by name and never imports the module that defines it; beat's
+schedule (``portal/settings.py``) names the same tasks. Plain strings, importing nothing,
+so the settings can read them.
+"""
+
+ADMIT_TASK = "jobs.tasks.admit"
+SYNC_TASK = "jobs.tasks.sync"
+RECONCILE_TASK = "jobs.tasks.reconcile"
+PUBLISH_QUOTA_TASK = "jobs.tasks.publish_quota"
+USAGE_AUDIT_TASK = "jobs.tasks.usage_audit"
