@@ -10,6 +10,7 @@ matching requests.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,12 +25,24 @@ RESOURCES = [
     "v1/configmaps",
     "v1/events",
     "v1/nodes",
-    "authorization.k8s.io/v1/selfsubjectaccessreviews",
-]
+]  # access reviews are answered by ``authorize`` and stored nowhere, as a real server does
+
+
+class Server(kmock.KubernetesEmulator):
+    """kmock's emulator, with the API server's habits it lacks: an access review is
+    answered and stored nowhere (kmock would keep it as an object, and a second review
+    without a name would then conflict)."""
+
+    async def _handle(self, request):
+        if request.resource is not None and str(request.resource.plural or "").endswith(
+            "accessreviews"
+        ):
+            return await kmock.KubernetesScaffold._handle(self, request)
+        return await super()._handle(request)
 
 
 class Emulator:
-    def __init__(self, server: kmock.KubernetesEmulator, url: str, loop: asyncio.AbstractEventLoop):
+    def __init__(self, server: Server, url: str, loop: asyncio.AbstractEventLoop):
         self.server = server
         self.url = url
         self.loop = loop
@@ -108,6 +121,44 @@ class Emulator:
                 raise
             self.core.patch_namespaced_event(name, namespace, body)
 
+    def warn_series(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        reason: str,
+        message: str,
+        involved: tuple[str, str],
+        uid: str,
+        count: int,
+        first: str,
+        last: str,
+    ) -> None:
+        """Record a Warning as the scheduler does through ``events.k8s.io/v1``, read back
+        through core/v1 as a real server shows it: ``eventTime`` is the first occurrence,
+        repeats are ``series`` (``count``, ``lastObservedTime``), and there is no ``count``
+        or ``lastTimestamp``."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "type": "Warning",
+            "reason": reason,
+            "message": message,
+            "eventTime": first,
+            "reportingComponent": "default-scheduler",
+            "action": "Scheduling",
+            "involvedObject": {"kind": involved[0], "name": involved[1], "namespace": namespace},
+        }
+        if count > 1:
+            body["series"] = {"count": count, "lastObservedTime": last}
+        try:
+            self.core.create_namespaced_event(namespace, body)
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+            self.core.patch_namespaced_event(name, namespace, body)
+
     def add_namespace(self, name: str) -> None:
         """A namespace that reads back (kmock's paths take ``namespaces/<name>`` as the scope
         of a namespaced resource, so a Namespace is served by a reaction; others are 404)."""
@@ -116,9 +167,15 @@ class Emulator:
 
     def authorize(self, refused: set[tuple[str, str]] = frozenset()) -> None:
         """Answer access reviews as an authorizer would: allowed, but (verb, resource) pairs
-        in ``refused``."""
+        in ``refused``. A review with a name is refused as a real API server refuses it."""
 
         def review(request):
+            name = (request.data.get("metadata") or {}).get("name")
+            if name:
+                return invalid(
+                    f'SelfSubjectAccessReview.authorization.k8s.io "{name}" is invalid: '
+                    f'metadata: Invalid value: {{"name": "{name}"}}: must be empty'
+                )
             attributes = request.data["spec"]["resourceAttributes"]
             allowed = (attributes["verb"], attributes["resource"]) not in refused
             return {**request.data, "status": {"allowed": allowed}}
@@ -139,6 +196,15 @@ class Emulator:
             }
         )
 
+    def without_crd(self, runtime: str) -> None:
+        """The runtime's CRD is not installed: every request for its resource is answered
+        as a real API server answers a path it does not serve, in plain text."""
+        resource = kinds.RESOURCES[runtime]
+        group = re.escape(f"/apis/{resource.group}/{resource.version}/")
+        self.server[re.compile(f"{group}(namespaces/[^/]+/)?{resource.plural}(/.*)?")] << (
+            page_not_found()
+        )
+
     # -- failures ------------------------------------------------------------------------
 
     def answer_next(self, method: str, path: str, payload, times: int = 1) -> None:
@@ -152,6 +218,34 @@ class Emulator:
         self.answer_next(method, path, lambda: asyncio.sleep(seconds), times)
 
 
+def status(code: int, reason: str, message: str) -> kmock.Response:
+    """A refusal as the API server words it: a ``Status`` object with the code."""
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    return kmock.Response(status=code, payload=body)
+
+
+def invalid(message: str) -> kmock.Response:
+    return status(422, "Invalid", message)
+
+
+def page_not_found() -> kmock.Response:
+    """What a real API server answers for a path it does not serve (an uninstalled CRD):
+    not a Status, but plain text."""
+    return kmock.Response(
+        status=404,
+        headers={"Content-Type": "text/plain; charset=utf-8"},
+        payload=b"404 page not found\n",
+    )
+
+
 @contextmanager
 def emulator() -> Iterator[Emulator]:
     loop = asyncio.new_event_loop()
@@ -159,7 +253,7 @@ def emulator() -> Iterator[Emulator]:
     thread.start()
 
     async def start():
-        server = kmock.KubernetesEmulator()
+        server = Server()
         await server.__aenter__()
         for resource in RESOURCES:
             server.resources[resource] = {}

@@ -513,7 +513,7 @@ def run_cluster_check() -> tuple[str, str]:
 
 def test_cluster_check_names_every_missing_crd_permission_and_namespace(tree):
     with on_kubernetes(CLUSTER_RUNTIMES=["kuberay", "kubeflow"]) as kube:
-        kube.answer_next("get", "/apis/kubeflow.org/v1/pytorchjobs", 404)
+        kube.without_crd("kubeflow")
         kube.authorize(refused={("delete", "configmaps")})
         for namespace in ("video", "text", "devops", "intern-text"):
             kube.add_namespace(namespace)

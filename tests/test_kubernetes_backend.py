@@ -6,14 +6,16 @@ the scheduler and the kubelet by writing statuses, events and nodes through the 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from kubernetes import client
+from kubernetes.client import ApiException
 
 from jobs.cluster import ClusterUnavailable, ObjectRef, kinds
 from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.manifests import build_manifests
-from jobs.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
+from jobs.manifests.common import ANNOTATION_DEQUEUED, ANNOTATION_ENQUEUED, kube_queue_timestamp
 
 from .kube_emulator import emulator
 from .test_manifests import pytorch_spec, ray_spec
@@ -508,3 +510,62 @@ def test_events_are_matched_to_jobs_by_the_names_operators_give(involved, job_id
 def test_the_cycle_is_read_from_the_message():
     assert kinds.cycle_of("p in gang failed to be scheduled in cycle 12: 0/4 nodes") == 12
     assert kinds.cycle_of("0/4 nodes are available: 4 Insufficient cpu.") is None
+
+
+# -- what a real API server answers (the emulator answers the same) ----------------------
+
+
+def test_a_job_back_in_its_queue_loses_its_dequeue_time_on_the_object(kube, backend):
+    backend.apply([ray_spec(suspend=False, dequeued_at=DEQUEUED)], now=NOW)
+
+    backend.apply([ray_spec(suspend=True, dequeued_at=None)], now=NOW)  # a start timeout
+
+    stored = kube.get("kuberay", "video", "rayjob-video-7")
+    assert stored["spec"]["suspend"] is True
+    assert ANNOTATION_DEQUEUED not in stored["metadata"]["annotations"]
+    assert stored["metadata"]["annotations"][ANNOTATION_ENQUEUED]
+
+
+def test_a_scheduler_event_repeated_as_a_series_counts_each_repeat_at_its_last_time(kube, backend):
+    backend.apply([ray_spec()], now=NOW)
+    warning = dict(
+        reason="FailedScheduling",
+        message="0/4 nodes are available: 4 Insufficient cpu.",
+        involved=("Pod", "rayjob-video-7-head-0"),
+        uid="s1",
+        first="2026-11-23T10:00:00.000000Z",
+    )
+    kube.warn_series("video", "e1", count=1, last="", **warning)
+    first = backend.observe(now=NOW).events
+    kube.warn_series("video", "e1", count=5, last="2026-11-23T10:04:00.000000Z", **warning)
+    repeated = backend.observe(now=NOW).events
+
+    assert [(e.uid, e.at) for e in first] == [("k8s/s1/1", NOW)]
+    assert [(e.uid, e.at) for e in repeated] == [("k8s/s1/5", NOW + timedelta(minutes=4))]
+
+
+def test_a_runtime_whose_crd_is_missing_is_named_in_plain_words(kube, backend):
+    kube.without_crd("kubeflow")
+
+    with pytest.raises(ClusterUnavailable) as unavailable:
+        backend.observe(now=NOW)
+
+    assert str(unavailable.value) == (
+        "list pytorchjobs: the PyTorchJob CRD is not installed (404 page not found)"
+    )
+
+
+def test_the_emulator_refuses_a_named_access_review_as_a_real_server_does(kube):
+    kube.authorize()
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "metadata": {"name": "check.list.rayjobs.ray.io"},
+        "spec": {"resourceAttributes": {"group": "ray.io", "resource": "rayjobs", "verb": "list"}},
+    }
+
+    with pytest.raises(ApiException) as refused:
+        client.AuthorizationV1Api(kube.api).create_self_subject_access_review(review)
+
+    assert refused.value.status == 422
+    assert "metadata: Invalid value" in refused.value.body and "must be empty" in refused.value.body

@@ -181,12 +181,17 @@ class ObjectIndex:
 
 def cluster_event(event: Mapping, job_id: int, *, now: datetime) -> ClusterEvent:
     """One Kubernetes Event as Caldera stores it; its key is the event's uid and count, so
-    a repeated event (same uid, count + 1) is stored once per occurrence."""
+    a repeated event (same uid, count + 1) is stored once per occurrence.
+
+    Two ways of counting repeats reach the core/v1 listing: ``count`` and
+    ``lastTimestamp`` (the kubelet, older components), or ``series.count`` and
+    ``series.lastObservedTime`` with ``eventTime`` the first time (components that write
+    ``events.k8s.io/v1``, such as the scheduler). A series, when there is one, counts."""
     metadata = event.get("metadata") or {}
     involved = event.get("involvedObject") or {}
     message = event.get("message") or ""
     uid = metadata.get("uid") or f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
-    count = event.get("count") or 1
+    count = (event.get("series") or {}).get("count") or event.get("count") or 1
     return ClusterEvent(
         job_id=job_id,
         type=event.get("type") or "Warning",
@@ -201,9 +206,9 @@ def cluster_event(event: Mapping, job_id: int, *, now: datetime) -> ClusterEvent
 
 def _event_time(event: Mapping) -> datetime | None:
     for value in (
+        (event.get("series") or {}).get("lastObservedTime"),
         event.get("lastTimestamp"),
         event.get("eventTime"),
-        (event.get("series") or {}).get("lastObservedTime"),
         (event.get("metadata") or {}).get("creationTimestamp"),
     ):
         if isinstance(value, datetime):

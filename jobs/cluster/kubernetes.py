@@ -28,7 +28,12 @@ import urllib3
 from kubernetes import client, config
 
 from jobs.manifests import build_manifests
-from jobs.manifests.common import LABEL_JOB_ID, annotations, script_configmap_name
+from jobs.manifests.common import (
+    ANNOTATION_DEQUEUED,
+    LABEL_JOB_ID,
+    annotations,
+    script_configmap_name,
+)
 from jobs.spec import JobSpec
 from kube.names import LABEL_MANAGED_BY, MANAGER
 from kube.quantity import QuantityError, ResourceList, human, parse_resources, total
@@ -215,8 +220,13 @@ class KubernetesBackend(ClusterBackend):
                         limit=self.settings.list_page,
                         **pages,
                     )
-                except (Rejected, client.ApiException) as error:
+                except client.ApiException as error:
                     # Not being allowed to list (or the CRD missing) never reads as "gone".
+                    reason = _api_message(error)
+                    if error.status == 404:
+                        reason = f"the {resource.kind} CRD is not installed ({reason})"
+                    raise ClusterUnavailable(f"list {resource.plural}: {reason}") from None
+                except Rejected as error:
                     raise ClusterUnavailable(f"list {resource.plural}: {error}") from None
                 items += answer.get("items") or []
                 token = (answer.get("metadata") or {}).get("continue") or ""
@@ -284,7 +294,9 @@ class KubernetesBackend(ClusterBackend):
         patch = resource.suspend_patch(spec.suspend)
         if patch is None:
             return
-        patch["metadata"] = {"annotations": annotations(spec)}
+        # A merge patch keeps what it does not name: a job back in its queue has no dequeue
+        # time, and null is how a merge patch removes the one the object still carries.
+        patch["metadata"] = {"annotations": {ANNOTATION_DEQUEUED: None} | annotations(spec)}
         try:
             self._call(
                 f"patch {resource.kind} {spec.object_name}",
@@ -425,8 +437,8 @@ class KubernetesBackend(ClusterBackend):
             review = {
                 "apiVersion": "authorization.k8s.io/v1",
                 "kind": "SelfSubjectAccessReview",
-                # Reviews are not stored; a name per question keeps them apart all the same.
-                "metadata": {"name": ".".join(filter(None, ("check", verb, resource, group)))},
+                # No metadata: a review is not stored, and a real API server refuses one that
+                # has a name (422, "metadata: Invalid value: ...: must be empty").
                 "spec": {
                     "resourceAttributes": {"group": group, "resource": resource, "verb": verb}
                 },
@@ -440,7 +452,9 @@ class KubernetesBackend(ClusterBackend):
                 )
                 status = json.loads(answer.data).get("status") or {}
                 checks.append(Check(what, status.get("allowed") is True, status.get("reason", "")))
-            except (client.ApiException, Rejected, ClusterUnavailable) as error:
+            except client.ApiException as error:
+                checks.append(Check(what, False, _api_message(error)))
+            except (Rejected, ClusterUnavailable) as error:
                 checks.append(Check(what, False, str(error)))
         for namespace in sorted(set(namespaces)):
             what = f"namespace {namespace} exists"
@@ -518,10 +532,17 @@ def node_shapes(nodes: Iterable[dict]) -> list[ResourceList]:
 
 
 def _api_message(error: client.ApiException) -> str:
+    """What the server said: a Status's message, else a short plain-text body (a real API
+    server answers an unknown resource with ``404 page not found``), else the HTTP reason.
+    Never the client's rendering of the exception, with its headers."""
     try:
         return json.loads(error.body)["message"]
     except (TypeError, ValueError, KeyError):
-        return error.reason or f"HTTP {error.status}"
+        pass
+    body = error.body.decode(errors="replace") if isinstance(error.body, bytes) else error.body
+    if isinstance(body, str) and body.strip() and len(body) <= 200 and "\n" not in body.strip():
+        return body.strip()
+    return error.reason or f"HTTP {error.status}"
 
 
 def _captured(fn: Callable[[T], object]) -> Callable[[T], object]:
