@@ -62,6 +62,24 @@ def backoff_delay(
     return timedelta(seconds=min(base * 2 ** max(attempts - 1, 0), cap))
 
 
+# The fields ``leave_for_backoff`` changes, for a caller's bulk_update.
+LEFT_FOR_BACKOFF = (
+    "state", "dequeued_at", "last_tried_at", "backoff_reason", "backoff_count", "next_attempt_at",
+)  # fmt: skip
+
+
+def leave_for_backoff(job, *, reason: str, attempts: int, now: datetime) -> None:
+    """An admitted job leaves the cluster for its queue, in backoff: tried again after
+    ``backoff_delay(attempts)`` with its queue's base and cap, ``reason`` shown meanwhile.
+    The caller saves the fields of LEFT_FOR_BACKOFF (``job.queue`` must be loaded)."""
+    job.state, job.dequeued_at, job.last_tried_at = State.BACKOFF, None, now
+    job.backoff_reason = reason
+    job.backoff_count += 1
+    job.next_attempt_at = now + backoff_delay(
+        attempts, base=job.queue.backoff_base_seconds, cap=job.queue.backoff_max_seconds
+    )
+
+
 def capacity_changed(*, now: datetime) -> None:
     """Wake every backed-off job for the next cycle: capacity was freed or quotas changed."""
     AdmissionWake.objects.update_or_create(pk=1, defaults={"woken_at": now})

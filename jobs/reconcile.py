@@ -21,12 +21,12 @@ from django.utils import timezone
 from queues import exchange, services
 from queues.selectors import queue_departments
 
-from .admission import capacity_changed
+from .admission import LEFT_FOR_BACKOFF, capacity_changed, leave_for_backoff
 from .cluster import ClusterUnavailable, get_backend
 from .cluster_health import cluster_unavailable
 from .models import Job, JobEvent, State, sources_of
 from .specs import ABSENT, SUSPENDED, job_spec, object_ref, object_wanted
-from .triggers import request_admission, request_sync
+from .triggers import request_admission, request_reconcile, request_sync
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +66,17 @@ def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
         jobs_requeue(preempted, now=now)
     if present:
         refused = backend.apply(present, now=now)
-        if refused:
-            jobs_refused(refused, now=now)
+        jobs_refused({i: r.reason for i, r in refused.items() if not r.retry}, now=now)
+        jobs_deferred({i: r.reason for i, r in refused.items() if r.retry}, now=now)
         request_sync()
 
 
 def jobs_refused(reasons: dict[int, str], *, now: datetime) -> list[int]:
     """Jobs whose objects the cluster refused for good (an invalid object, a namespace
-    that does not exist) fail with the cluster's words; what they held is freed and what
-    they left behind is removed."""
+    that does not exist or is being deleted, a webhook's denial) fail with the cluster's
+    words; what they held is freed and what they left behind is removed."""
+    if not reasons:
+        return []
     failed = jobs_transition(State.FAILED, reasons, now, "Refused")
     if failed:
         get_backend().remove(
@@ -83,6 +85,40 @@ def jobs_refused(reasons: dict[int, str], *, now: datetime) -> list[int]:
         capacity_changed(now=now)
         transaction.on_commit(request_admission)
     return failed
+
+
+def jobs_deferred(reasons: dict[int, str], *, now: datetime) -> list[int]:
+    """Admitted jobs whose objects the cluster refused for now (its ResourceQuota is full)
+    go back to their queue in backoff with the cluster's words, growing with each try, and
+    free what they held; what they left behind (a script ConfigMap) is removed by the
+    reconcile their new state asks for."""
+    if not reasons:
+        return []
+    with transaction.atomic():
+        jobs = list(
+            Job.objects.select_for_update(of=("self",))
+            .select_related("queue")
+            .filter(pk__in=list(reasons), state=State.ADMITTED)
+        )
+        for job in jobs:
+            leave_for_backoff(job, reason=reasons[job.pk], attempts=job.backoff_count + 1, now=now)
+        Job.objects.bulk_update(jobs, LEFT_FOR_BACKOFF)
+        JobEvent.objects.bulk_create(
+            JobEvent(
+                job_id=job.pk,
+                created_at=now,
+                type=JobEvent.Type.WARNING,
+                reason="Deferred",
+                message=f"{job.backoff_reason}; next try at {job.next_attempt_at:%H:%M:%S}",
+            )
+            for job in jobs
+        )
+        if jobs:
+            capacity_changed(now=now)
+            moved = [job.pk for job in jobs]
+            transaction.on_commit(lambda: request_reconcile(moved))
+            transaction.on_commit(request_admission)
+    return [job.pk for job in jobs]
 
 
 def jobs_requeue(job_ids: list[int], *, now: datetime) -> list[int]:

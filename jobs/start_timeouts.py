@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from .admission import backoff_delay
+from .admission import LEFT_FOR_BACKOFF, leave_for_backoff
 from .cluster import SCHEDULING_FAILURES
 from .models import Job, JobEvent, State
 
@@ -53,8 +53,8 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
             cause = last_failure.get(job.pk, "the cluster reported no scheduling failure")
             late_by = f"Its pods were not all running {timeout:.0f}s after it was dequeued"
             job.start_timeouts += 1
-            job.dequeued_at, job.last_tried_at = None, now
             if job.start_timeouts >= attempts:
+                job.dequeued_at, job.last_tried_at = None, now
                 job.state, job.finished_at, job.next_attempt_at = State.FAILED, now, None
                 message = (
                     f"{late_by}, {job.start_timeouts} of {attempts} times, so it left the "
@@ -62,16 +62,12 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
                 )
                 events.append((job, "StartAttemptsExceeded", message))
                 continue
-            job.backoff_reason = (
-                f"{late_by}, so it left the cluster; last scheduling failure: {cause}"
+            leave_for_backoff(
+                job,
+                reason=f"{late_by}, so it left the cluster; last scheduling failure: {cause}",
+                attempts=job.start_timeouts,
+                now=now,
             )
-            job.backoff_count += 1
-            job.next_attempt_at = now + backoff_delay(
-                job.start_timeouts,
-                base=job.queue.backoff_base_seconds,
-                cap=job.queue.backoff_max_seconds,
-            )
-            job.state = State.BACKOFF
             events.append(
                 (
                     job,
@@ -80,11 +76,7 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
                     f" next try at {job.next_attempt_at:%H:%M:%S}",
                 )
             )
-        Job.objects.bulk_update(
-            jobs,
-            ["state", "backoff_reason", "backoff_count", "next_attempt_at", "dequeued_at",
-             "last_tried_at", "start_timeouts", "finished_at"],
-        )  # fmt: skip
+        Job.objects.bulk_update(jobs, [*LEFT_FOR_BACKOFF, "start_timeouts", "finished_at"])
         JobEvent.objects.bulk_create(
             JobEvent(
                 job_id=job.pk,

@@ -29,15 +29,28 @@ RESOURCES = [
 
 
 class Server(kmock.KubernetesEmulator):
-    """kmock's emulator, with the API server's habits it lacks: an access review is
-    answered and stored nowhere (kmock would keep it as an object, and a second review
-    without a name would then conflict)."""
+    """kmock's emulator, with the API server's habits it lacks.
+
+    An access review is answered and stored nowhere (kmock would keep it as an object, and
+    a second review without a name would then conflict). Creates pass the admission steps
+    the test installs (``Emulator.terminating``, ``Emulator.resource_quota``) before they
+    are stored: a refused create stores nothing, as on a real server.
+    """
+
+    def admit(self, check) -> None:
+        """``check(request, objects)`` answers a create with a refusal, or None to pass."""
+        self.__dict__.setdefault("admission", []).append(check)
 
     async def _handle(self, request):
         if request.resource is not None and str(request.resource.plural or "").endswith(
             "accessreviews"
         ):
             return await kmock.KubernetesScaffold._handle(self, request)
+        if request.resource is not None and request.action == kmock.action.CREATE:
+            for check in self.__dict__.get("admission", []):
+                refusal = check(request, self._objects)
+                if refusal is not None:
+                    return await refusal(request)
         return await super()._handle(request)
 
 
@@ -205,6 +218,45 @@ class Emulator:
             page_not_found()
         )
 
+    def terminating(self, namespace: str) -> None:
+        """The namespace is being deleted: the NamespaceLifecycle admission step refuses
+        every create in it, word for word as a real server does."""
+
+        def check(request, objects):
+            if request.namespace != namespace:
+                return None
+            return forbidden(
+                request,
+                f"unable to create new content in namespace {namespace} "
+                "because it is being terminated",
+            )
+
+        self.server.admit(check)
+
+    def resource_quota(self, namespace: str, name: str, runtime: str, limit: int) -> None:
+        """A ResourceQuota ``name`` in the namespace with ``count/<plural>.<group>: limit``:
+        a create past it is refused as the ResourceQuota admission step words it."""
+        resource = kinds.RESOURCES[runtime]
+        counted = f"count/{resource.plural}.{resource.group}"
+
+        def check(request, objects):
+            if request.namespace != namespace or request.resource.plural != resource.plural:
+                return None
+            used = sum(
+                1
+                for (kind, where, _name), obj in objects.items()
+                if kind.plural == resource.plural and where == namespace and not obj.deleted
+            )
+            if used < limit:
+                return None
+            return forbidden(
+                request,
+                f"exceeded quota: {name}, requested: {counted}=1, used: {counted}={used}, "
+                f"limited: {counted}={limit}",
+            )
+
+        self.server.admit(check)
+
     # -- failures ------------------------------------------------------------------------
 
     def answer_next(self, method: str, path: str, payload, times: int = 1) -> None:
@@ -230,6 +282,14 @@ def status(code: int, reason: str, message: str) -> kmock.Response:
         "code": code,
     }
     return kmock.Response(status=code, payload=body)
+
+
+def forbidden(request, reason: str) -> kmock.Response:
+    """An admission step's 403 for the object a create asked for."""
+    resource = request.resource
+    kind = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+    name = ((request.data or {}).get("metadata") or {}).get("name", "")
+    return status(403, "Forbidden", f'{kind} "{name}" is forbidden: {reason}')
 
 
 def invalid(message: str) -> kmock.Response:

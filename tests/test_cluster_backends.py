@@ -17,7 +17,7 @@ from jobs.cluster.simulated import SimulatedBackend, parse_nodes
 from jobs.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
 from jobs.models import JobEvent
 from jobs.reconcile import jobs_reconcile, quota_publish
-from jobs.selectors import queue_usage
+from jobs.selectors import cluster_trouble, queue_usage
 from jobs.services import job_cancel
 from jobs.sync import cluster_sync
 
@@ -557,3 +557,37 @@ def test_cluster_check_refuses_to_run_on_the_simulated_cluster(tree):
         out, error = run_cluster_check()
 
     assert error.startswith("CLUSTER_BACKEND is simulated: set CLUSTER_BACKEND=kubernetes")
+
+
+def test_a_job_the_clusters_resource_quota_has_no_room_for_waits_in_backoff_and_frees_its_quota(
+    member, now
+):
+    with on_kubernetes() as kube:
+        kube.resource_quota("video", "rayjob-count", "kuberay", limit=0)
+        job = submit(member, now)
+        admission_cycle(now=now)
+
+        jobs_reconcile([job.pk], now=now)
+        jobs_reconcile([job.pk], now=now)  # the reconcile its backoff asks for
+
+        assert kube.objects("kuberay") == [] and kube.configmaps("video") == []
+    job = refresh(job)
+    assert job.state == "backoff" and "exceeded quota: rayjob-count" in job.backoff_reason
+    assert job.next_attempt_at > now and job.dequeued_at is None
+    assert job.events.get(reason="Deferred").type == "Warning"
+    assert queue_usage(job.queue) == {}
+
+
+def test_a_job_whose_namespace_is_being_deleted_fails_and_the_cluster_stays_available(member, now):
+    with on_kubernetes() as kube:
+        kube.terminating("video")
+        job = submit(member, now)
+        admission_cycle(now=now)
+
+        jobs_reconcile([job.pk], now=now)
+
+        assert kube.objects("kuberay") == []
+        assert cluster_trouble() is None
+    job = refresh(job)
+    assert job.state == "failed"
+    assert "because it is being terminated" in job.events.get(reason="Refused").message

@@ -17,7 +17,7 @@ from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.manifests import build_manifests
 from jobs.manifests.common import ANNOTATION_DEQUEUED, ANNOTATION_ENQUEUED, kube_queue_timestamp
 
-from .kube_emulator import emulator
+from .kube_emulator import emulator, status
 from .test_manifests import pytorch_spec, ray_spec
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
@@ -357,7 +357,7 @@ def test_an_object_the_server_refuses_is_reported_with_its_reason_not_retried(
 
     refused = backend.apply([ray_spec(script="")], now=NOW)
 
-    assert list(refused) == [7] and f"({status}: " in refused[7]
+    assert list(refused) == [7] and f"({status}: " in refused[7].reason and not refused[7].retry
     assert len(kube.requests("post", "/rayjobs")) == 1
 
 
@@ -569,3 +569,41 @@ def test_the_emulator_refuses_a_named_access_review_as_a_real_server_does(kube):
 
     assert refused.value.status == 422
     assert "metadata: Invalid value" in refused.value.body and "must be empty" in refused.value.body
+
+
+def test_a_create_in_a_namespace_being_deleted_is_refused_with_the_servers_words(kube, backend):
+    kube.terminating("video")
+
+    refused = backend.apply([ray_spec(script="")], now=NOW)
+
+    assert list(refused) == [7] and not refused[7].retry
+    assert refused[7].reason.endswith(
+        '(403: rayjobs.ray.io "rayjob-video-7" is forbidden: unable to create new content in '
+        "namespace video because it is being terminated)"
+    )
+    assert kube.objects("kuberay") == []
+
+
+def test_a_full_resource_quota_refuses_for_now_and_stores_nothing(kube, backend):
+    kube.resource_quota("video", "rayjob-count", "kuberay", limit=1)
+    assert backend.apply([ray_spec(script="")], now=NOW) == {}
+
+    refused = backend.apply([ray_spec(id=8, object_name="rayjob-video-8", script="")], now=NOW)
+
+    assert list(refused) == [8] and refused[8].retry
+    assert (
+        "exceeded quota: rayjob-count, requested: count/rayjobs.ray.io=1, "
+        "used: count/rayjobs.ray.io=1, limited: count/rayjobs.ray.io=1" in refused[8].reason
+    )
+    assert [o["metadata"]["name"] for o in kube.objects("kuberay")] == ["rayjob-video-7"]
+
+
+def test_a_403_from_the_authorizer_makes_the_cluster_unavailable(kube, backend):
+    message = (
+        'rayjobs.ray.io is forbidden: User "system:serviceaccount:caldera-system:caldera" '
+        'cannot create resource "rayjobs" in API group "ray.io" in the namespace "video"'
+    )
+    kube.answer_next("post", RAYJOBS, status(403, "Forbidden", message))
+
+    with pytest.raises(ClusterUnavailable, match="cannot create resource"):
+        backend.apply([ray_spec(script="")], now=NOW)

@@ -14,6 +14,7 @@ from .base import (
     ClusterUnavailable,
     ObjectRef,
     Phase,
+    Refusal,
     Rejected,
 )
 from .kubernetes import KubernetesBackend, Settings
@@ -27,6 +28,7 @@ __all__ = [
     "ClusterUnavailable",
     "ObjectRef",
     "Phase",
+    "Refusal",
     "Rejected",
     "get_backend",
 ]

@@ -21,12 +21,25 @@ class ClusterUnavailable(Exception):
 
 
 class Rejected(Exception):
-    """The API server refused a request for good (400, 404 on create, 422...)."""
+    """The API server refused a request (400, 404 on create, 422, an admission 403...).
 
-    def __init__(self, status: int, message: str):
+    ``retry``: the refusal is about the cluster's state, not the object, and may pass
+    later (a full ResourceQuota): the job waits in its queue again instead of failing.
+    """
+
+    def __init__(self, status: int, message: str, *, retry: bool = False):
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
+        self.retry = retry
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the cluster did not take a job's objects; ``retry`` as on Rejected."""
+
+    reason: str
+    retry: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,7 +128,7 @@ class ClusterBackend(ABC):
         A job whose pod fits none of them can never run (``queues.placement``)."""
 
     @abstractmethod
-    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, str]:
+    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, Refusal]:
         """Make sure the objects of these jobs exist, suspended or not as each spec says
         (creating what exists is fine: an existing object is brought to the spec's suspend
         flag). Returns the jobs the cluster refused for good, with the reason."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +49,7 @@ from .base import (
     ObjectRef,
     ObjectStatus,
     Observation,
+    Refusal,
     Rejected,
 )
 
@@ -57,6 +59,12 @@ T = TypeVar("T")
 
 # Answers worth asking again: the server or something in front of it is struggling.
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+# A 403 is the authorizer's (RBAC: `User "..." cannot create resource "rayjobs" in API
+# group "ray.io" ...`) or an admission step's: a namespace being deleted, a full
+# ResourceQuota, a webhook's denial. The first is Caldera's identity, which no job should
+# fail for; the others are about the job's objects and answered per job.
+AUTHORIZATION_DENIED = re.compile(r"\bcannot \S+ resource\b")
+QUOTA_EXCEEDED = "exceeded quota"
 
 
 @dataclass(frozen=True)
@@ -111,9 +119,10 @@ class KubernetesBackend(ClusterBackend):
     def _call(self, what: str, fn: Callable[..., T], *args, **kwargs) -> T:
         """One API call with the timeout; transient failures retried, then ClusterUnavailable.
 
-        404 and 409 come back as ``client.ApiException`` for the caller to judge. 401 and
-        403 say Caldera's credentials or RBAC are wrong, which no job should fail for: the
-        cluster is unavailable until an admin fixes them. Other refusals are ``Rejected``.
+        404 and 409 come back as ``client.ApiException`` for the caller to judge. 401, and
+        a 403 from the authorizer, say Caldera's credentials or RBAC are wrong, which no job
+        should fail for: the cluster is unavailable until an admin fixes them. Other
+        refusals (an admission 403 included) are ``Rejected``.
         """
         timeout = self.settings.timeout_seconds
         pause = self.settings.retry_pause_seconds
@@ -123,6 +132,9 @@ class KubernetesBackend(ClusterBackend):
             except client.ApiException as error:
                 if error.status in (404, 409):
                     raise
+                if error.status == 403 and _admission_denied(error):
+                    message = _api_message(error)
+                    raise Rejected(403, message, retry=QUOTA_EXCEEDED in message) from None
                 if error.status in (401, 403):
                     raise ClusterUnavailable(f"{what}: {_api_message(error)}") from None
                 if error.status not in TRANSIENT_STATUSES:
@@ -172,10 +184,10 @@ class KubernetesBackend(ClusterBackend):
         self._nodes = (now, node_shapes(items))
         return self._nodes[1]
 
-    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, str]:
+    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, Refusal]:
         """Create each job's objects, or bring existing ones to the spec's suspend flag.
 
-        Returns the jobs the API server refused for good, with its reason.
+        Returns the jobs the API server refused, with its reason.
         """
         results = self._each(self._apply_one, specs)
         return _outcome(specs, results)
@@ -531,6 +543,12 @@ def node_shapes(nodes: Iterable[dict]) -> list[ResourceList]:
     return usable
 
 
+def _admission_denied(error: client.ApiException) -> bool:
+    """A 403 that an admission step gave, with its reason (not the authorizer's)."""
+    message = _api_message(error)
+    return "forbidden" in message and not AUTHORIZATION_DENIED.search(message)
+
+
 def _api_message(error: client.ApiException) -> str:
     """What the server said: a Status's message, else a short plain-text body (a real API
     server answers an unknown resource with ``404 page not found``), else the HTTP reason.
@@ -563,19 +581,21 @@ def _raise_first(results: Iterable[object]) -> None:
             raise result
 
 
-def _outcome(specs: Sequence[JobSpec], results: Sequence[object]) -> dict[int, str]:
+def _outcome(specs: Sequence[JobSpec], results: Sequence[object]) -> dict[int, Refusal]:
     """Refusals by job; a transient failure (after the others were done) is raised."""
-    rejected: dict[int, str] = {}
+    refused: dict[int, Refusal] = {}
     unavailable = None
     for spec, result in zip(specs, results, strict=True):
         if isinstance(result, Rejected):
-            rejected[spec.id] = f"The cluster refused the job's objects ({result})"
+            refused[spec.id] = Refusal(
+                f"The cluster refused the job's objects ({result})", retry=result.retry
+            )
         elif isinstance(result, ClusterUnavailable):
             unavailable = result
         elif isinstance(result, Exception):
             raise result
-    if unavailable is not None and not rejected:
+    if unavailable is not None and not refused:
         raise unavailable
     if unavailable is not None:
         log.warning("some objects were not created, the sync creates them: %s", unavailable)
-    return rejected
+    return refused

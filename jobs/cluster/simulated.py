@@ -27,6 +27,7 @@ from .base import (
     ObjectStatus,
     Observation,
     Phase,
+    Refusal,
     Rejected,
 )
 
@@ -334,7 +335,7 @@ class SimulatedBackend(ClusterBackend):
         """The configured nodes (SIMULATED_CLUSTER_NODES), all of them schedulable."""
         return [dict(resources) for resources in self.named_nodes.values()]
 
-    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, str]:
+    def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, Refusal]:
         with self._cluster() as cluster:
             for spec in specs:
                 cluster.create(spec, now=now)
