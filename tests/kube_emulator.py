@@ -172,11 +172,19 @@ class Emulator:
                 raise
             self.core.patch_namespaced_event(name, namespace, body)
 
-    def add_namespace(self, name: str) -> None:
+    def add_namespace(self, name: str, *, phase: str = "Active") -> None:
         """A namespace that reads back (kmock's paths take ``namespaces/<name>`` as the scope
-        of a namespaced resource, so a Namespace is served by a reaction; others are 404)."""
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        of a namespaced resource, so a Namespace is served by a reaction; others are 404).
+        A namespace being deleted reads back ``Terminating`` and refuses creates."""
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name},
+            "status": {"phase": phase},
+        }
         self.server[f"get /api/v1/namespaces/{name}"] << namespace
+        if phase == "Terminating":
+            self.terminating(name)
 
     def authorize(self, refused: set[tuple[str, str]] = frozenset()) -> None:
         """Answer access reviews as an authorizer would: allowed, but (verb, resource) pairs

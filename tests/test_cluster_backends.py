@@ -552,6 +552,22 @@ def test_cluster_check_passes_on_a_ready_cluster(tree):
     assert out.splitlines()[-1].startswith("all ") and "FAIL" not in out
 
 
+def test_cluster_check_fails_a_namespace_that_is_being_deleted(tree):
+    with on_kubernetes() as kube:
+        kube.authorize()
+        for namespace in ("video", "text", "devops", "intern-video"):
+            kube.add_namespace(namespace)
+        kube.add_namespace("intern-text", phase="Terminating")
+
+        out, error = run_cluster_check()
+
+    assert (
+        "FAIL namespace intern-text exists: it is being deleted (Terminating): jobs of its "
+        "queue would be refused" in out.splitlines()
+    )
+    assert error.startswith("1 of ")
+
+
 def test_cluster_check_refuses_to_run_on_the_simulated_cluster(tree):
     with on_simulated():
         out, error = run_cluster_check()

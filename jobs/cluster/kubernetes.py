@@ -471,8 +471,18 @@ class KubernetesBackend(ClusterBackend):
         for namespace in sorted(set(namespaces)):
             what = f"namespace {namespace} exists"
             try:
-                self._call(f"get namespace {namespace}", self.core.read_namespace, namespace)
-                checks.append(Check(what, True))
+                found = self._call(
+                    f"get namespace {namespace}",
+                    self.core.read_namespace,
+                    namespace,
+                    _preload_content=False,
+                )
+                phase = (json.loads(found.data).get("status") or {}).get("phase")
+                if phase == "Terminating":
+                    reason = "it is being deleted (Terminating): jobs of its queue would be refused"
+                    checks.append(Check(what, False, reason))
+                else:
+                    checks.append(Check(what, True))
             except client.ApiException as error:
                 reason = (
                     "not found: jobs of its queue would be refused" if error.status == 404 else ""
