@@ -28,18 +28,63 @@ RESOURCES = [
 ]  # access reviews are answered by ``authorize`` and stored nowhere, as a real server does
 
 
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def leaves(obj: object, prefix: tuple = ()) -> dict[tuple, object]:
+    """The fields a manager can own: every key path down to a value that is not a map
+    (lists are atomic, as in a CRD whose lists declare no list type)."""
+    if isinstance(obj, dict) and obj:
+        found = {}
+        for key, value in obj.items():
+            found |= leaves(value, (*prefix, key))
+        return found
+    return {prefix: obj} if prefix else {}
+
+
+def owned(obj: dict) -> dict[tuple, object]:
+    """The fields of an object that field managers own: labels, annotations and spec."""
+    metadata = obj.get("metadata") or {}
+    fields = leaves({"spec": obj.get("spec")}) if obj.get("spec") is not None else {}
+    for part in ("labels", "annotations"):
+        fields |= leaves({"metadata": {part: metadata.get(part)}}) if metadata.get(part) else {}
+    return fields
+
+
+def nested(path: tuple, value: object) -> dict:
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+def merged(a: dict, b: dict) -> dict:
+    result = dict(a)
+    for key, value in b.items():
+        both = isinstance(result.get(key), dict) and isinstance(value, dict)
+        result[key] = merged(result[key], value) if both else value
+    return result
+
+
 class Server(kmock.KubernetesEmulator):
     """kmock's emulator, with the API server's habits it lacks.
 
     An access review is answered and stored nowhere (kmock would keep it as an object, and
     a second review without a name would then conflict). Creates pass the admission steps
     the test installs (``Emulator.terminating``, ``Emulator.resource_quota``) before they
-    are stored: a refused create stores nothing, as on a real server.
+    are stored: a refused create stores nothing, as on a real server. Field managers are
+    tracked as server-side apply tracks them: an apply removes the fields its manager
+    applied before and no longer applies, unless another manager owns them too (a plain
+    create or merge patch owns what it wrote, under the client's name); an apply that
+    would change another manager's field is a 409 conflict unless forced.
     """
 
     def admit(self, check) -> None:
         """``check(request, objects)`` answers a create with a refusal, or None to pass."""
         self.__dict__.setdefault("admission", []).append(check)
+
+    def managers(self, key: tuple) -> dict[str, set[tuple]]:
+        """The fields each manager owns of the object at ``key`` (resource, namespace, name)."""
+        return self.__dict__.setdefault("owners", {}).setdefault(key, {})
 
     async def _handle(self, request):
         if request.resource is not None and str(request.resource.plural or "").endswith(
@@ -51,7 +96,70 @@ class Server(kmock.KubernetesEmulator):
                 refusal = check(request, self._objects)
                 if refusal is not None:
                     return await refusal(request)
+        if request.resource is not None and isinstance(request.data, dict):
+            if APPLY_PATCH in request.headers.get("Content-Type", ""):
+                return await self._apply(request)
+            if request.action in (kmock.action.CREATE, kmock.action.UPDATE):
+                self._record(request)
         return await super()._handle(request)
+
+    def _manager(self, request) -> str:
+        """The field manager: as given, else the client's name (its user agent's product)."""
+        agent = request.headers.get("User-Agent", "unknown")
+        return request.params.get("fieldManager") or agent.split("/")[0]
+
+    def _key(self, request) -> tuple:
+        metadata = request.data.get("metadata") or {}
+        return (
+            request.resource,
+            request.namespace or metadata.get("namespace"),
+            request.name or metadata.get("name"),
+        )
+
+    def _record(self, request) -> None:
+        """A create or a merge patch: its manager owns what it wrote; a null gives it up."""
+        managers = self.managers(self._key(request))
+        written = owned(request.data)
+        for fields in managers.values():
+            fields -= {field for field in fields if any(field[: len(w)] == w for w in written)}
+        managers.setdefault(self._manager(request), set()).update(
+            field for field, value in written.items() if value is not None
+        )
+
+    async def _apply(self, request):
+        key, manager = self._key(request), request.params.get("fieldManager")
+        if not manager:
+            message = 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value'
+            return await invalid(message)(request)
+        force = str(request.params.get("force", "")).lower() == "true"
+        stored = self._objects[key] if key in self._objects else None
+        live = {} if stored is None or stored.deleted else owned(stored.raw)
+        applied = owned(request.data)
+        managers = self.managers(key)
+        others = {name: fields for name, fields in managers.items() if name != manager}
+        conflicts = sorted(
+            (name, field)
+            for name, fields in others.items()
+            for field in fields & set(applied)
+            if live.get(field) != applied[field]
+        )
+        if conflicts and not force:
+            listed = "; ".join(f'conflict with "{name}": .{".".join(f)}' for name, f in conflicts)
+            message = f"Apply failed with {len(conflicts)} conflicts: {listed}"
+            return await status(409, "Conflict", message)(request)
+        for name, field in conflicts:
+            others[name].discard(field)
+        kept = set().union(*others.values()) if others else set()
+        dropped = managers.get(manager, set()) - set(applied) - kept
+        managers[manager] = set(applied)
+        change = dict(request.data)
+        for field in dropped:
+            change = merged(change, nested(field, None))
+        if stored is None or stored.deleted:
+            self._objects[key] = request.data
+        else:
+            stored.patch(change)
+        return await kmock.Response(payload=self._objects[key].raw)(request)
 
 
 class Emulator:

@@ -607,3 +607,35 @@ def test_a_job_whose_namespace_is_being_deleted_fails_and_the_cluster_stays_avai
     job = refresh(job)
     assert job.state == "failed"
     assert "because it is being terminated" in job.events.get(reason="Refused").message
+
+
+def _without_gpu_on_video(services) -> None:
+    document = services.tree_export()
+    children = {kid["name"]: kid for kid in document["spec"]["root"]["children"]}
+    video = next(kid for kid in children["algorithm"]["children"] if kid["name"] == "video")
+    for limits in (video["min"], video["max"]):
+        limits.pop("nvidia.com/gpu")
+    services.tree_apply(document=document)
+
+
+@pytest.mark.parametrize("first_written_by", ["caldera", "a plain create"])
+def test_a_resource_taken_out_of_the_tree_leaves_the_volcano_queue(tree, first_written_by):
+    from queues import exchange, services
+
+    with on_kubernetes(CLUSTER_PUBLISH_QUOTA=["volcano"]) as kube:
+        kube.server.resources["scheduling.volcano.sh/v1beta1/queues"] = {}
+        if first_written_by == "caldera":
+            quota_publish()
+        else:  # as Caldera wrote queues before it applied them from the start
+            for queue in exchange.volcano_queues():
+                kube.custom.create_cluster_custom_object(
+                    "scheduling.volcano.sh", "v1beta1", "queues", queue
+                )
+        assert "nvidia.com/gpu" in stored_queues(kube)["root-algorithm-video"]["capability"]
+
+        _without_gpu_on_video(services)
+        quota_publish()
+
+        video = stored_queues(kube)["root-algorithm-video"]
+    assert video["capability"] == {"cpu": "14", "memory": "14Gi"}
+    assert video["guarantee"] == {"resource": {"cpu": "12", "memory": "12Gi"}}

@@ -21,7 +21,7 @@ from jobs.cluster.kubernetes import (
     Settings,
 )
 
-from .kube_emulator import emulator
+from .kube_emulator import APPLY_PATCH, emulator
 from .test_manifests import pytorch_spec, ray_spec
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes"
@@ -97,12 +97,17 @@ _PATH = re.compile(
 _VERBS = {"POST": "create", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}
 
 
-def permission(method: str, path: str) -> tuple[str, str, str]:
-    """(apiGroup, resource, verb) of one request, as the API server's authorizer sees it."""
+def permissions(request) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) of one request, as the API server's authorizer sees it.
+    A server-side apply is a patch, and a create too when the object is missing (it is
+    then authorized as ``create``: Kubernetes' "Patch and apply")."""
+    method, path = request.method.value, request.url.path
     match = _PATH.match(path)
     assert match, path
-    verb = _VERBS.get(method) or ("get" if match["name"] else "list")
-    return match["group"] or "", match["plural"], verb
+    verbs = {_VERBS.get(method) or ("get" if match["name"] else "list")}
+    if APPLY_PATCH in request.headers.get("Content-Type", ""):
+        verbs.add("create")
+    return {(match["group"] or "", match["plural"], verb) for verb in verbs}
 
 
 def granted() -> set[tuple[str, str, str]]:
@@ -150,7 +155,7 @@ def used():
             "namespace video exists",
             "the nodes' allocatable resources can be read",
         ]
-        yield {permission(request.method.value, request.url.path) for request in list(kube.server)}
+        yield set().union(*(permissions(request) for request in list(kube.server)))
 
 
 def test_the_cluster_role_grants_exactly_what_the_backend_does(used):

@@ -5,6 +5,7 @@ the scheduler and the kubelet by writing statuses, events and nodes through the 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -607,3 +608,34 @@ def test_a_403_from_the_authorizer_makes_the_cluster_unavailable(kube, backend):
 
     with pytest.raises(ClusterUnavailable, match="cannot create resource"):
         backend.apply([ray_spec(script="")], now=NOW)
+
+
+def test_the_emulator_applies_as_a_real_server_does_with_field_managers(kube):
+    queues = ("scheduling.volcano.sh", "v1beta1", "queues")
+    kube.server.resources["scheduling.volcano.sh/v1beta1/queues"] = {}
+    spec = {"capability": {"cpu": "4", "nvidia.com/gpu": "1"}}
+    body = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue"}
+    kube.custom.create_cluster_custom_object(
+        *queues, {**body, "metadata": {"name": "q"}, "spec": spec}
+    )
+
+    def apply(capability, **options):
+        return kube.custom.patch_cluster_custom_object(
+            *queues, "q", {**body, "metadata": {"name": "q"}, "spec": {"capability": capability}},
+            field_manager="caldera", _content_type="application/apply-patch+yaml", **options,
+        )  # fmt: skip
+
+    with pytest.raises(ApiException) as conflict:
+        apply({"cpu": "8"})
+    assert conflict.value.status == 409
+    assert 'conflict with "OpenAPI-Generator"' in json.loads(conflict.value.body)["message"]
+    apply({"cpu": "8"}, force=True)
+    # The create's manager still owns the GPU key: caldera's apply does not remove it.
+    assert apply({"cpu": "8"}, force=True)["spec"]["capability"] == {
+        "cpu": "8",
+        "nvidia.com/gpu": "1",
+    }
+    kube.custom.delete_cluster_custom_object(*queues, "q")
+    apply({"cpu": "8", "memory": "1Gi"})
+    # What caldera applied and no longer applies is removed.
+    assert apply({"cpu": "8"})["spec"]["capability"] == {"cpu": "8"}

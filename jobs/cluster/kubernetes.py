@@ -362,21 +362,19 @@ class KubernetesBackend(ClusterBackend):
             self._delete_stale_queues({queue["metadata"]["name"] for queue in queues})
 
     def _put(self, resource: kinds.Resource, obj: dict) -> None:
+        """Write the object by server-side apply as ``caldera``, which creates it if it is
+        missing and removes what Caldera applied before and no longer applies. An object
+        first written by a plain create (as Caldera did before) is owned by that create's
+        manager too, so keys of its resource lists that the tree no longer has are then
+        removed by a merge patch."""
         name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
         where = (resource.group, resource.version) + ((namespace,) if namespace else ())
         scope = "namespaced" if namespace else "cluster"
-        create = getattr(self.custom, f"create_{scope}_custom_object")
-        apply = getattr(self.custom, f"patch_{scope}_custom_object")
+        patch = getattr(self.custom, f"patch_{scope}_custom_object")
         try:
-            self._call(f"create {resource.kind} {name}", create, *where, resource.plural, obj)
-            return
-        except client.ApiException as error:
-            if error.status != 409:
-                raise Rejected(error.status, _api_message(error)) from None
-        try:
-            self._call(
+            stored = self._call(
                 f"apply {resource.kind} {name}",
-                apply,
+                patch,
                 *where,
                 resource.plural,
                 name,
@@ -385,6 +383,11 @@ class KubernetesBackend(ClusterBackend):
                 force=True,
                 _content_type="application/apply-patch+yaml",
             )
+            stale = stale_keys(stored, obj)
+            if stale:
+                self._call(
+                    f"patch {resource.kind} {name}", patch, *where, resource.plural, name, stale
+                )
         except client.ApiException as error:
             raise Rejected(error.status, _api_message(error)) from None
 
@@ -534,6 +537,27 @@ def _runtime_of(permission: tuple[str, str, str]) -> str | None:
         if (resource.group, resource.plural) == permission[:2]:
             return runtime
     return None
+
+
+def stale_keys(stored: dict, wanted: dict) -> dict | None:
+    """A merge patch removing the keys of the maps nested in ``wanted``'s spec (resource
+    lists: ``spec.capability``, ``spec.root.max``) that ``stored`` still has; None when
+    there are none. Keys directly under ``spec`` are left alone: a webhook may set them."""
+
+    def stale(have: object, want: object, depth: int) -> dict:
+        if not (isinstance(have, dict) and isinstance(want, dict)):
+            return {}
+        found = {}
+        for key, value in have.items():
+            if key not in want:
+                if depth >= 2:
+                    found[key] = None
+            elif inner := stale(value, want[key], depth + 1):
+                found[key] = inner
+        return found
+
+    spec = stale(stored.get("spec"), wanted.get("spec"), 1)
+    return {"spec": spec} if spec else None
 
 
 def node_shapes(nodes: Iterable[dict]) -> list[ResourceList]:
