@@ -291,6 +291,8 @@ class PodResources(serializers.DictField):
 def unknown_fields(
     data: Mapping, known, key: str, errors: dict, *, first_only: bool = False
 ) -> None:
+    """Refuse each key of ``data`` that is not a field (only the first, as a pod or a
+    worker group always has: the rest usually follow from the same typo)."""
     unknown = sorted(str(name) for name in set(data) - set(known))
     for name in unknown[:1] if first_only else unknown:
         refuse(errors, path(key, name), "unknown field")
