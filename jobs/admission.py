@@ -352,15 +352,10 @@ def _write_preemptions(preemptions: list[Preemption], now: datetime) -> list[int
             [State.PREEMPTED, list(by_key), moving(State.PREEMPTED, IN_CLUSTER)],
         )
         moved = [row[0] for row in cursor.fetchall()]
-    JobEvent.objects.bulk_create(
-        JobEvent(
-            job_id=job_id,
-            created_at=now,
-            type=JobEvent.Type.WARNING,
-            reason="Preempted",
-            message=by_key[job_id].message(),
-        )
-        for job_id in moved
+    JobEvent.objects.record(
+        ((job_id, "Preempted", by_key[job_id].message()) for job_id in moved),
+        at=now,
+        warning=True,
     )
     return moved
 
@@ -381,14 +376,13 @@ def _write_dequeues(ids: list[int], now: datetime) -> list[int]:
             [State.ADMITTED, now, now, ids, moving(State.ADMITTED, PENDING)],
         )
         rows = cursor.fetchall()
-    JobEvent.objects.bulk_create(
-        JobEvent(
-            job_id=job_id,
-            created_at=now,
-            reason="Dequeued",
-            message=f"Dequeued from {queue} after waiting {(now - enqueued).total_seconds():.1f}s",
-        )
-        for job_id, queue, enqueued in rows
+    JobEvent.objects.record(
+        (
+            (job_id, "Dequeued", f"Dequeued from {queue} after waiting {waited:.1f}s")
+            for job_id, queue, enqueued in rows
+            for waited in [(now - enqueued).total_seconds()]
+        ),
+        at=now,
     )
     return [row[0] for row in rows]
 
@@ -415,15 +409,7 @@ def _write_backoffs(refused: dict, now: datetime) -> list[int]:
             next_at = now + backoff_delay(count + 1, base=base, cap=cap)
             values.append((job_id, reason, next_at))
             if state != State.BACKOFF or reason != old_reason:
-                events.append(
-                    JobEvent(
-                        job_id=job_id,
-                        created_at=now,
-                        type=JobEvent.Type.WARNING,
-                        reason="Backoff",
-                        message=f"{reason}; next try at {next_at:%H:%M:%S}",
-                    )
-                )
+                events.append((job_id, "Backoff", f"{reason}; next try at {next_at:%H:%M:%S}"))
         if values:
             placeholders = ", ".join(["(%s::bigint, %s::text, %s::timestamptz)"] * len(values))
             cursor.execute(
@@ -436,5 +422,5 @@ def _write_backoffs(refused: dict, now: datetime) -> list[int]:
                 """,
                 [State.BACKOFF, now, *[item for row in values for item in row]],
             )
-    JobEvent.objects.bulk_create(events)
+    JobEvent.objects.record(events, at=now, warning=True)
     return [row[0] for row in values]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -166,6 +169,19 @@ class Job(models.Model):
         return (self.dequeued_at - self.enqueued_at).total_seconds()
 
 
+class JobEventManager(models.Manager):
+    def record(
+        self, entries: Iterable[tuple[int, str, str]], *, at: datetime, warning: bool = False
+    ) -> list[JobEvent]:
+        """One event per (job id, reason, message), all at ``at``, in one INSERT: what a
+        statement that moved many jobs writes about each of them."""
+        kind = JobEvent.Type.WARNING if warning else JobEvent.Type.NORMAL
+        return self.bulk_create(
+            JobEvent(job_id=job_id, created_at=at, type=kind, reason=reason, message=message)
+            for job_id, reason, message in entries
+        )
+
+
 class JobEvent(models.Model):
     """One line of a job's history: a portal transition or a cluster event."""
 
@@ -186,6 +202,8 @@ class JobEvent(models.Model):
     involved = models.CharField(max_length=253, blank=True)
     cycle = models.PositiveIntegerField(null=True, blank=True)
     dedup_key = models.CharField(max_length=300, null=True, blank=True, unique=True)
+
+    objects = JobEventManager()
 
     class Meta:
         ordering = ["created_at", "id"]

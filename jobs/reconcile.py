@@ -103,15 +103,17 @@ def jobs_deferred(reasons: dict[int, str], *, now: datetime) -> list[int]:
         for job in jobs:
             leave_for_backoff(job, reason=reasons[job.pk], attempts=job.backoff_count + 1, now=now)
         Job.objects.bulk_update(jobs, LEFT_FOR_BACKOFF)
-        JobEvent.objects.bulk_create(
-            JobEvent(
-                job_id=job.pk,
-                created_at=now,
-                type=JobEvent.Type.WARNING,
-                reason="Deferred",
-                message=f"{job.backoff_reason}; next try at {job.next_attempt_at:%H:%M:%S}",
-            )
-            for job in jobs
+        JobEvent.objects.record(
+            (
+                (
+                    job.pk,
+                    "Deferred",
+                    f"{job.backoff_reason}; next try at {job.next_attempt_at:%H:%M:%S}",
+                )
+                for job in jobs
+            ),
+            at=now,
+            warning=True,
         )
         if jobs:
             capacity_changed(now=now)
@@ -141,14 +143,12 @@ def jobs_requeue(job_ids: list[int], *, now: datetime) -> list[int]:
             backoff_reason="",
             next_attempt_at=None,
         )
-        JobEvent.objects.bulk_create(
-            JobEvent(
-                job_id=pk,
-                created_at=now,
-                reason="Requeued",
-                message=f"Left the cluster and went back to {queue} at its original place",
-            )
-            for pk, queue in moved
+        JobEvent.objects.record(
+            (
+                (pk, "Requeued", f"Left the cluster and went back to {queue} at its original place")
+                for pk, queue in moved
+            ),
+            at=now,
         )
     transaction.on_commit(request_admission)
     return [pk for pk, _ in moved]
@@ -182,14 +182,9 @@ def jobs_transition(target: str, messages: dict[int, str], now: datetime, reason
             .values_list("pk", flat=True)
         )
         Job.objects.filter(pk__in=moved).update(state=target, **stamps)
-        JobEvent.objects.bulk_create(
-            JobEvent(
-                job_id=job_id,
-                created_at=now,
-                reason=reason,
-                message=messages[job_id],
-                type=JobEvent.Type.WARNING if target == State.FAILED else JobEvent.Type.NORMAL,
-            )
-            for job_id in moved
+        JobEvent.objects.record(
+            ((job_id, reason, messages[job_id]) for job_id in moved),
+            at=now,
+            warning=target == State.FAILED,
         )
     return moved

@@ -77,15 +77,8 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
                 )
             )
         Job.objects.bulk_update(jobs, [*LEFT_FOR_BACKOFF, "start_timeouts", "finished_at"])
-        JobEvent.objects.bulk_create(
-            JobEvent(
-                job_id=job.pk,
-                created_at=now,
-                type=JobEvent.Type.WARNING,
-                reason=reason,
-                message=message,
-            )
-            for job, reason, message in events
+        JobEvent.objects.record(
+            ((job.pk, reason, message) for job, reason, message in events), at=now, warning=True
         )
     return (
         [job.pk for job in jobs if job.state == State.BACKOFF],

@@ -65,15 +65,10 @@ def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = No
             Job.objects.filter(pk__in=moved).update(
                 state=State.FAILED, finished_at=now, next_attempt_at=None
             )
-            JobEvent.objects.bulk_create(
-                JobEvent(
-                    job_id=pk,
-                    created_at=now,
-                    type=JobEvent.Type.WARNING,
-                    reason="Unrunnable",
-                    message=f"Can never run: {reason}",
-                )
-                for pk in moved
+            JobEvent.objects.record(
+                ((pk, "Unrunnable", f"Can never run: {reason}") for pk in moved),
+                at=now,
+                warning=True,
             )
             failed += moved
         if failed:

@@ -235,12 +235,7 @@ class Emulator:
             "lastTimestamp": at,
             "involvedObject": {"kind": involved[0], "name": involved[1], "namespace": namespace},
         }
-        try:
-            self.core.create_namespaced_event(namespace, body)
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
-            self.core.patch_namespaced_event(name, namespace, body)
+        self._put_event(namespace, name, body)
 
     def warn_series(
         self,
@@ -273,6 +268,10 @@ class Emulator:
         }
         if count > 1:
             body["series"] = {"count": count, "lastObservedTime": last}
+        self._put_event(namespace, name, body)
+
+    def _put_event(self, namespace: str, name: str, body: dict) -> None:
+        """Create the event, or write its repeat over it."""
         try:
             self.core.create_namespaced_event(namespace, body)
         except client.ApiException as error:
