@@ -29,6 +29,7 @@ from .schema import (
     KubernetesObject,
     QueueDetailOut,
     QueueListOut,
+    batch_out,
     bound,
     job_out,
     job_parse,
@@ -145,7 +146,7 @@ class JobBatchView(APIView):
             return Response({"jobs": ["must be a list of job objects"]}, status=400)
         submitted = services.job_submit_batch(user=request.user, documents=jobs)
         return Response(
-            JobBatchOut({"count": len(submitted), "jobs": submitted}).data,
+            batch_out(submitted),
             status=status.HTTP_201_CREATED,
         )
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from rest_framework import serializers
@@ -299,12 +300,11 @@ def unknown_fields(
 
 
 class Reader(serializers.Serializer):
-    """A serializer that reads with ``read(data, errors, key)``: every problem recorded
-    under its path, reading on. DRF's ``is_valid`` and a parent serializer both get
-    ``read``'s problems as one ValidationError of paths."""
+    """A serializer that reads with ``read(data, errors, key)``, which each subclass
+    defines: every problem recorded under its path, reading on. DRF's ``is_valid`` and a
+    parent serializer both get ``read``'s problems as one ValidationError of paths."""
 
-    def read(self, data: object, errors: dict, key: str = "") -> Any:
-        raise NotImplementedError
+    read: Callable[..., Any]
 
     def check(self, data: object) -> Any:
         """What ``data`` reads as, or JobInvalid naming every problem."""
@@ -322,6 +322,33 @@ class Reader(serializers.Serializer):
         return value
 
     to_internal_value = run_validation
+
+
+def plain_writer(serializer: serializers.Serializer) -> Callable[[object], dict]:
+    """``serializer.to_representation`` without DRF's per-field dispatch, for a serializer
+    whose fields are plain (a dotted ``source``, or ``*`` for a method field, and a
+    ``to_representation`` each; null stays null, as in DRF; nested serializers write
+    themselves). A batch answers 1,000 entries at once, where DRF's loop costs 7.0 ms
+    against 1.7 ms for the dictionaries built by hand before (``python -m
+    bench.schema_costs``), and every job answer goes through it. The serializer's fields
+    stay the one declaration; tests/test_job_schema.py checks that both write the same."""
+    getters = [
+        (name, _whole if field.source == "*" else attrgetter(field.source), field.to_representation)
+        for name, field in serializer.fields.items()
+    ]
+
+    def write(obj: object) -> dict:
+        answer = {}
+        for name, get, show in getters:
+            value = get(obj)
+            answer[name] = None if value is None else show(value)
+        return answer
+
+    return write
+
+
+def _whole(obj: object) -> object:
+    return obj
 
 
 class Time(serializers.DateTimeField):

@@ -14,7 +14,7 @@ tree, the nodes) are the services'.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
@@ -42,6 +42,7 @@ from .fields import (
     Text,
     Time,
     path,
+    plain_writer,
     read_field,
     refuse,
     unknown_fields,
@@ -487,10 +488,14 @@ class JobOut(JobIn):
         return settings.START_TIMEOUT_ATTEMPTS
 
     def to_representation(self, job: Job) -> dict:
-        data = super().to_representation(job)
-        for name in self._OTHER_KIND.get(job.kind, ()):
-            data.pop(name, None)
-        return data
+        return self.for_kind(super().to_representation(job), job.kind)
+
+    @classmethod
+    def for_kind(cls, answer: dict, kind: str) -> dict:
+        """The answer without the other kind's fields."""
+        for name in cls._OTHER_KIND.get(kind, ()):
+            answer.pop(name, None)
+        return answer
 
 
 class JobPage(serializers.Serializer):
@@ -505,13 +510,19 @@ class JobPage(serializers.Serializer):
         ref_name = "JobPage"
 
 
+@cache
+def _job_writer() -> Callable[[object], dict]:
+    return plain_writer(bound(JobOut))
+
+
 def jobs_out(jobs: Iterable[Job], positions: Mapping[int, int | None]) -> list[dict]:
-    """Jobs as the API answers them; ``positions`` maps ids to places in their queues."""
-    writer = bound(JobOut)
+    """Jobs as the API answers them (JobOut, written fast); ``positions`` maps ids to
+    places in their queues."""
+    write = _job_writer()
     answers = []
     for job in jobs:
         job.position = positions.get(job.pk)
-        answers.append(writer.to_representation(job))
+        answers.append(JobOut.for_kind(write(job), job.kind))
     return answers
 
 
@@ -547,6 +558,17 @@ class JobBatchOut(serializers.Serializer):
 
     count = serializers.IntegerField()
     jobs = JobBatchEntryOut(many=True, help_text="in the order sent")
+
+
+@cache
+def _batch_entry_writer() -> Callable[[object], dict]:
+    return plain_writer(bound(JobBatchEntryOut))
+
+
+def batch_out(jobs: Sequence[Job]) -> dict:
+    """A batch's answer (JobBatchOut): its jobs in the order sent, written fast."""
+    write = _batch_entry_writer()
+    return {"count": len(jobs), "jobs": [write(job) for job in jobs]}
 
 
 class JobPriorityIn(Reader):

@@ -9,14 +9,15 @@ import pytest
 import yaml
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 from jobs.fields import flat
 from jobs.forms import SubmitForm
 from jobs.models import Job
-from jobs.schema import JobIn
+from jobs.schema import JobBatchOut, JobIn, JobOut, batch_out
 from jobs.validation import PRIORITY_RANGE
 
-from .conftest import RAY_JOB
+from .conftest import PYTORCH_JOB, RAY_JOB
 from .test_views import RAY_FORM, login
 
 pytestmark = pytest.mark.django_db
@@ -168,3 +169,29 @@ def test_a_strange_group_count_shows_one_group(client, member, groups):
 
     assert response.status_code == 200
     assert response.context["form"].groups == 2
+
+
+def test_the_batch_answer_is_what_its_declared_serializer_writes(api, member):
+    body = copy.deepcopy(RAY_JOB)
+    answer = api(member).post("/api/v1/jobs/batch/", {"jobs": [body, body]}, format="json")
+
+    assert answer.status_code == 201
+    jobs = Job.objects.select_related("queue").order_by("id")
+    assert batch_out(list(jobs)) == answer.json()
+    assert answer.json() == JobBatchOut({"count": 2, "jobs": jobs}).data  # DRF's own loop
+
+
+def test_every_job_answer_is_what_its_declared_serializer_writes(api, member, staff):
+    ray = api(member).post("/api/v1/jobs/", RAY_JOB, format="json").json()
+    torch = api(member).post("/api/v1/jobs/", PYTORCH_JOB, format="json").json()
+    Job.objects.filter(pk=torch["id"]).update(
+        state="backoff", backoff_reason="waits", next_attempt_at=timezone.now()
+    )
+    listed = api(staff).get("/api/v1/jobs/").json()["results"]
+
+    for answer in listed:
+        job = Job.objects.select_related("queue__node", "owner").get(pk=answer["id"])
+        job.position = answer["position"]
+        assert answer == JobOut(job).data  # DRF's own loop, field by field
+    assert {answer["id"] for answer in listed} == {ray["id"], torch["id"]}
+    assert "master" not in listed[-1] and "head" not in listed[0]
