@@ -30,10 +30,10 @@ from .schema import (
     QueueDetailOut,
     QueueListOut,
     batch_out,
-    bound,
     job_out,
     job_parse,
     jobs_out,
+    writer,
 )
 from .specs import job_spec_full
 from .validation import PAGE_MAX, page_window
@@ -206,8 +206,8 @@ class JobEventsView(APIView):
     @extend_schema(responses=EventOut(many=True), summary="The job's history, oldest first")
     def get(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
-        writer = bound(EventOut)
-        return Response([writer.to_representation(event) for event in selectors.job_events(job)])
+        write = writer(EventOut)
+        return Response([write(event) for event in selectors.job_events(job)])
 
 
 class JobManifestView(APIView):

@@ -333,7 +333,7 @@ def plain_writer(serializer: serializers.Serializer) -> Callable[[object], dict]
     bench.schema_costs``), and every job answer goes through it. The serializer's fields
     stay the one declaration; tests/test_job_schema.py checks that both write the same."""
     getters = [
-        (name, _whole if field.source == "*" else attrgetter(field.source), field.to_representation)
+        (name, _getter(field.source), field.to_representation)
         for name, field in serializer.fields.items()
     ]
 
@@ -347,8 +347,23 @@ def plain_writer(serializer: serializers.Serializer) -> Callable[[object], dict]
     return write
 
 
-def _whole(obj: object) -> object:
-    return obj
+def _getter(source: str) -> Callable[[object], object]:
+    """What a field reads from an object: the object itself (``*``), an attribute, or a
+    dotted path that reads as null where a step on it is null (a job event's actor)."""
+    if source == "*":
+        return lambda obj: obj
+    if "." not in source:
+        return attrgetter(source)
+    steps = source.split(".")
+
+    def get(obj: object) -> object:
+        for step in steps:
+            if obj is None:
+                return None
+            obj = getattr(obj, step)
+        return obj
+
+    return get
 
 
 class Time(serializers.DateTimeField):

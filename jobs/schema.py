@@ -511,14 +511,15 @@ class JobPage(serializers.Serializer):
 
 
 @cache
-def _job_writer() -> Callable[[object], dict]:
-    return plain_writer(bound(JobOut))
+def writer(serializer: type[serializers.Serializer]) -> Callable[[object], dict]:
+    """The serializer's answer for one object, written by ``plain_writer``."""
+    return plain_writer(bound(serializer))
 
 
 def jobs_out(jobs: Iterable[Job], positions: Mapping[int, int | None]) -> list[dict]:
     """Jobs as the API answers them (JobOut, written fast); ``positions`` maps ids to
     places in their queues."""
-    write = _job_writer()
+    write = writer(JobOut)
     answers = []
     for job in jobs:
         job.position = positions.get(job.pk)
@@ -560,14 +561,9 @@ class JobBatchOut(serializers.Serializer):
     jobs = JobBatchEntryOut(many=True, help_text="in the order sent")
 
 
-@cache
-def _batch_entry_writer() -> Callable[[object], dict]:
-    return plain_writer(bound(JobBatchEntryOut))
-
-
 def batch_out(jobs: Sequence[Job]) -> dict:
     """A batch's answer (JobBatchOut): its jobs in the order sent, written fast."""
-    write = _batch_entry_writer()
+    write = writer(JobBatchEntryOut)
     return {"count": len(jobs), "jobs": [write(job) for job in jobs]}
 
 
@@ -728,11 +724,11 @@ class QueueDetailOut(QueueOut):
     limit = serializers.SerializerMethodField()
 
     def _page(self, state: str, out: type[PendingOut]) -> list[dict]:
-        writer, answers = bound(out), []
+        write, answers = writer(out), []
         for position, job in self.context["page"]:
             if job.state == state:
                 job.position = position
-                answers.append(writer.to_representation(job))
+                answers.append(write(job))
         return answers
 
     @extend_schema_field(PendingOut(many=True))
@@ -745,8 +741,8 @@ class QueueDetailOut(QueueOut):
 
     @extend_schema_field(AdmittedOut(many=True))
     def get_admitted(self, queue) -> list[dict]:
-        writer = bound(AdmittedOut)
-        return [writer.to_representation(job) for job in self.context["admitted"]]
+        write = writer(AdmittedOut)
+        return [write(job) for job in self.context["admitted"]]
 
     @extend_schema_field(QueueCountsOut)
     def get_counts(self, queue) -> dict[str, int]:

@@ -11,10 +11,11 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
+from jobs.admission import admission_cycle
 from jobs.fields import flat
 from jobs.forms import SubmitForm
 from jobs.models import Job
-from jobs.schema import JobBatchOut, JobIn, JobOut, batch_out
+from jobs.schema import BackoffOut, EventOut, JobBatchOut, JobIn, JobOut, batch_out
 from jobs.validation import PRIORITY_RANGE
 
 from .conftest import PYTORCH_JOB, RAY_JOB
@@ -195,3 +196,21 @@ def test_every_job_answer_is_what_its_declared_serializer_writes(api, member, st
         assert answer == JobOut(job).data  # DRF's own loop, field by field
     assert {answer["id"] for answer in listed} == {ray["id"], torch["id"]}
     assert "master" not in listed[-1] and "head" not in listed[0]
+
+
+def test_events_and_queue_entries_are_what_their_declared_serializers_write(api, member, staff):
+    ids = [api(member).post("/api/v1/jobs/", RAY_JOB, format="json").json()["id"] for _ in "ab"]
+    admission_cycle(now=timezone.now())  # the first is dequeued: an event without an actor
+    queue = api(member).get("/api/v1/queues/root/algorithm/video/").json()
+    api(member).post(f"/api/v1/jobs/{ids[0]}/cancel/")
+    job = Job.objects.get(pk=ids[0])
+
+    events = api(member).get(f"/api/v1/jobs/{job.pk}/events/").json()
+
+    assert events == EventOut(job.events.all(), many=True).data  # DRF's own loop
+    assert [e["actor"] for e in events] == ["alice", None, "alice"]
+    waiting = Job.objects.select_related("owner").get(pk=ids[1])
+    waiting.position = 1
+    assert queue["active"] == [] and queue["backoff"] == [BackoffOut(waiting).data]
+    admitted = Job.objects.select_related("owner").get(pk=ids[0])
+    assert queue["admitted"][0]["job"] == admitted.pk and queue["admitted"][0]["owner"] == "alice"
