@@ -27,8 +27,10 @@ from queues.selectors import QUEUES, QUOTA_NODES, tree_nodes
 from .cluster import get_backend
 from .locks import ADMISSION, advisory_lock
 from .models import (
+    HOLDING,
     IN_CLUSTER,
     JOBS,
+    LEAVING,
     PENDING,
     PENDING_BLOCKS,
     AdmissionWake,
@@ -86,7 +88,8 @@ def capacity_changed(*, now: datetime) -> None:
 
 
 def leaf_usage() -> dict[str, ResourceList]:
-    """Requests of admitted and running jobs summed per leaf path, in SQL."""
+    """Requests of the jobs holding quota (admitted, running, and leaving until their
+    objects are gone) summed per leaf path, in SQL."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -98,7 +101,7 @@ def leaf_usage() -> dict[str, ResourceList]:
             WHERE j.state = ANY(%s)
             GROUP BY n.path, r.key
             """,
-            [list(IN_CLUSTER)],
+            [list(HOLDING)],
         )
         usage: dict[str, ResourceList] = {}
         for path, resource, amount in cursor.fetchall():
@@ -106,32 +109,35 @@ def leaf_usage() -> dict[str, ResourceList]:
     return usage
 
 
-def admitted_jobs() -> list[Admitted]:
-    """Every job holding quota (admitted or running): the pool reclaim chooses from.
+def holding_jobs() -> tuple[list[Admitted], list[Admitted]]:
+    """Every job holding quota, as two lists: those admitted or running (the pool reclaim
+    chooses from) and those leaving (preempted or stopping, their objects not yet gone).
 
-    Its size is bounded by what the cluster runs, not by the number of pending jobs.
+    Their number is bounded by what the cluster runs, not by the number of pending jobs.
     """
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT j.id, n.path, j.request::text, j.priority, j.dequeued_at
+            SELECT j.id, n.path, j.request::text, j.priority, j.dequeued_at, j.state
             FROM {JOBS} j
             JOIN {QUEUES} q ON q.id = j.queue_id
             JOIN {QUOTA_NODES} n ON n.id = q.node_id
             WHERE j.state = ANY(%s)
             """,
-            [list(IN_CLUSTER)],
+            [list(HOLDING)],
         )
-        return [
-            Admitted(
+        admitted: list[Admitted] = []
+        leaving: list[Admitted] = []
+        for job_id, path, request, priority, dequeued_at, state in cursor.fetchall():
+            job = Admitted(
                 key=job_id,
                 leaf=path,
                 request={k: int(v) for k, v in json.loads(request).items()},
                 priority=priority,
                 admitted_at=dequeued_at,
             )
-            for job_id, path, request, priority, dequeued_at in cursor.fetchall()
-        ]
+            (leaving if state in LEAVING else admitted).append(job)
+        return admitted, leaving
 
 
 def usage_of(admitted: list[Admitted]) -> dict[str, ResourceList]:
@@ -266,14 +272,15 @@ def _one_cycle(now: datetime) -> CycleWrite:
     tree = tree_nodes()
     wake = AdmissionWake.objects.filter(pk=1).values_list("woken_at", flat=True).first()
     heads = _queue_heads(now, wake, HEADS_PER_QUEUE)
-    admitted = admitted_jobs()
+    admitted, leaving = holding_jobs()
     allocatable = get_backend().allocatable()
     plan = plan_admissions(
         tree=tree,
-        used=usage_of(admitted),
+        used=usage_of(admitted + leaving),
         allocatable=allocatable,
         queues=heads,
         admitted=admitted,
+        leaving=leaving,
     )
     leaf_of = {c.key: q.leaf for q in heads for c in q.candidates}
     return plan_write(plan, tree=tree, allocatable=allocatable, leaf_of=leaf_of, now=now)
@@ -338,7 +345,8 @@ def _shown(request: ResourceList) -> str:
 
 
 def _write_preemptions(preemptions: list[Preemption], now: datetime) -> list[int]:
-    """Move victims to ``preempted``; reconcile takes them out and requeues them."""
+    """Move victims to ``preempted``: they hold their quota until the reconcile has taken
+    their objects out and the sync has seen them gone, which requeues them."""
     if not preemptions:
         return []
     by_key = {p.victim.key: p for p in preemptions}

@@ -18,10 +18,14 @@ class State(models.TextChoices):
     queued    -> admitted (dequeued), backoff (tried, did not fit), cancelled,
                  failed (the cluster refused the object it waits in, CLUSTER_GATE=suspend)
     backoff   -> admitted, backoff (tried again), cancelled, failed
-    admitted  -> running (the gang is placed), succeeded, failed, cancelled, preempted,
-                 backoff (its pods did not all start in time: it left the cluster)
-    running   -> succeeded, failed, cancelled, preempted
-    preempted -> queued (its objects left the cluster; it keeps its enqueue time), cancelled
+    admitted  -> running (the gang is placed), succeeded, failed, stopping (cancelled),
+                 preempted, backoff (its pods did not all start in time: it left the cluster)
+    running   -> succeeded, failed, stopping, preempted
+    preempted -> queued (its objects left the cluster; it keeps its enqueue time), stopping
+    stopping  -> cancelled (its objects left the cluster)
+
+    A preempted or stopping job is leaving: it holds its quota until the cluster sync sees
+    its objects gone, so capacity is never counted twice (``HOLDING``).
     """
 
     QUEUED = "queued"
@@ -32,11 +36,14 @@ class State(models.TextChoices):
     FAILED = "failed"
     CANCELLED = "cancelled"
     PREEMPTED = "preempted"
+    STOPPING = "stopping"
 
 
 PENDING = (State.QUEUED, State.BACKOFF)
 IN_CLUSTER = (State.ADMITTED, State.RUNNING)
-LIVE = PENDING + IN_CLUSTER + (State.PREEMPTED,)
+LEAVING = (State.PREEMPTED, State.STOPPING)
+HOLDING = IN_CLUSTER + LEAVING  # what the quota counts
+LIVE = PENDING + HOLDING
 TERMINAL = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     State.QUEUED: (State.ADMITTED, State.BACKOFF, State.CANCELLED, State.FAILED),
@@ -45,12 +52,13 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
         State.RUNNING,
         State.SUCCEEDED,
         State.FAILED,
-        State.CANCELLED,
+        State.STOPPING,
         State.PREEMPTED,
         State.BACKOFF,
     ),
-    State.RUNNING: (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.PREEMPTED),
-    State.PREEMPTED: (State.QUEUED, State.CANCELLED),
+    State.RUNNING: (State.SUCCEEDED, State.FAILED, State.STOPPING, State.PREEMPTED),
+    State.PREEMPTED: (State.QUEUED, State.STOPPING),
+    State.STOPPING: (State.CANCELLED,),
     State.SUCCEEDED: (),
     State.FAILED: (),
     State.CANCELLED: (),
@@ -140,12 +148,12 @@ class Job(models.Model):
                 models.F("priority").desc(),
                 "ticket",
                 name="job_pending_order",
-                condition=Q(state__in=["queued", "backoff"]),
+                condition=Q(state__in=list(PENDING)),
             ),
             models.Index(
                 fields=["queue"],
-                name="job_in_cluster",
-                condition=Q(state__in=["admitted", "running"]),
+                name="job_holding",
+                condition=Q(state__in=list(HOLDING)),
             ),
             models.Index(fields=["owner", "-id"], name="job_owner"),
             models.Index(fields=["queue", "state", "-id"], name="job_queue_state"),
@@ -161,6 +169,11 @@ class Job(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL
+
+    @property
+    def is_leaving(self) -> bool:
+        """Preempted or stopping: it holds its quota until its objects are gone."""
+        return self.state in LEAVING
 
     @property
     def wait_seconds(self) -> float | None:

@@ -2,8 +2,9 @@
 
 ``jobs_reconcile`` creates the objects of admitted jobs (released, or suspended while they
 wait, with CLUSTER_GATE=suspend) and deletes those of jobs that left the cluster; a job
-whose object the cluster refuses for good fails with its reason (``jobs_refused``); a
-preempted job whose objects are gone goes back to its queue (``jobs_requeue``).
+whose object the cluster refuses for good fails with its reason (``jobs_refused``). A
+leaving job (preempted or stopping) whose objects the sync no longer sees lets its quota go
+(``jobs_left``): a preempted one goes back to its queue, a stopping one is cancelled.
 ``quota_publish`` writes the quota tree to the cluster. All are idempotent: running them
 twice, or at the same time in two processes, changes nothing more.
 """
@@ -24,7 +25,7 @@ from queues.selectors import queue_departments
 from .admission import LEFT_FOR_BACKOFF, capacity_changed, leave_for_backoff
 from .cluster import ClusterUnavailable, get_backend
 from .cluster_health import cluster_unavailable
-from .models import Job, JobEvent, State, sources_of
+from .models import LEAVING, Job, JobEvent, State, sources_of
 from .specs import ABSENT, SUSPENDED, job_spec, object_ref, object_wanted
 from .triggers import request_admission, request_reconcile, request_sync
 
@@ -61,9 +62,7 @@ def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
     backend = get_backend()
     if unwanted:
         backend.remove(unwanted, now=now)
-    preempted = [job.pk for job in jobs if job.state == State.PREEMPTED]
-    if preempted:
-        jobs_requeue(preempted, now=now)
+        request_sync()  # it confirms they are gone, and leaving jobs then let their quota go
     if present:
         refused = backend.apply(present, now=now)
         jobs_refused({i: r.reason for i, r in refused.items() if not r.retry}, now=now)
@@ -123,35 +122,41 @@ def jobs_deferred(reasons: dict[int, str], *, now: datetime) -> list[int]:
     return [job.pk for job in jobs]
 
 
-def jobs_requeue(job_ids: list[int], *, now: datetime) -> list[int]:
-    """Preempted jobs whose objects left the cluster go back to their queue.
-
-    They keep their enqueue time, so they return to their place in the queue order.
-    """
+def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
+    """Leaving jobs whose objects the cluster no longer has let their quota go: preempted
+    ones go back to their queue, keeping their enqueue time (so they return to their place
+    in the queue order); stopping ones are cancelled. Called by the sync, which alone sees
+    that the objects are gone."""
     with transaction.atomic():
         moved = list(
-            Job.objects.filter(pk__in=job_ids, state=State.PREEMPTED)
-            .select_for_update()
-            .values_list("pk", "queue__name")
+            Job.objects.filter(pk__in=job_ids, state__in=LEAVING)
+            .select_for_update(of=("self",))
+            .values_list("pk", "state", "queue__name")
         )
         if not moved:
             return []
-        Job.objects.filter(pk__in=[pk for pk, _ in moved]).update(
+        requeued = [pk for pk, state, _ in moved if state == State.PREEMPTED]
+        stopped = [pk for pk, state, _ in moved if state == State.STOPPING]
+        Job.objects.filter(pk__in=requeued).update(
             state=State.QUEUED,
             dequeued_at=None,
             started_at=None,
             backoff_reason="",
             next_attempt_at=None,
         )
+        Job.objects.filter(pk__in=stopped).update(state=State.CANCELLED, finished_at=now)
         JobEvent.objects.record(
             (
                 (pk, "Requeued", f"Left the cluster and went back to {queue} at its original place")
-                for pk, queue in moved
+                if state == State.PREEMPTED
+                else (pk, "Stopped", "Its objects left the cluster; its quota is free")
+                for pk, state, queue in moved
             ),
             at=now,
         )
+        capacity_changed(now=now)
     transaction.on_commit(request_admission)
-    return [pk for pk, _ in moved]
+    return [pk for pk, _, _ in moved]
 
 
 def quota_publish() -> list[str]:

@@ -21,7 +21,7 @@ from queues.selectors import queues_for_user
 
 from .admission import leaf_usage
 from .models import (
-    IN_CLUSTER,
+    HOLDING,
     JOBS,
     LIVE,
     PENDING,
@@ -102,8 +102,10 @@ def queue_counts(queue: Queue) -> dict[str, int]:
 
 
 def queue_in_cluster(queue: Queue, *, limit: int = 100) -> list[Job]:
+    """The queue's jobs holding quota: admitted, running, and leaving (preempted or
+    stopping) until the cluster confirms their objects are gone."""
     return list(
-        Job.objects.filter(queue=queue, state__in=IN_CLUSTER)
+        Job.objects.filter(queue=queue, state__in=HOLDING)
         .select_related("owner")
         .only(*PAGE_FIELDS, "owner__username")
         .order_by("dequeued_at", "id")[:limit]
@@ -111,7 +113,7 @@ def queue_in_cluster(queue: Queue, *, limit: int = 100) -> list[Job]:
 
 
 def usage_by_path() -> dict[str, ResourceList]:
-    """Usage of every node (its subtree's admitted and running jobs)."""
+    """Usage of every node: what its subtree's jobs hold (``leaf_usage``)."""
     return rollup(leaf_usage())
 
 
@@ -124,7 +126,7 @@ def queue_usage(queue: Queue) -> ResourceList:
             WHERE j.queue_id = %s AND j.state = ANY(%s)
             GROUP BY r.key
             """,
-            [queue.pk, list(IN_CLUSTER)],
+            [queue.pk, list(HOLDING)],
         )
         return {key: int(amount) for key, amount in cursor.fetchall()}
 

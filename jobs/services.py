@@ -16,7 +16,6 @@ from queues.models import Queue
 from queues.placement import unplaceable
 from queues.quota import exceeds_max
 
-from .admission import capacity_changed
 from .cluster import get_backend
 from .models import PENDING, Job, JobEvent, State, sources_of
 from .schema import JobDraft, JobIn, bound
@@ -300,32 +299,41 @@ def job_may_act(user, job: Job) -> str | None:
 
 
 def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
-    """Cancel a pending or running job. Members cancel their own jobs; managers any job.
+    """Cancel a job. Members cancel their own jobs; managers any job.
 
-    The cancel is committed before the cluster is asked to remove the job's objects, so a
-    broker that is down cannot turn a done cancel into an error (``request_reconcile``).
+    A pending job is cancelled at once. A job the cluster holds (admitted, running or
+    preempted) is stopping until the cluster sync sees its objects gone, and keeps its
+    quota until then, so nothing is admitted into capacity it still uses. The cancel is
+    committed before the cluster is asked to remove the job's objects, so a broker that is
+    down cannot turn a done cancel into an error (``request_reconcile``).
     """
     now = now or timezone.now()
     if job_may_act(user, job) is None:
         raise JobPermissionDenied("members cancel only their own jobs; managers cancel any job")
     with transaction.atomic():
         locked = Job.objects.select_for_update().get(pk=job.pk)
-        if locked.state == State.CANCELLED:
+        if locked.state in (State.CANCELLED, State.STOPPING):
             return locked
-        if locked.state not in sources_of(State.CANCELLED):
-            raise JobConflict(f"the job has already {locked.state}")
         was = locked.state
-        locked.state = State.CANCELLED
-        locked.finished_at = now
+        if was in sources_of(State.STOPPING):
+            locked.state = State.STOPPING
+            message = (
+                f"Cancelled by {user.username} while {was}; it holds its quota until the "
+                "cluster confirms its objects are gone"
+            )
+        elif was in sources_of(State.CANCELLED):
+            locked.state, locked.finished_at = State.CANCELLED, now
+            message = f"Cancelled by {user.username} while {was}"
+        else:
+            raise JobConflict(f"the job has already {locked.state}")
         locked.save(update_fields=["state", "finished_at"])
         event_record(
-            job=locked, reason="Cancelled", message=f"Cancelled by {user.username} while {was}",
-            at=now, actor=user,
+            job=locked, reason="Cancelled", message=message, at=now, actor=user,
         )  # fmt: skip
-        if was not in PENDING:
-            capacity_changed(now=now)
+        if locked.state == State.STOPPING:
             transaction.on_commit(lambda: request_reconcile([locked.pk]))
-        transaction.on_commit(request_admission)
+        else:
+            transaction.on_commit(request_admission)
     return locked
 
 

@@ -24,8 +24,8 @@ from .admission import capacity_changed
 from .cluster import FINISHED_PHASES, ClusterUnavailable, Phase, get_backend
 from .cluster_health import cluster_answered, cluster_unavailable
 from .locks import SYNC, advisory_lock
-from .models import IN_CLUSTER, PENDING, Job, JobEvent, State
-from .reconcile import jobs_reconcile, jobs_requeue, jobs_transition
+from .models import IN_CLUSTER, LEAVING, PENDING, Job, JobEvent, State
+from .reconcile import jobs_left, jobs_reconcile, jobs_transition
 from .specs import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted
 from .start_timeouts import jobs_time_out
 from .triggers import remember, request_sync_at, seen_before
@@ -42,12 +42,13 @@ class SyncResult:
     # Timed out START_TIMEOUT_ATTEMPTS times: left the cluster and failed.
     start_failed: list[int] = field(default_factory=list)
     unrunnable: list[int] = field(default_factory=list)  # waiting jobs the nodes cannot hold
+    left: list[int] = field(default_factory=list)  # leaving jobs whose objects are gone
     events: int = 0
 
     @property
     def freed(self) -> bool:
         """Capacity was given back: the next jobs can be admitted."""
-        return bool(self.finished or self.timed_out or self.start_failed)
+        return bool(self.finished or self.timed_out or self.start_failed or self.left)
 
 
 def cluster_sync(
@@ -110,7 +111,8 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
             job = jobs.get(job_id)
             wanted = ABSENT if job is None else object_wanted(_state_now(job, result), job.runtime)
             if wanted == ABSENT:
-                leftover.append(status.ref)
+                if not status.deleting:
+                    leftover.append(status.ref)
             elif status.phase not in FINISHED_PHASES and (status.phase == Phase.SUSPENDED) != (
                 wanted == SUSPENDED
             ):
@@ -118,15 +120,16 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         missing = sorted(
             set(_jobs_wanting_objects(now).exclude(pk__in=list(phases))) | set(mismatched)
         )
-        # Preempted jobs whose objects are gone from the listing are requeued, even when
-        # the reconcile task that removed them was lost.
+        # Leaving jobs whose objects are gone from this complete listing let their quota
+        # go; those still listed are removed again, even when the reconcile task that
+        # removed them was lost.
         gone = list(
-            Job.objects.filter(state=State.PREEMPTED)
+            Job.objects.filter(state__in=LEAVING)
             .exclude(pk__in=list(phases))
             .values_list("pk", flat=True)
         )
         if gone:
-            jobs_requeue(gone, now=now)
+            result.left = jobs_left(gone, now=now)
     if leftover:
         get_backend().remove(leftover, now=now)
     if missing:

@@ -220,11 +220,16 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     job = selectors.job_get_for_user(request.user, pk)
     try:
-        services.job_cancel(user=request.user, job=job)
+        job = services.job_cancel(user=request.user, job=job)
     except (services.JobPermissionDenied, services.JobConflict) as error:
         messages.error(request, f"Cannot cancel: {error}")
     else:
-        messages.success(request, "Job cancelled.")
+        messages.success(
+            request,
+            "Job stopping: it is cancelled once the cluster has removed its objects."
+            if job.is_leaving
+            else "Job cancelled.",
+        )
     return redirect("job-detail", pk=job.pk)
 
 

@@ -24,15 +24,21 @@ The rules, in the order they apply:
    If the queue allows it, a candidate may also preempt lower priority jobs of its own
    queue. If not enough can be freed, nothing is preempted and the candidate is refused
    with the reason.
-5. **Within the cycle.** The cycle plans against the usage it has already added, and only
+5. **Leaving jobs hold their quota until they are gone.** A job that was preempted or
+   cancelled keeps counting in the usage until the cluster confirms its objects are gone
+   (``leaving``), so capacity is never counted twice. A candidate that does not fit now
+   but would once the leaving jobs are gone (its victims among them) is not admitted: it
+   waits for them (``Releasing``), and what it needs of the freed capacity is set aside
+   for it, so that a later candidate neither counts on the same release nor preempts
+   again for it. Victims and borrowing are judged on that future usage.
+6. **Within the cycle.** The cycle plans against the usage it has already added, and only
    jobs that held quota before it can be victims: a job admitted earlier in the cycle is
    never preempted by a later candidate, and a branch borrows only by what those jobs
-   use. Otherwise the write would dequeue the later candidate while its victim, still
-   queued in the database, could not be preempted: usage above ``max``.
-6. **Policies.** Under ``Priority`` a refused head closes its queue for the cycle, and so
-   does a backing-off head while it could still be admitted (its request fits every
-   ``max`` on its path and the cluster); under ``BestEffort`` it is set aside and the
-   next candidate is tried.
+   use.
+7. **Policies.** Under ``Priority`` a refused or waiting head closes its queue for the
+   cycle, and so does a backing-off head while it could still be admitted (its request
+   fits every ``max`` on its path and the cluster); under ``BestEffort`` it is set aside
+   and the next candidate is tried.
 """
 
 from __future__ import annotations
@@ -83,7 +89,8 @@ class QueueHeads:
 
 @dataclass(frozen=True)
 class Admitted:
-    """A job holding quota: admitted or running."""
+    """A job holding quota: admitted or running, or leaving (preempted or cancelled, its
+    objects not yet gone from the cluster)."""
 
     key: int
     leaf: str
@@ -122,12 +129,32 @@ class Preemption:
         )
 
 
+@dataclass(frozen=True)
+class Releasing:
+    """Why a candidate waits although it fits once the jobs leaving the cluster are gone:
+    it does not fit now (``now``), and these jobs still hold what it needs."""
+
+    jobs: tuple[int, ...]
+    now: Shortfall
+
+    def message(self) -> str:
+        count = f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}"
+        keys = ", ".join(f"#{key}" for key in self.jobs)
+        return (
+            f"Waiting for {count} leaving the cluster ({keys}) to release their quota; "
+            f"until then: {self.now.message()}"
+        )
+
+
 @dataclass
 class Plan:
     admitted: list[Candidate] = field(default_factory=list)
-    refused: dict[int, Shortfall] = field(default_factory=dict)
+    refused: dict[int, Shortfall | Releasing] = field(default_factory=dict)
     preempted: list[Preemption] = field(default_factory=list)
     more: bool = False  # a queue ran out of read candidates while admitting: run again
+    # The keys of the candidates admitted or set waiting (Releasing), in the order the cycle
+    # decided them: a replay of the plan follows it.
+    order: list[int] = field(default_factory=list)
 
 
 def victim_order(job: Admitted) -> tuple:
@@ -242,11 +269,16 @@ def plan_admissions(
     allocatable: Mapping[str, int] | None,
     queues: Sequence[QueueHeads],
     admitted: Sequence[Admitted] = (),
+    leaving: Sequence[Admitted] = (),
 ) -> Plan:
-    """Admit queue heads round-robin until no queue can admit another (see module doc)."""
-    cycle = _Cycle(tree, allocatable, used, admitted)
+    """Admit queue heads round-robin until no queue can admit another (see module doc).
+
+    ``used`` is what every job holding quota uses, ``leaving`` ones included; ``admitted``
+    are those that may be preempted, ``leaving`` those already on their way out.
+    """
+    cycle = _Cycle(tree, allocatable, used, admitted, leaving)
     plan = Plan()
-    for preemption in _over_quota(tree, cycle.usage, cycle.holders):
+    for preemption in _over_quota(tree, cycle.future, cycle.holders):
         plan.preempted.append(preemption)
         cycle.preempt(preemption.victim)
 
@@ -265,7 +297,7 @@ def plan_admissions(
         return None
 
     def claim(index: int, candidate: Candidate) -> tuple:
-        leaf, request, used_now = queues[index].leaf, candidate.request, cycle.usage.by_path
+        leaf, request, used_now = queues[index].leaf, candidate.request, cycle.future.by_path
         guaranteed = within_guarantee(leaf, request, tree, used_now)
         share = () if guaranteed else borrow_key(leaf, request, tree, used_now)
         return (not guaranteed, share, candidate.rank, index)
@@ -295,9 +327,12 @@ def plan_admissions(
 
 
 class _Cycle:
-    """What one plan works against: the usage it has reached so far (``usage``), the part
-    of it that jobs held before the cycle (``settled``: who borrows, rule 5), and those
-    jobs (``holders``: who can be preempted)."""
+    """What one plan works against. ``usage`` is what jobs hold now, leaving jobs included,
+    plus what the cycle admitted: a candidate is admitted only where it fits there.
+    ``future`` is the usage once the leaving jobs and the cycle's victims are gone, plus
+    what the cycle admitted or set aside for waiting candidates: victims are chosen
+    against it. ``settled`` is the part of ``future`` that jobs held before the cycle (who
+    borrows, rule 6), and ``holders`` those jobs (who can be preempted)."""
 
     def __init__(
         self,
@@ -305,11 +340,17 @@ class _Cycle:
         allocatable: Mapping[str, int] | None,
         used: Mapping[str, ResourceList],
         admitted: Sequence[Admitted],
+        leaving: Sequence[Admitted],
     ):
         self.tree = tree
         self.allocatable = allocatable
         self.usage = _Usage(used)
+        self.future = _Usage(used)
         self.settled = _Usage(used)
+        for job in leaving:
+            self.future.remove(job.leaf, job.request)
+            self.settled.remove(job.leaf, job.request)
+        self.leaving = list(leaving)
         self.holders = _Holders(admitted)
 
     def admissible(self, leaf: str, request: ResourceList) -> bool:
@@ -327,28 +368,52 @@ class _Cycle:
         )  # fmt: skip
 
     def preempt(self, job: Admitted) -> None:
-        self.usage.remove(job.leaf, job.request)
+        """The job leaves: it holds its quota now, not in the future."""
+        self.future.remove(job.leaf, job.request)
         self.settled.remove(job.leaf, job.request)
         self.holders.remove(job)
+        self.leaving.append(job)
 
     def admit(self, leaf: str, request: ResourceList) -> None:
         self.usage.add(leaf, request)
+        self.future.add(leaf, request)
+
+    def set_aside(self, leaf: str, request: ResourceList) -> None:
+        """What a waiting candidate needs of the capacity being released is kept for it."""
+        self.future.add(leaf, request)
+
+    def holding(self, now: Shortfall) -> tuple[int, ...]:
+        """The leaving jobs that hold what is short now, where it is short."""
+        return tuple(
+            job.key
+            for job in self.leaving
+            if job.request.get(now.resource) and _is_under(job.leaf, now.where)
+        )
 
 
 def _admit(plan: Plan, cycle: _Cycle, heads: QueueHeads, candidate: Candidate) -> bool:
-    """Admit the candidate, preempting if the rules allow; else record why it waits."""
-    reason = cycle.shortfall(heads.leaf, candidate.request, cycle.usage)
-    if reason is not None:
-        victims = _victims(cycle, heads, candidate, reason)
+    """Admit the candidate where it fits both now and once the leaving jobs are gone,
+    preempting if the future needs it and the rules allow. If it fits only once they are
+    gone, it waits for them with its need set aside; else it is refused with the reason."""
+    leaf, request = heads.leaf, candidate.request
+    now = cycle.shortfall(leaf, request, cycle.usage)
+    later = cycle.shortfall(leaf, request, cycle.future)
+    if later is not None:
+        victims = _victims(cycle, heads, candidate, later)
         if victims is None:
-            plan.refused[candidate.key] = reason
+            plan.refused[candidate.key] = now or later
             return False
         for preemption in victims:
             plan.preempted.append(preemption)
             cycle.preempt(preemption.victim)
-    plan.admitted.append(candidate)
-    cycle.admit(heads.leaf, candidate.request)
-    return True
+    plan.order.append(candidate.key)
+    if now is None:
+        plan.admitted.append(candidate)
+        cycle.admit(leaf, request)
+        return True
+    plan.refused[candidate.key] = Releasing(cycle.holding(now), now)
+    cycle.set_aside(leaf, request)
+    return False
 
 
 def _victims(
@@ -356,10 +421,10 @@ def _victims(
 ) -> list[Preemption] | None:
     """The fewest preemptions, in victim order, that let the candidate fit; None if none do."""
     tree, leaf, request = cycle.tree, heads.leaf, candidate.request
-    reclaim = within_guarantee(leaf, request, tree, cycle.usage.by_path)
+    reclaim = within_guarantee(leaf, request, tree, cycle.future.by_path)
     if not reclaim and not heads.preemption:
         return None
-    trial, settled = cycle.usage.copy(), cycle.settled.copy()
+    trial, settled = cycle.future.copy(), cycle.settled.copy()
     chosen: list[Preemption] = []
     # Without reclaim, only lower priority jobs of the candidate's own queue can give way.
     pool = list(cycle.holders.ordered if reclaim else cycle.holders.by_leaf.get(leaf, ()))

@@ -75,8 +75,15 @@ class Server(kmock.KubernetesEmulator):
     tracked as server-side apply tracks them: an apply removes the fields its manager
     applied before and no longer applies, unless another manager owns them too (a plain
     create or merge patch owns what it wrote, under the client's name); an apply that
-    would change another manager's field is a 409 conflict unless forced.
+    would change another manager's field is a 409 conflict unless forced. An object whose
+    pods still run (``Emulator.runs_pods``) deleted in the foreground stays listed, marked
+    as being deleted, until its pods are gone (``Emulator.pods_gone``), as the garbage
+    collector keeps it.
     """
+
+    def dependents(self) -> set[tuple[str, str, str]]:
+        """(plural, namespace, name) of the objects whose pods still run."""
+        return self.__dict__.setdefault("running_pods", set())
 
     def admit(self, check) -> None:
         """``check(request, objects)`` answers a create with a refusal, or None to pass."""
@@ -91,6 +98,14 @@ class Server(kmock.KubernetesEmulator):
             "accessreviews"
         ):
             return await kmock.KubernetesScaffold._handle(self, request)
+        if (
+            request.resource is not None
+            and request.action == kmock.action.DELETE
+            and request.params.get("propagationPolicy") == "Foreground"
+            and (request.resource.plural, request.namespace, request.name) in self.dependents()
+        ):
+            stored = self._objects[(request.resource, request.namespace, request.name)]
+            stored.patch({"metadata": {"finalizers": ["foregroundDeletion"]}})
         if request.resource is not None and request.action == kmock.action.CREATE:
             for check in self.__dict__.get("admission", []):
                 refusal = check(request, self._objects)
@@ -208,6 +223,19 @@ class Emulator:
         self.custom.patch_namespaced_custom_object(
             resource.group, resource.version, namespace, resource.plural, name, {"status": status}
         )
+
+    def runs_pods(self, runtime: str, namespace: str, name: str) -> None:
+        """The object has pods: deleted in the foreground, it stays until ``pods_gone``."""
+        self.server.dependents().add((kinds.RESOURCES[runtime].plural, namespace, name))
+
+    def pods_gone(self, runtime: str, namespace: str, name: str) -> None:
+        """Its pods ended their grace period: the garbage collector lets the object go."""
+        resource = kinds.RESOURCES[runtime]
+        self.server.dependents().discard((resource.plural, namespace, name))
+        self.custom.patch_namespaced_custom_object(
+            resource.group, resource.version, namespace, resource.plural, name,
+            {"metadata": {"finalizers": None}},
+        )  # fmt: skip
 
     def warn(
         self,

@@ -61,13 +61,36 @@ def test_the_seed_scenario_first_dequeued_second_backs_off_with_the_quota_reason
     assert backoff.type == "Warning" and "Insufficient quota" in backoff.message
 
 
-def test_after_the_first_is_cancelled_the_second_is_dequeued_without_waiting_for_backoff(
+def test_a_cancelled_job_holds_its_quota_until_the_sync_sees_its_objects_gone(member, now):
+    first = submit(member, now)
+    submit(member, now)  # waits behind it
+    admission_cycle(now=now + timedelta(seconds=1))
+    job_cancel(user=member, job=refresh(first), now=now + timedelta(seconds=2))
+    first = refresh(first)
+    assert first.state == "stopping" and first.finished_at is None
+    assert first.events.get(reason="Cancelled").message == (
+        "Cancelled by alice while admitted; it holds its quota until the cluster confirms "
+        "its objects are gone"
+    )
+    # Its objects are still in the cluster as far as Caldera knows: nothing takes its place.
+    assert admission_cycle(now=now + timedelta(seconds=2, milliseconds=1)).admitted == []
+    assert queue_usage(first.queue) == {"cpu": 12000, "memory": 12_000_000_000}
+
+
+def test_after_the_cancelled_job_is_gone_the_second_is_dequeued_without_waiting_for_backoff(
     member, now
 ):
     first = submit(member, now)
     second = submit(member, now)
     admission_cycle(now=now + timedelta(seconds=1))
     job_cancel(user=member, job=refresh(first), now=now + timedelta(seconds=2))
+    jobs_reconcile([first.pk], now=now + timedelta(seconds=2))
+    assert cluster_sync(now=now + timedelta(seconds=2)).left == [first.pk]
+    first = refresh(first)
+    assert first.state == "cancelled" and first.finished_at == now + timedelta(seconds=2)
+    assert first.events.get(reason="Stopped").message == (
+        "Its objects left the cluster; its quota is free"
+    )
     result = admission_cycle(now=now + timedelta(seconds=2, milliseconds=1))  # before next try
     assert result.admitted == [second.pk]
     assert refresh(second).state == "admitted"
@@ -153,7 +176,9 @@ def test_a_cancelled_running_job_leaves_the_cluster_and_frees_its_quota(member, 
     job_cancel(user=member, job=refresh(first), now=now + timedelta(seconds=5))
     jobs_reconcile([first.pk], now=now + timedelta(seconds=5))
     assert not SimulatedPod.objects.filter(job_id=first.pk).exists()
-    assert admission_cycle(now=now + timedelta(seconds=5)).admitted == [second.pk]
+    assert admission_cycle(now=now + timedelta(seconds=5)).admitted == []  # not seen gone yet
+    cluster_sync(now=now + timedelta(seconds=6))
+    assert admission_cycle(now=now + timedelta(seconds=6)).admitted == [second.pk]
 
 
 @override_settings(SIMULATED_CLUSTER_NODES="2xcpu=8,memory=64Gi")

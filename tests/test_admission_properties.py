@@ -1,14 +1,22 @@
 """The quota promise of DESIGN.md section 3, as properties of ``plan_admissions``.
 
 Hypothesis generates valid trees, jobs holding quota (sometimes more than an admin's lowered
-``max``), queues of candidates under both policies, with and without in-queue preemption,
-and a cluster that may be smaller than the tree. Every plan is then replayed step by step
-(over-quota give-backs first, then each admitted candidate after its own victims) and must:
+``max``), some of them leaving (preempted or cancelled, their objects not yet gone), queues
+of candidates under both policies, with and without in-queue preemption, and a cluster that
+may be smaller than the tree. Every plan is then replayed step by step (over-quota
+give-backs first, then each admitted or waiting candidate after its own victims) and must:
 
-- leave every node within its ``max`` and the cluster within its allocatable;
-- never preempt a job it admits, nor a job twice, nor one that does not hold quota;
+- admit only what fits while every leaving job and victim still holds its quota: no node
+  above its ``max``, nor the cluster above its allocatable, at any moment;
+- leave every node within its ``max`` once the leaving jobs and victims are gone, with what
+  waiting candidates need set aside;
+- make a candidate wait only for leaving jobs that hold what it lacks, and only when it
+  fits once they are gone;
+- never preempt a job it admits, nor a job twice, nor one that does not hold quota or is
+  already leaving;
 - take reclaim victims only from branches above their own ``min`` (counting the jobs that
-  held quota before the cycle: a job admitted earlier in the cycle is never a victim);
+  held quota before the cycle and are not leaving: a job admitted earlier in the cycle is
+  never a victim);
 - preempt no more than each candidate needs (dropping any one victim leaves it unfit);
 - be the same for the same input.
 
@@ -31,6 +39,7 @@ from queues.admission import (
     Candidate,
     Plan,
     QueueHeads,
+    Releasing,
     plan_admissions,
 )
 from queues.quota import Node, path_to_root, rollup, shortfall
@@ -149,14 +158,17 @@ def scenarios(draw):
                 preemption=draw(st.booleans()),
             )
         )
-    return tree, admitted, queues, allocatable
+    # Now and then a job holding quota is already leaving the cluster.
+    leaving = [job for job in admitted if draw(st.integers(0, 4)) == 0]
+    admitted = [job for job in admitted if job not in leaving]
+    return tree, admitted, queues, allocatable, leaving
 
 
 @st.composite
 def crowded(draw):
     """A tree where reclaim is the question: borrowers (no min) hold most of the cluster
     while jobs of guaranteed branches arrive."""
-    tree, admitted, queues, allocatable = draw(scenarios())
+    tree, admitted, queues, allocatable, leaving = draw(scenarios())
     borrower = [p for p in leaves_of(tree) if not any(tree[p].min.values())]
     for key in range(200, 200 + draw(st.integers(1, 30)) if borrower else 200):
         job = Admitted(
@@ -166,20 +178,21 @@ def crowded(draw):
             priority=draw(st.integers(-2, 2)),
             admitted_at=draw(st.integers(0, 50)),
         )
-        used = rollup(_leaf_usage(admitted))
+        used = rollup(_leaf_usage([*admitted, *leaving]))
         if shortfall(leaf=job.leaf, request=job.request, tree=tree, used=used,
                      allocatable=allocatable) is None:  # fmt: skip
             admitted.append(job)
-    return tree, admitted, queues, allocatable
+    return tree, admitted, queues, allocatable, leaving
 
 
-def run(tree, admitted, queues, allocatable) -> Plan:
+def run(tree, admitted, queues, allocatable, leaving=()) -> Plan:
     return plan_admissions(
         tree=tree,
-        used=rollup(_leaf_usage(admitted)),
+        used=rollup(_leaf_usage([*admitted, *leaving])),
         allocatable=allocatable,
         queues=queues,
         admitted=admitted,
+        leaving=leaving,
     )
 
 
@@ -193,33 +206,40 @@ def _leaf_usage(jobs) -> dict:
 # The replay
 
 
-def check_plan(tree, admitted, queues, allocatable, plan: Plan) -> None:
+def check_plan(tree, admitted, queues, allocatable, leaving, plan: Plan) -> None:
     """Replay the plan and assert every property of the module docstring."""
     holding = {job.key: job for job in admitted}
-    leaf_of = {c.key: q.leaf for q in queues for c in q.candidates}
+    candidates = {c.key: (q.leaf, c) for q in queues for c in q.candidates}
     admitted_keys = [c.key for c in plan.admitted]
+    waiting = {key: why for key, why in plan.refused.items() if isinstance(why, Releasing)}
     victims = [p.victim.key for p in plan.preempted]
     assert len(set(victims)) == len(victims), "a job preempted twice"
-    assert set(victims) <= set(holding), "a victim that held no quota"
+    assert set(victims) <= set(holding), "a victim that held no quota or was leaving"
     assert not set(victims) & set(admitted_keys), "a job both admitted and preempted"
     assert not set(plan.refused) & set(admitted_keys), "a job both admitted and refused"
+    assert [key for key in plan.order if key not in waiting] == admitted_keys
+    assert set(plan.order) == set(admitted_keys) | set(waiting), "a decision out of order"
 
-    settled = rollup(_leaf_usage(admitted))  # jobs that held quota before the cycle
-    used = rollup(_leaf_usage(admitted))  # everything, as the cycle goes
+    now = rollup(_leaf_usage([*admitted, *leaving]))  # held now, as the cycle goes
+    future = rollup(_leaf_usage(admitted))  # once the leaving jobs are gone, set-asides in
+    settled = rollup(_leaf_usage(admitted))  # held before the cycle by jobs that stay
+    gone = {job.key: job for job in leaving}  # leaving, victims included
     steps = iter(plan.preempted)
     over_quota = [p for p in plan.preempted if p.rule == OVER_QUOTA]
     for preemption in over_quota:
         assert preemption is next(steps), "over-quota give-backs come first"
         assert any(
-            used.get(preemption.node, {}).get(r, 0) > limit
+            future.get(preemption.node, {}).get(r, 0) > limit
             for r, limit in tree[preemption.node].max.items()
         ), f"{preemption.victim.key} given back though {preemption.node} was within max"
-        _remove(used, preemption.victim)
+        _remove(future, preemption.victim)
         _remove(settled, preemption.victim)
+        gone[preemption.victim.key] = preemption.victim
 
-    for candidate in plan.admitted:
-        leaf = leaf_of[candidate.key]
-        own = [p for p in plan.preempted if p.by == candidate.key]
+    added: dict[str, set[str]] = {}  # where admissions added to what is held now
+    for key in plan.order:
+        leaf, candidate = candidates[key]
+        own = [p for p in plan.preempted if p.by == key]
         for preemption in own:
             assert preemption is next(steps), "a candidate's victims come just before it"
             victim = preemption.victim
@@ -233,30 +253,47 @@ def check_plan(tree, admitted, queues, allocatable, plan: Plan) -> None:
             else:
                 assert preemption.rule == QUEUE_PRIORITY
                 assert victim.leaf == leaf and victim.priority < candidate.priority
-        before = {path: dict(resources) for path, resources in used.items()}
+        before = {path: dict(resources) for path, resources in future.items()}
         for preemption in own:
-            _remove(used, preemption.victim)
+            _remove(future, preemption.victim)
             _remove(settled, preemption.victim)
-        assert _fits(tree, used, allocatable, leaf, candidate.request)
+            gone[preemption.victim.key] = preemption.victim
+        assert _fits(tree, future, allocatable, leaf, candidate.request)
         for dropped in own:  # minimal: every victim was needed
             trial = {path: dict(resources) for path, resources in before.items()}
             for preemption in own:
                 if preemption is not dropped:
                     _remove(trial, preemption.victim)
             assert not _fits(tree, trial, allocatable, leaf, candidate.request), (
-                f"victim {dropped.victim.key} was not needed by {candidate.key}"
+                f"victim {dropped.victim.key} was not needed by {key}"
             )
+        if key in waiting:
+            why = waiting[key]
+            assert not _fits(tree, now, allocatable, leaf, candidate.request)
+            assert why.jobs and set(why.jobs) <= set(gone), f"{key} waits for a job that stays"
+            assert all(gone[job].request.get(why.now.resource) for job in why.jobs)
+        else:
+            assert _fits(tree, now, allocatable, leaf, candidate.request), f"{key} does not fit"
+            for path in path_to_root(leaf):
+                now[path] = add(now.get(path, {}), candidate.request)
+                added.setdefault(path, set()).update(r for r, n in candidate.request.items() if n)
         for path in path_to_root(leaf):
-            used[path] = add(used.get(path, {}), candidate.request)
-    assert next(steps, None) is None, "a preemption for no admitted candidate"
+            future[path] = add(future.get(path, {}), candidate.request)
+    assert next(steps, None) is None, "a preemption for no admitted or waiting candidate"
 
-    for path, tree_node in tree.items():
+    for path, resources in added.items():  # what is held now, where admissions added
+        for resource in resources:
+            limit = tree[path].max.get(resource)
+            assert limit is None or now[path].get(resource, 0) <= limit, f"{path} above max"
+            if allocatable is not None and path == "root":
+                assert now[path].get(resource, 0) <= allocatable.get(resource, 0)
+    for path, tree_node in tree.items():  # once the leaving jobs are gone
         for resource, limit in tree_node.max.items():
-            assert used.get(path, {}).get(resource, 0) <= limit, f"{path} above max {resource}"
+            assert future.get(path, {}).get(resource, 0) <= limit, f"{path} above max {resource}"
     if allocatable is not None:
         asked = {r for c in plan.admitted for r, amount in c.request.items() if amount}
         for resource in asked:
-            assert used.get("root", {}).get(resource, 0) <= allocatable.get(resource, 0)
+            assert future.get("root", {}).get(resource, 0) <= allocatable.get(resource, 0)
 
 
 def _remove(used: dict, job: Admitted) -> None:
@@ -293,6 +330,7 @@ OVER_MAX_EXAMPLE = (
         QueueHeads("root/b/y", [candidate(3, 6)]),
     ],
     None,
+    [],
 )
 
 
@@ -331,7 +369,7 @@ def test_reclaim_takes_no_more_victims_than_the_candidate_needs():
         Admitted(1, "root/b/y", request(cpu=1), priority=-1, admitted_at=5),
         Admitted(2, "root/b/y", request(cpu=8), priority=0, admitted_at=1),
     ]
-    scenario = (EXAMPLE_TREE, admitted, [QueueHeads("root/a/x", [candidate(10, 6)])], None)
+    scenario = (EXAMPLE_TREE, admitted, [QueueHeads("root/a/x", [candidate(10, 6)])], None, [])
     plan = run(*scenario)
     check_plan(*scenario, plan)
     assert [p.victim.key for p in plan.preempted] == [2]

@@ -22,7 +22,7 @@ from jobs.services import job_cancel
 from jobs.sync import cluster_sync
 
 from .conftest import client_for
-from .kube_emulator import emulator
+from .kube_emulator import emulator, status
 from .test_admission_cycle import UNPACKABLE, refresh, submit
 from .test_manifests import pytorch_spec, ray_spec
 
@@ -134,6 +134,44 @@ def test_a_dequeued_job_runs_in_the_cluster_finishes_and_frees_its_quota(member,
         assert kube.objects("kuberay") == []  # a finished job's object leaves the cluster
     assert refresh(job).state == "succeeded"
     assert queue_usage(job.queue) == {}
+
+
+def test_a_cancelled_job_holds_its_quota_until_the_cluster_has_let_go_of_its_objects(member, now):
+    """What a real server showed: during an authorization outage a cancelled job's quota
+    was freed at once and more jobs were admitted while its RayJob kept running."""
+    with on_kubernetes() as kube:
+        first, second = submit(member, now), submit(member, now)  # 12 cpu each, video max 14
+        admission_cycle(now=now)
+        jobs_reconcile([first.pk], now=now)
+        name = f"rayjob-video-{first.pk}"
+        kube.runs_pods("kuberay", "video", name)
+        path = f"/apis/ray.io/v1/namespaces/video/rayjobs/{name}"
+        kube.answer_next("delete", path, status(403, "Forbidden", (
+            f'rayjobs.ray.io "{name}" is forbidden: User "system:serviceaccount:caldera-system:'
+            'caldera" cannot delete resource "rayjobs" in API group "ray.io" in the namespace '
+            '"video"'
+        )))  # fmt: skip
+
+        job_cancel(user=member, job=refresh(first), now=now + timedelta(seconds=1))
+        with pytest.raises(ClusterUnavailable, match="cannot delete resource"):
+            jobs_reconcile([first.pk], now=now + timedelta(seconds=1))
+        assert refresh(first).state == "stopping"
+        assert admission_cycle(now=now + timedelta(seconds=2)).admitted == []
+
+        # Authorized again: deleted in the foreground, it stays while its pods terminate.
+        jobs_reconcile([first.pk], now=now + timedelta(seconds=3))
+        assert kube.get("kuberay", "video", name)["metadata"]["deletionTimestamp"]
+        deletes = len(kube.requests("delete", path))
+        assert cluster_sync(now=now + timedelta(seconds=4)).left == []
+        assert len(kube.requests("delete", path)) == deletes  # not asked again
+        assert refresh(first).state == "stopping"
+        assert queue_usage(first.queue)["cpu"] == 12000
+        assert admission_cycle(now=now + timedelta(seconds=4)).admitted == []
+
+        kube.pods_gone("kuberay", "video", name)
+        assert cluster_sync(now=now + timedelta(seconds=5)).left == [first.pk]
+        assert refresh(first).state == "cancelled"
+        assert admission_cycle(now=now + timedelta(seconds=6)).admitted == [second.pk]
 
 
 def test_a_job_the_cluster_cannot_place_shows_its_cycles_and_is_requeued_after_the_timeout(

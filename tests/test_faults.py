@@ -27,10 +27,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from rest_framework.authtoken.models import Token
 
-from jobs.admission import admitted_jobs, leaf_usage, usage_of
+from jobs.admission import holding_jobs, leaf_usage, usage_of
 from jobs.cluster import get_backend
 from jobs.locks import ADMISSION
-from jobs.models import IN_CLUSTER, Job, JobEvent, SimulatedPod, State
+from jobs.models import HOLDING, Job, JobEvent, SimulatedPod, State
 from jobs.services import job_submit_batch
 from jobs.usage_audit import usage_audit
 from kube.quantity import add
@@ -241,9 +241,10 @@ def assert_usage_is_the_admitted_requests_within_every_max() -> None:
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         from_sql = rollup(leaf_usage())
-        from_admitted = usage_of(admitted_jobs())
+        admitted, leaving = holding_jobs()
+        from_admitted = usage_of(admitted + leaving)
         rows = list(
-            Job.objects.filter(state__in=IN_CLUSTER).values_list("queue__node__path", "request")
+            Job.objects.filter(state__in=HOLDING).values_list("queue__node__path", "request")
         )
     leaves: dict[str, dict[str, int]] = {}
     for path, request in rows:

@@ -130,7 +130,10 @@ def test_removing_deletes_the_object_and_its_script_and_deleting_twice_is_succes
 
     assert kube.objects("kuberay") == [] and kube.configmaps("video") == []
     deletes = kube.requests("delete", "/rayjobs/rayjob-video-7")
-    assert len(deletes) == 2 and "propagationPolicy=Background" in str(deletes[0].url)
+    # In the foreground: the object stays listed until the cluster has removed its pods.
+    assert len(deletes) == 2 and "propagationPolicy=Foreground" in str(deletes[0].url)
+    (script,) = kube.requests("delete", "/configmaps/")[:1]
+    assert "propagationPolicy=Background" in str(script.url)
 
 
 # -- statuses --------------------------------------------------------------------------

@@ -19,9 +19,11 @@ from django.utils import timezone
 
 from jobs.admission import admission_cycle, plan_write
 from jobs.models import Job, JobEvent, PendingBlock
+from jobs.reconcile import jobs_reconcile
 from jobs.schema import job_parse
 from jobs.selectors import usage_by_path
 from jobs.services import job_submit
+from jobs.sync import cluster_sync
 from jobs.usage_audit import usage_audit
 from queues.admission import Candidate, Plan
 from queues.quota import Breach, breaches
@@ -210,7 +212,16 @@ def test_a_borrower_admitted_in_a_cycle_is_reclaimed_only_by_a_later_cycle(staff
         # Next cycle, the borrower held its quota before it: a's guarantee takes it back.
         Job.objects.filter(pk=four.pk).update(next_attempt_at=now)
         second = admission_cycle(now=now + timedelta(seconds=4))
-    assert second.preempted == [six.pk] and second.admitted == [four.pk]
+        assert second.preempted == [six.pk] and second.admitted == []
+        # The victim holds its 6 cpu until the cluster has let it go; four waits for it.
+        assert usage_by_path()["root"]["cpu"] == 8000
+        assert Job.objects.get(pk=four.pk).backoff_reason.startswith(
+            f"Waiting for 1 job leaving the cluster (#{six.pk}) to release their quota"
+        )
+        jobs_reconcile([six.pk], now=now + timedelta(seconds=5))
+        assert cluster_sync(now=now + timedelta(seconds=5)).left == [six.pk]
+        third = admission_cycle(now=now + timedelta(seconds=6))
+    assert third.admitted == [four.pk] and third.preempted == []
     assert usage_by_path()["root"]["cpu"] == 6000
     assert caplog.records == []
 

@@ -60,7 +60,6 @@ def test_interns_are_preempted_when_video_submits_within_its_guarantee(intern, m
     result = admission_cycle(now=now + timedelta(seconds=10))
     # 12 cpu are needed and each intern job holds 16: one is enough, the newest.
     assert result.preempted == [interns[3].pk]
-    assert result.admitted == [video.pk]
     victim = Job.objects.get(pk=interns[3].pk)
     assert victim.state == "preempted" and victim.preemption_count == 1
     event = victim.events.get(reason="Preempted")
@@ -68,21 +67,32 @@ def test_interns_are_preempted_when_video_submits_within_its_guarantee(intern, m
     assert event.message.startswith(
         "Preempted: root/algorithm/video reclaimed its guaranteed quota (min) from root/interns"
     )
+    # The victim still holds its quota: video waits for it to leave the cluster.
+    assert result.admitted == [] and result.backed_off == [video.pk]
+    assert Job.objects.get(pk=video.pk).backoff_reason.startswith(
+        f"Waiting for 1 job leaving the cluster (#{victim.pk}) to release their quota; "
+        "until then: Insufficient quota in root"
+    )
+    # A cycle before the sync saw it gone preempts nobody else.
+    again = admission_cycle(now=now + timedelta(seconds=10, milliseconds=500))
+    assert again.preempted == [] and again.admitted == []
 
-    run(result.preempted + result.admitted, now + timedelta(seconds=11))
+    run(result.preempted, now + timedelta(seconds=11))
     victim.refresh_from_db()
     assert victim.state == "queued"
     assert victim.enqueued_at == interns[3].enqueued_at  # its original place in the queue
     assert victim.dequeued_at is None
     assert not SimulatedPod.objects.filter(job_id=victim.pk).exists()
-    assert Job.objects.get(pk=video.pk).state == "running"
     assert [e.reason for e in victim.events.order_by("created_at", "id")][-2:] == [
         "Preempted",
         "Requeued",
     ]
-    # The requeued intern job waits: the cluster is full again.
+    # Its quota is free now: video goes first (within its guarantee), the intern job waits.
     later = admission_cycle(now=now + timedelta(seconds=12))
+    assert later.admitted == [video.pk]
     assert later.backed_off == [victim.pk] and later.preempted == []
+    run(later.admitted, now + timedelta(seconds=12))
+    assert Job.objects.get(pk=video.pk).state == "running"
 
 
 def test_a_borrowing_submission_does_not_preempt(intern, member, now):
@@ -122,8 +132,10 @@ def test_a_queue_with_preemption_lets_a_manager_priority_job_evict_a_lower_one(
     admission_cycle(now=now)
     urgent = submit(manager, RAY_JOB, now + timedelta(seconds=1), priority=10)
     result = admission_cycle(now=now + timedelta(seconds=2))
-    assert result.preempted == [low.pk] and result.admitted == [urgent.pk]
+    assert result.preempted == [low.pk] and result.admitted == []
     assert "higher priority in the same queue" in low.events.get(reason="Preempted").message
+    run([low.pk], now + timedelta(seconds=3))
+    assert admission_cycle(now=now + timedelta(seconds=4)).admitted == [urgent.pk]
 
 
 def test_without_preemption_the_priority_job_waits_at_the_head(member, manager, now):

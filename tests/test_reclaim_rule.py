@@ -14,6 +14,7 @@ from queues.admission import (
     RECLAIM,
     Admitted,
     QueueHeads,
+    Releasing,
     plan_admissions,
     within_guarantee,
 )
@@ -32,9 +33,9 @@ def running(key, leaf, cpu, priority=0, minute=0):
     return Admitted(key, leaf, request(cpu=cpu), priority, T0 + timedelta(minutes=minute))
 
 
-def plan(queues, admitted, tree=None, allocatable=CLUSTER):
+def plan(queues, admitted, tree=None, allocatable=CLUSTER, leaving=()):
     usage: dict = {}
-    for a in admitted:
+    for a in [*admitted, *leaving]:
         usage[a.leaf] = add(usage.get(a.leaf, {}), a.request)
     return plan_admissions(
         tree=tree or seed_like(),
@@ -42,6 +43,7 @@ def plan(queues, admitted, tree=None, allocatable=CLUSTER):
         allocatable=allocatable,
         queues=queues,
         admitted=admitted,
+        leaving=leaving,
     )
 
 
@@ -52,7 +54,6 @@ def interns_fill_the_cluster():
 
 def test_a_job_within_its_guarantee_reclaims_from_borrowers_only_as_many_as_needed():
     result = plan([QueueHeads(VIDEO, [job(1, 12)])], interns_fill_the_cluster())
-    assert [c.key for c in result.admitted] == [1]
     # 12 cpu are needed: one 16-cpu intern job is enough, the most recently admitted one.
     assert [p.victim.key for p in result.preempted] == [103]
     (preemption,) = result.preempted
@@ -60,6 +61,48 @@ def test_a_job_within_its_guarantee_reclaims_from_borrowers_only_as_many_as_need
     assert preemption.message() == (
         "Preempted: root/algorithm/video reclaimed its guaranteed quota (min) from "
         "root/interns, which used more than its min, for job #1; released cpu 16"
+    )
+    # The victim holds its 16 cpu until it is gone: the candidate waits for it.
+    assert result.admitted == []
+    assert result.refused[1] == Releasing((103,), result.refused[1].now)
+    assert result.refused[1].message() == (
+        "Waiting for 1 job leaving the cluster (#103) to release their quota; until then: "
+        "Insufficient quota in root: cpu requested 12, free 0 (used 64 of max 64)"
+    )
+
+
+def test_a_candidate_waits_for_its_leaving_victims_without_preempting_again():
+    interns = interns_fill_the_cluster()
+    still_leaving = plan([QueueHeads(VIDEO, [job(1, 12)])], interns[:3], leaving=interns[3:])
+    assert still_leaving.preempted == [] and still_leaving.admitted == []
+    assert still_leaving.refused[1].jobs == (103,)
+    gone = plan([QueueHeads(VIDEO, [job(1, 12)])], interns[:3])
+    assert gone.preempted == [] and [c.key for c in gone.admitted] == [1]
+
+
+def test_capacity_being_released_is_set_aside_for_the_candidate_that_waits_for_it():
+    # 103 leaves for video's job 1 (12 cpu); text's job 2 (12 cpu) may not count on the
+    # 4 cpu left of that release plus nothing else: it reclaims its own victim.
+    interns = interns_fill_the_cluster()
+    heads = [QueueHeads(VIDEO, [job(1, 12)]), QueueHeads(TEXT, [job(2, 12, seconds=1)])]
+    result = plan(heads, interns[:3], leaving=interns[3:])
+    assert [p.victim.key for p in result.preempted] == [102]
+    assert result.admitted == []
+    assert result.refused[1].jobs == (103,)
+    assert result.refused[2].jobs == (103, 102)
+
+
+def test_a_small_job_does_not_take_what_is_set_aside_for_a_waiting_one():
+    # 56 of 64 cpu held, 16 of them by a leaving intern job: text's 24-cpu job waits for
+    # it. An intern's 8-cpu job fits the 8 idle cpu now, but not once text's job is in.
+    interns = interns_fill_the_cluster()
+    admitted = [*interns[:2], running(60, VIDEO, 8)]
+    heads = [QueueHeads(TEXT, [job(1, 24)]), QueueHeads(INTERNS, [job(2, 8, seconds=1)])]
+    result = plan(heads, admitted, leaving=interns[3:])
+    assert result.admitted == [] and result.preempted == []
+    assert result.refused[1].jobs == (103,)
+    assert result.refused[2].message() == (
+        "Insufficient quota in root: cpu requested 8, free 0 (used 64 of max 64)"
     )
 
 
@@ -72,7 +115,8 @@ def test_reclaim_takes_the_lowest_priority_first_then_the_most_recently_admitted
     ]
     result = plan([QueueHeads(VIDEO, [job(1, 12)]), QueueHeads(TEXT, [job(2, 12)])], admitted)
     assert [p.victim.key for p in result.preempted] == [102, 101]
-    assert [c.key for c in result.admitted] == [1, 2]
+    assert result.admitted == []
+    assert [result.refused[k].jobs for k in (1, 2)] == [(102,), (102, 101)]
 
 
 def test_a_job_that_borrows_does_not_preempt_and_waits_with_the_reason():
@@ -170,7 +214,7 @@ def test_a_queue_with_preemption_lets_a_higher_priority_job_evict_a_lower_one():
     heads = QueueHeads(VIDEO, [job(1, 8, priority=5)], preemption=True)
     result = plan([heads], admitted)
     assert [(p.victim.key, p.rule) for p in result.preempted] == [(50, QUEUE_PRIORITY)]
-    assert [c.key for c in result.admitted] == [1]
+    assert result.admitted == [] and result.refused[1].jobs == (50,)
 
 
 def test_without_preemption_in_the_queue_a_higher_priority_job_waits():
@@ -201,9 +245,12 @@ def test_a_node_whose_max_was_lowered_below_its_usage_gives_jobs_back():
     )
 
 
-def test_capacity_given_back_by_a_shrink_is_admitted_in_the_same_cycle():
+def test_capacity_given_back_by_a_shrink_goes_to_the_waiting_job_once_it_is_free():
     tree = seed_like()
     tree["root/interns"] = node("root/interns", {"cpu": 0}, {"cpu": 48})
-    result = plan([QueueHeads(TEXT, [job(1, 16)])], interns_fill_the_cluster(), tree=tree)
+    interns = interns_fill_the_cluster()
+    result = plan([QueueHeads(TEXT, [job(1, 16)])], interns, tree=tree)
     assert [p.victim.key for p in result.preempted] == [103]
-    assert [c.key for c in result.admitted] == [1]
+    assert result.admitted == [] and result.refused[1].jobs == (103,)
+    freed = plan([QueueHeads(TEXT, [job(1, 16)])], interns[:3], tree=tree)
+    assert freed.preempted == [] and [c.key for c in freed.admitted] == [1]

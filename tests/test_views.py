@@ -9,6 +9,7 @@ import yaml
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from jobs.admission import admission_cycle
 from jobs.models import Job, JobEvent
@@ -281,6 +282,20 @@ def test_it_lets_a_member_cancel_their_own_job(client, member):
     assert "Job cancelled." in response.content.decode()
     # A finished job offers no actions.
     assert reverse("job-cancel", args=[job.pk]) not in response.content.decode()
+
+
+def test_a_cancelled_running_job_shows_it_holds_its_quota_until_it_is_gone(client, member):
+    job = submit(member)
+    Job.objects.filter(pk=job.pk).update(state="running", dequeued_at=timezone.now())
+    response = login(client, member).post(reverse("job-cancel", args=[job.pk]), follow=True)
+    html = response.content.decode()
+    assert "Job stopping: it is cancelled once the cluster has removed its objects." in html
+    assert 'state-stopping">stopping' in html
+    assert (
+        "<strong>Stopping:</strong> cancelled; its objects are being removed from the cluster, "
+        "and it holds its quota (" in html
+    )
+    assert reverse("job-cancel", args=[job.pk]) not in html  # nothing more to do
 
 
 def test_it_refuses_a_member_cancelling_another_members_job(client, member, other_member):

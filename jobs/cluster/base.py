@@ -75,6 +75,8 @@ class ObjectStatus:
     message: str = ""
     namespace: str = ""
     runtime: str = ""
+    # Being deleted: it stays listed until the cluster lets it go (its pods terminate).
+    deleting: bool = False
 
     @property
     def ref(self) -> ObjectRef:

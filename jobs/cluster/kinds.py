@@ -142,6 +142,7 @@ def object_status(runtime: str, obj: Mapping) -> ObjectStatus | None:
         message=message,
         namespace=metadata.get("namespace", ""),
         runtime=runtime,
+        deleting=bool(metadata.get("deletionTimestamp")),
     )
 
 

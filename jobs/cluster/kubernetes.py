@@ -326,7 +326,10 @@ class KubernetesBackend(ClusterBackend):
                 raise Rejected(error.status, _api_message(error)) from None
 
     def _delete_one(self, ref: ObjectRef) -> None:
-        """Delete the job object (its pods go with it) and the script ConfigMap, if any."""
+        """Delete the job object and the script ConfigMap, if any. The job object goes in
+        the foreground: it stays listed, marked as being deleted, until the garbage
+        collector has removed what it owns (its pods, which end their grace period first),
+        so the sync sees it gone only once the cluster has let go of its resources."""
         resource = kinds.RESOURCES[ref.runtime]
         calls = [
             (
@@ -340,9 +343,9 @@ class KubernetesBackend(ClusterBackend):
                 (script_configmap_name(ref.name), ref.namespace),
             ),
         ]
-        for what, fn, args in calls:
+        for (what, fn, args), policy in zip(calls, ("Foreground", "Background"), strict=True):
             try:
-                self._call(what, fn, *args, propagation_policy="Background")
+                self._call(what, fn, *args, propagation_policy=policy)
             except client.ApiException as error:
                 if error.status != 404:
                     raise Rejected(error.status, _api_message(error)) from None
