@@ -376,7 +376,7 @@ def _write_dequeues(ids: list[int], now: datetime) -> list[int]:
             f"""
             UPDATE {JOBS} j
             SET state = %s, dequeued_at = %s, backoff_reason = '',
-                next_attempt_at = NULL, last_tried_at = %s
+                next_attempt_at = NULL, last_tried_at = %s, start_clock_at = NULL
             FROM {QUEUES} q
             WHERE j.id = ANY(%s) AND j.state = ANY(%s) AND q.id = j.queue_id
             RETURNING j.id, q.name, j.enqueued_at

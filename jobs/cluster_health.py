@@ -13,20 +13,25 @@ from .models import ClusterHealth
 ANSWER_RECORDED_EVERY = timedelta(seconds=10)  # a cluster that keeps answering: few writes
 
 
-def cluster_answered(*, now: datetime) -> None:
-    """The cluster answered a whole sync: clear its error (and note the time, now and then)."""
+def cluster_answered(*, now: datetime) -> datetime | None:
+    """The cluster answered a sync's listing: clear its error (and note the time, now and
+    then). Returns since when it had not answered, when this ends such a time."""
     table = ClusterHealth._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
+            WITH before AS (SELECT failing_since FROM {table} WHERE id = 1)
             INSERT INTO {table} (id, answered_at, failing_since, error) VALUES (1, %s, NULL, '')
             ON CONFLICT (id) DO UPDATE
             SET answered_at = EXCLUDED.answered_at, failing_since = NULL, error = ''
             WHERE {table}.error <> '' OR {table}.answered_at IS NULL
                OR {table}.answered_at < EXCLUDED.answered_at - %s
+            RETURNING (SELECT failing_since FROM before)
             """,
             [now, ANSWER_RECORDED_EVERY],
         )
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def cluster_unavailable(*, now: datetime, error: str) -> None:

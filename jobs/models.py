@@ -134,6 +134,10 @@ class Job(models.Model):
     # its requeue delay grows with it, and at START_TIMEOUT_ATTEMPTS the job fails. The
     # database default lets writers that predate the column go on inserting during a deploy.
     start_timeouts = models.PositiveIntegerField(default=0, db_default=0)
+    # When its start timeout began to count: the reconcile that released its objects in the
+    # cluster; moved later by the time the cluster then did not answer. Null from its
+    # dequeue until then, so a job whose objects were never created never times out.
+    start_clock_at = models.DateTimeField(null=True, blank=True)
     # The job's place in its queue's arrival order: 1, 2, 3, ... per queue, given by the
     # database as the row is inserted (trigger job_ticket, migration 0004), so it follows
     # the order in which submissions committed. A requeued job keeps its ticket.

@@ -65,9 +65,19 @@ def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
         request_sync()  # it confirms they are gone, and leaving jobs then let their quota go
     if present:
         refused = backend.apply(present, now=now)
+        released = [spec.id for spec in present if not spec.suspend and spec.id not in refused]
+        start_clocks(released, now=now)
         jobs_refused({i: r.reason for i, r in refused.items() if not r.retry}, now=now)
         jobs_deferred({i: r.reason for i, r in refused.items() if r.retry}, now=now)
         request_sync()
+
+
+def start_clocks(job_ids: list[int], *, now: datetime) -> None:
+    """Admitted jobs whose objects the cluster now holds, released: their start timeout
+    begins to count (``jobs.start_timeouts``), once, at the first reconcile that did it."""
+    Job.objects.filter(pk__in=job_ids, state=State.ADMITTED, start_clock_at__isnull=True).update(
+        start_clock_at=now
+    )
 
 
 def jobs_refused(reasons: dict[int, str], *, now: datetime) -> list[int]:

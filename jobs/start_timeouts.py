@@ -1,8 +1,10 @@
 """Start timeouts: admitted jobs whose pods do not all run in time leave the cluster.
 
-A job dequeued more than START_TIMEOUT_SECONDS ago whose pods are not all running goes
-back to its queue in backoff, or fails after START_TIMEOUT_ATTEMPTS, with the cluster's
-last scheduling failure as the reason. The cluster sync calls it once per sync.
+A job whose objects were released in the cluster more than START_TIMEOUT_SECONDS of
+reachable time ago (``Job.start_clock_at``) and whose pods are not all running goes back
+to its queue in backoff, or fails after START_TIMEOUT_ATTEMPTS, with the cluster's last
+scheduling failure as the reason. Time the cluster did not answer is not counted
+(``start_clocks_resume``). The cluster sync calls both once per sync.
 """
 
 from __future__ import annotations
@@ -10,26 +12,45 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from .admission import LEFT_FOR_BACKOFF, leave_for_backoff
 from .cluster import SCHEDULING_FAILURES
-from .models import Job, JobEvent, State
+from .models import JOBS, Job, JobEvent, State
+
+
+def start_clocks_resume(*, outage_since: datetime, now: datetime) -> int:
+    """The cluster answers again after not answering since ``outage_since``: the start
+    clocks of admitted jobs move on by the part of the outage they had counted, so that
+    no job times out for time the cluster could not be asked. Returns the jobs moved."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {JOBS} SET start_clock_at = start_clock_at
+                + (%(now)s - GREATEST(start_clock_at, %(since)s))
+            WHERE state = %(admitted)s AND start_clock_at < %(now)s
+            """,
+            {"now": now, "since": outage_since, "admitted": State.ADMITTED},
+        )
+        return cursor.rowcount
 
 
 def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list[int]]:
-    """Admitted jobs whose pods are not all running START_TIMEOUT_SECONDS after their
-    dequeue leave the cluster, with the cluster's last word on why: back to their queue
-    in backoff, growing exponentially with their ``start_timeouts``, or failed once they
-    have timed out START_TIMEOUT_ATTEMPTS times (Kueue's ``backoffLimitCount``), so that a
-    gang the cluster never places does not take its quota round after round.
+    """Admitted jobs whose pods are not all running START_TIMEOUT_SECONDS of reachable time
+    after their objects were released leave the cluster, with the cluster's last word on
+    why: back to their queue in backoff, growing exponentially with their
+    ``start_timeouts``, or failed once they have timed out START_TIMEOUT_ATTEMPTS times
+    (Kueue's ``backoffLimitCount``), so that a gang the cluster never places does not take
+    its quota round after round.
 
     Returns the jobs requeued and the jobs failed.
     """
     timeout = settings.START_TIMEOUT_SECONDS
     attempts = settings.START_TIMEOUT_ATTEMPTS
     late = list(
-        Job.objects.filter(state=State.ADMITTED, dequeued_at__lte=now - timedelta(seconds=timeout))
+        Job.objects.filter(
+            state=State.ADMITTED, start_clock_at__lte=now - timedelta(seconds=timeout)
+        )
         .exclude(pk__in=started)
         .values_list("pk", flat=True)
     )
@@ -51,7 +72,7 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
         events = []
         for job in jobs:
             cause = last_failure.get(job.pk, "the cluster reported no scheduling failure")
-            late_by = f"Its pods were not all running {timeout:.0f}s after it was dequeued"
+            late_by = f"Its pods were not all running {timeout:.0f}s after its objects were created"
             job.start_timeouts += 1
             if job.start_timeouts >= attempts:
                 job.dequeued_at, job.last_tried_at = None, now

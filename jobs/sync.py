@@ -27,7 +27,7 @@ from .locks import SYNC, advisory_lock
 from .models import IN_CLUSTER, LEAVING, PENDING, Job, JobEvent, State
 from .reconcile import jobs_left, jobs_reconcile, jobs_transition
 from .specs import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted
-from .start_timeouts import jobs_time_out
+from .start_timeouts import jobs_time_out, start_clocks_resume
 from .triggers import remember, request_sync_at, seen_before
 from .unrunnable import jobs_fail_unrunnable
 
@@ -57,17 +57,15 @@ def cluster_sync(
     """Record cluster statuses and events. None if another process is syncing.
 
     The caller admits into the capacity ``result.finished`` freed (see jobs.tasks.sync).
-    Whether the cluster answered is recorded for the pages (``ClusterHealth``).
+    Whether the cluster answered is recorded for the pages (``ClusterHealth``): it has
+    once it listed the jobs' objects; a later step that fails records the error again.
     """
     now = now or timezone.now()
     try:
-        result = _sync(now, before)
+        return _sync(now, before)
     except ClusterUnavailable as error:
         cluster_unavailable(now=now, error=str(error))
         raise
-    if result is not None:
-        cluster_answered(now=now)
-    return result
 
 
 def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None:
@@ -78,6 +76,9 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         if before is not None:
             before()
         observation = get_backend().observe(now=now)
+        outage_since = cluster_answered(now=now)
+        if outage_since is not None:  # the time it did not answer counts for no start
+            start_clocks_resume(outage_since=outage_since, now=now)
         result.unrunnable = _nodes_changed(now)
         result.events = _record_events(observation.events)
         phases = {status.job_id: status for status in observation.statuses}

@@ -194,12 +194,13 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "polling": not job.is_terminal,
         "start_timeout_attempts": settings.START_TIMEOUT_ATTEMPTS,
     }
-    if job.state == State.ADMITTED and job.dequeued_at is not None:
-        # Dequeued, its pods not all running yet: the cluster's last word on why, and when
-        # the start timeout takes it out of the cluster.
+    if job.state == State.ADMITTED and job.start_clock_at is not None:
+        # Released in the cluster, its pods not all running yet: the cluster's last word on
+        # why, and when the start timeout takes it out of the cluster (later if the cluster
+        # stops answering meanwhile).
         failures = [e for e in events if e.reason in SCHEDULING_FAILURES]
         context["last_failure"] = max(failures, key=lambda e: (e.created_at, e.pk), default=None)
-        context["start_deadline"] = job.dequeued_at + timedelta(
+        context["start_deadline"] = job.start_clock_at + timedelta(
             seconds=settings.START_TIMEOUT_SECONDS
         )
     if request.htmx:

@@ -81,6 +81,12 @@ class Server(kmock.KubernetesEmulator):
     collector keeps it.
     """
 
+    def deny(self, check) -> None:
+        """``check(request)`` answers any request with the authorizer's refusal, or None
+        to let it through; a refused request changes nothing (kmock alone would store a
+        create or carry out a delete whatever the answer)."""
+        self.__dict__.setdefault("denials", []).append(check)
+
     def dependents(self) -> set[tuple[str, str, str]]:
         """(plural, namespace, name) of the objects whose pods still run."""
         return self.__dict__.setdefault("running_pods", set())
@@ -94,6 +100,10 @@ class Server(kmock.KubernetesEmulator):
         return self.__dict__.setdefault("owners", {}).setdefault(key, {})
 
     async def _handle(self, request):
+        for check in self.__dict__.get("denials", []) if request.resource is not None else ():
+            refusal = check(request)
+            if refusal is not None:
+                return await refusal(request)
         if request.resource is not None and str(request.resource.plural or "").endswith(
             "accessreviews"
         ):
@@ -351,6 +361,32 @@ class Emulator:
                 },
             }
         )
+
+    def deny(self, verb: str, runtime: str, namespace: str, *, times: int) -> None:
+        """RBAC does not let Caldera ``verb`` (create, delete) the runtime's objects in the
+        namespace, for the next ``times`` such requests: refused as a real server words it."""
+        resource = kinds.RESOURCES[runtime]
+        actions = {"create": kmock.action.CREATE, "delete": kmock.action.DELETE}
+        left = [times]
+
+        def check(request):
+            if (
+                left[0] <= 0
+                or request.action != actions[verb]
+                or request.resource.plural != resource.plural
+                or request.namespace != namespace
+            ):
+                return None
+            left[0] -= 1
+            named = f' "{request.name}"' if request.name else ""
+            return status(403, "Forbidden", (
+                f"{resource.plural}.{resource.group}{named} is forbidden: User "
+                f'"system:serviceaccount:caldera-system:caldera" cannot {verb} resource '
+                f'"{resource.plural}" in API group "{resource.group}" in the namespace '
+                f'"{namespace}"'
+            ))  # fmt: skip
+
+        self.server.deny(check)
 
     def without_crd(self, runtime: str) -> None:
         """The runtime's CRD is not installed: every request for its resource is answered

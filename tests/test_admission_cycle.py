@@ -233,7 +233,7 @@ def test_a_gang_that_cannot_start_in_time_leaves_the_cluster_and_waits_with_the_
     stuck = refresh(stuck)
     assert stuck.state == "backoff" and stuck.dequeued_at is None
     assert stuck.backoff_reason == (
-        "Its pods were not all running 30s after it was dequeued, so it left the cluster; "
+        "Its pods were not all running 30s after its objects were created, so it left the cluster; "
         f"last scheduling failure: rayjob-video-{stuck.pk}-small-group-worker-1 in gang failed "
         "to be scheduled in cycle 3: 0/2 nodes are available: 2 Insufficient cpu."
     )  # cycle 3 was observed by the same sync, just before the timeout

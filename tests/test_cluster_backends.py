@@ -22,7 +22,7 @@ from jobs.services import job_cancel
 from jobs.sync import cluster_sync
 
 from .conftest import client_for
-from .kube_emulator import emulator, status
+from .kube_emulator import emulator
 from .test_admission_cycle import UNPACKABLE, refresh, submit
 from .test_manifests import pytorch_spec, ray_spec
 
@@ -146,15 +146,12 @@ def test_a_cancelled_job_holds_its_quota_until_the_cluster_has_let_go_of_its_obj
         name = f"rayjob-video-{first.pk}"
         kube.runs_pods("kuberay", "video", name)
         path = f"/apis/ray.io/v1/namespaces/video/rayjobs/{name}"
-        kube.answer_next("delete", path, status(403, "Forbidden", (
-            f'rayjobs.ray.io "{name}" is forbidden: User "system:serviceaccount:caldera-system:'
-            'caldera" cannot delete resource "rayjobs" in API group "ray.io" in the namespace '
-            '"video"'
-        )))  # fmt: skip
+        kube.deny("delete", "kuberay", "video", times=1)
 
         job_cancel(user=member, job=refresh(first), now=now + timedelta(seconds=1))
         with pytest.raises(ClusterUnavailable, match="cannot delete resource"):
             jobs_reconcile([first.pk], now=now + timedelta(seconds=1))
+        assert "deletionTimestamp" not in kube.get("kuberay", "video", name)["metadata"]
         assert refresh(first).state == "stopping"
         assert admission_cycle(now=now + timedelta(seconds=2)).admitted == []
 
@@ -205,8 +202,9 @@ def test_a_job_the_cluster_cannot_place_shows_its_cycles_and_is_requeued_after_t
     job = refresh(job)
     assert job.state == "backoff"
     assert job.backoff_reason == (
-        "Its pods were not all running 30s after it was dequeued, so it left the cluster; last "
-        f"scheduling failure: {head} in gang failed to be scheduled in cycle 2: 0/2 nodes are "
+        "Its pods were not all running 30s after its objects were created, so it left the "
+        f"cluster; last scheduling failure: {head} in gang failed to be scheduled in cycle 2: "
+        "0/2 nodes are "
         "available: 2 Insufficient cpu."
     )
     answer = client_for(member).get(f"/api/v1/jobs/{job.pk}/events/")
@@ -336,8 +334,8 @@ def test_a_job_that_keeps_not_starting_waits_longer_each_time_then_fails_with_th
     failed = job.events.get(reason="StartAttemptsExceeded")
     assert failed.type == "Warning"
     assert failed.message == (
-        "Its pods were not all running 30s after it was dequeued, 3 of 3 times, so it left "
-        f"the cluster and failed; last scheduling failure: {last}"
+        "Its pods were not all running 30s after its objects were created, 3 of 3 times, so "
+        f"it left the cluster and failed; last scheduling failure: {last}"
     )
 
 
@@ -432,6 +430,44 @@ def test_while_the_cluster_cannot_be_listed_nothing_is_concluded(member, now):
         cluster_sync(now=now + timedelta(seconds=2))
         assert len(kube.requests("post", "/rayjobs")) == 1
     assert refresh(job).state == "admitted"
+
+
+def test_the_start_timeout_does_not_count_the_time_the_cluster_did_not_answer(member, now):
+    with on_kubernetes(START_TIMEOUT_SECONDS=30) as kube:
+        job = submit(member, now)
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now + timedelta(seconds=2))
+        assert refresh(job).start_clock_at == now + timedelta(seconds=2)
+        cluster_sync(now=now + timedelta(seconds=10))
+        kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 503, times=4)
+        for at in (20, 40):  # 10 s counted, then 40 s of an unreachable cluster
+            with pytest.raises(ClusterUnavailable):
+                cluster_sync(now=now + timedelta(seconds=at))
+
+        assert cluster_sync(now=now + timedelta(seconds=60)).timed_out == []
+        # 18 s counted before the outage began at 20 s, none during it: its clock moved on.
+        assert refresh(job).start_clock_at == now + timedelta(seconds=42)
+        assert cluster_sync(now=now + timedelta(seconds=71)).timed_out == []
+        assert cluster_sync(now=now + timedelta(seconds=72)).timed_out == [job.pk]
+    assert refresh(job).state == "backoff"
+
+
+def test_a_job_whose_objects_were_never_created_does_not_time_out(member, now):
+    with on_kubernetes(START_TIMEOUT_SECONDS=30) as kube:
+        job = submit(member, now)
+        admission_cycle(now=now)
+        kube.deny("create", "kuberay", "video", times=2)
+        with pytest.raises(ClusterUnavailable):
+            jobs_reconcile([job.pk], now=now)
+        # The sync lists the cluster, finds the object missing, and cannot create it.
+        with pytest.raises(ClusterUnavailable):
+            cluster_sync(now=now + timedelta(seconds=45))
+        assert refresh(job).state == "admitted" and refresh(job).start_clock_at is None
+        assert not job.events.filter(reason="StartTimeout").exists()
+
+        assert cluster_sync(now=now + timedelta(seconds=50)).timed_out == []  # created now
+        assert refresh(job).start_clock_at == now + timedelta(seconds=50)
+        assert cluster_sync(now=now + timedelta(seconds=80)).timed_out == [job.pk]
 
 
 # -- the quota tree, written for the cluster's own scheduler ---------------------------

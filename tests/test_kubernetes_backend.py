@@ -18,7 +18,7 @@ from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.manifests import build_manifests
 from jobs.manifests.common import ANNOTATION_DEQUEUED, ANNOTATION_ENQUEUED, kube_queue_timestamp
 
-from .kube_emulator import emulator, status
+from .kube_emulator import emulator
 from .test_manifests import pytorch_spec, ray_spec
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
@@ -603,14 +603,14 @@ def test_a_full_resource_quota_refuses_for_now_and_stores_nothing(kube, backend)
 
 
 def test_a_403_from_the_authorizer_makes_the_cluster_unavailable(kube, backend):
-    message = (
-        'rayjobs.ray.io is forbidden: User "system:serviceaccount:caldera-system:caldera" '
-        'cannot create resource "rayjobs" in API group "ray.io" in the namespace "video"'
-    )
-    kube.answer_next("post", RAYJOBS, status(403, "Forbidden", message))
+    kube.deny("create", "kuberay", "video", times=1)
 
-    with pytest.raises(ClusterUnavailable, match="cannot create resource"):
+    with pytest.raises(ClusterUnavailable, match=(
+        r'rayjobs.ray.io is forbidden: User "system:serviceaccount:caldera-system:caldera" '
+        r'cannot create resource "rayjobs" in API group "ray.io" in the namespace "video"'
+    )):  # fmt: skip
         backend.apply([ray_spec(script="")], now=NOW)
+    assert kube.objects("kuberay") == []  # a refused create stores nothing
 
 
 def test_the_emulator_applies_as_a_real_server_does_with_field_managers(kube):
