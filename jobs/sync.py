@@ -20,11 +20,13 @@ from django.db import IntegrityError
 from django.db.models import Q
 from django.utils import timezone
 
+from queues.selectors import tree_namespaces
+
 from .admission import capacity_changed
 from .cluster import FINISHED_PHASES, ClusterUnavailable, Phase, get_backend
 from .cluster_health import cluster_answered, cluster_unavailable
 from .locks import SYNC, advisory_lock
-from .models import IN_CLUSTER, LEAVING, PENDING, Job, JobEvent, State
+from .models import HOLDING, IN_CLUSTER, LEAVING, PENDING, Job, JobEvent, State
 from .reconcile import jobs_left, jobs_reconcile, jobs_transition
 from .specs import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted
 from .start_timeouts import jobs_time_out, start_clocks_resume
@@ -75,7 +77,7 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
             return None
         if before is not None:
             before()
-        observation = get_backend().observe(now=now)
+        observation = get_backend().observe(now=now, namespaces=_observed_namespaces())
         outage_since = cluster_answered(now=now)
         if outage_since is not None:  # the time it did not answer counts for no start
             start_clocks_resume(outage_since=outage_since, now=now)
@@ -153,6 +155,13 @@ def _jobs_wanting_objects(now: datetime):
     if settings.CLUSTER_GATE == "suspend":
         wanting |= Q(state__in=PENDING, runtime__in=SUSPENDABLE)
     return Job.objects.filter(wanting).values_list("pk", flat=True)
+
+
+def _observed_namespaces() -> set[str]:
+    """The namespaces the tree binds, and those where jobs still hold quota (a leaf may
+    have stopped binding a namespace while its jobs run there)."""
+    holding = Job.objects.filter(state__in=HOLDING).values_list("namespace", flat=True)
+    return set(tree_namespaces()) | set(holding.distinct())
 
 
 def _nodes_changed(now: datetime) -> list[int]:

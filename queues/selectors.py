@@ -154,3 +154,16 @@ def tree_nodes() -> dict[str, Node]:
 def node_usage() -> Mapping[str, ResourceList]:
     """Usage by node path, as the layers above answer it (``queues.signals``)."""
     return signals.usage(QuotaNode)
+
+
+def tree_namespaces() -> list[str]:
+    """Every namespace the tree's active leaves bind, sorted."""
+    return sorted(
+        {
+            namespace
+            for namespaces in QuotaNode.objects.filter(active=True).values_list(
+                "namespaces", flat=True
+            )
+            for namespace in namespaces
+        }
+    )

@@ -105,7 +105,7 @@ class Server(kmock.KubernetesEmulator):
             if refusal is not None:
                 return await refusal(request)
         if request.resource is not None and str(request.resource.plural or "").endswith(
-            "accessreviews"
+            ("accessreviews", "rulesreviews")
         ):
             return await kmock.KubernetesScaffold._handle(self, request)
         if (
@@ -333,20 +333,70 @@ class Emulator:
 
     def authorize(self, refused: set[tuple[str, str]] = frozenset()) -> None:
         """Answer access reviews as an authorizer would: allowed, but (verb, resource) pairs
-        in ``refused``. A review with a name is refused as a real API server refuses it."""
+        in ``refused``; a rules review lists nothing. A review with a name is refused as a
+        real API server refuses it. (``rbac`` authorizes from real roles instead.)"""
+
+        def rules_review(request):
+            return named_review(request) or {**request.data, "status": {"resourceRules": []}}
 
         def review(request):
-            name = (request.data.get("metadata") or {}).get("name")
-            if name:
-                return invalid(
-                    f'SelfSubjectAccessReview.authorization.k8s.io "{name}" is invalid: '
-                    f'metadata: Invalid value: {{"name": "{name}"}}: must be empty'
-                )
+            if named_review(request):
+                return named_review(request)
             attributes = request.data["spec"]["resourceAttributes"]
             allowed = (attributes["verb"], attributes["resource"]) not in refused
             return {**request.data, "status": {"allowed": allowed}}
 
         self.server["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"] << review
+        self.server["post /apis/authorization.k8s.io/v1/selfsubjectrulesreviews"] << rules_review
+
+    def rbac(self, documents: list[dict], *, user: str = "") -> None:
+        """Authorize as a real API server's RBAC authorizer would from these Roles,
+        ClusterRoles and bindings: every request of the backend is allowed only by a rule
+        bound to ``user`` (refused otherwise with the server's words), and access and
+        rules reviews are answered from the same rules."""
+        user = user or CALDERA_USER
+        rbac = Rbac(documents, user)
+        self.refused: list[str] = []  # what RBAC refused, as "verb path"
+
+        def check(request):
+            plural = request.resource.plural or ""
+            if not plural or plural.endswith(("accessreviews", "rulesreviews")):
+                return None  # discovery and self reviews: every identity's
+            verb = VERBS[request.action] if request.method.value != "PUT" else "update"
+            if request.method.value == "PATCH":
+                verb = "patch"
+            group = request.resource.group or ""
+            if rbac.allows(verb, group, plural, request.namespace, request.name):
+                return None
+            self.refused.append(f"{verb} {request.url.path}")
+            kind = f"{plural}.{group}" if group else plural
+            named = f' "{request.name}"' if request.name else ""
+            where = (
+                f'in the namespace "{request.namespace}"' if request.namespace
+                else "at the cluster scope"
+            )  # fmt: skip
+            return status(403, "Forbidden", (
+                f'{kind}{named} is forbidden: User "{user}" cannot {verb} resource "{plural}" '
+                f'in API group "{group}" {where}'
+            ))  # fmt: skip
+
+        def access_review(request):
+            if named_review(request):
+                return named_review(request)
+            attributes = request.data["spec"]["resourceAttributes"]
+            allowed = rbac.allows(
+                attributes["verb"], attributes.get("group", ""), attributes["resource"],
+                attributes.get("namespace"), attributes.get("name"),
+            )  # fmt: skip
+            return {**request.data, "status": {"allowed": allowed}}
+
+        def rules_review(request):
+            rules = rbac.rules(request.data["spec"]["namespace"])
+            return {**request.data, "status": {"resourceRules": rules, "incomplete": False}}
+
+        self.server.deny(check)
+        self.server["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"] << access_review
+        self.server["post /apis/authorization.k8s.io/v1/selfsubjectrulesreviews"] << rules_review
 
     def add_node(self, name: str, allocatable: dict, *, ready: bool = True, **spec) -> None:
         self.core.create_node(
@@ -392,10 +442,9 @@ class Emulator:
         """The runtime's CRD is not installed: every request for its resource is answered
         as a real API server answers a path it does not serve, in plain text."""
         resource = kinds.RESOURCES[runtime]
-        group = re.escape(f"/apis/{resource.group}/{resource.version}/")
-        self.server[re.compile(f"{group}(namespaces/[^/]+/)?{resource.plural}(/.*)?")] << (
-            page_not_found()
-        )
+        group = re.escape(f"/apis/{resource.group}/{resource.version}")
+        served = f"{group}(/?|/(namespaces/[^/]+/)?{resource.plural}(/.*)?)"
+        self.server[re.compile(served)] << page_not_found()
 
     def terminating(self, namespace: str) -> None:
         """The namespace is being deleted: the NamespaceLifecycle admission step refuses
@@ -449,6 +498,62 @@ class Emulator:
         self.answer_next(method, path, lambda: asyncio.sleep(seconds), times)
 
 
+CALDERA_USER = "system:serviceaccount:caldera-system:caldera"
+VERBS = {
+    kmock.action.CREATE: "create",
+    kmock.action.DELETE: "delete",
+    kmock.action.UPDATE: "patch",
+    kmock.action.LIST: "list",
+    kmock.action.WATCH: "watch",
+    kmock.action.FETCH: "get",
+}
+
+
+class Rbac:
+    """RBAC's rules for one user from Roles, ClusterRoles and their bindings."""
+
+    def __init__(self, documents: list[dict], user: str):
+        _, _, account_namespace, account = user.split(":")
+        roles = {
+            (doc["kind"], doc["metadata"].get("namespace"), doc["metadata"]["name"]): doc
+            for doc in documents
+            if doc["kind"] in ("Role", "ClusterRole")
+        }
+        self.by_namespace: dict[str | None, list[dict]] = {}
+        for doc in documents:
+            if not doc["kind"].endswith("Binding") or not any(
+                subject.get("kind") == "ServiceAccount"
+                and (subject.get("name"), subject.get("namespace")) == (account, account_namespace)
+                for subject in doc.get("subjects") or []
+            ):
+                continue
+            namespace = doc["metadata"].get("namespace") if doc["kind"] == "RoleBinding" else None
+            ref = doc["roleRef"]
+            role = roles.get(
+                (ref["kind"], namespace if ref["kind"] == "Role" else None, ref["name"])
+            )
+            if role is not None:
+                self.by_namespace.setdefault(namespace, []).extend(role.get("rules") or [])
+
+    def rules(self, namespace: str | None) -> list[dict]:
+        """The rules that apply in the namespace: its own and the cluster's."""
+        return self.by_namespace.get(None, []) + (
+            self.by_namespace.get(namespace, []) if namespace else []
+        )
+
+    def allows(self, verb: str, group: str, resource: str, namespace, name) -> bool:
+        def matches(values, value) -> bool:
+            return "*" in values or value in values
+
+        return any(
+            matches(rule.get("verbs") or [], verb)
+            and matches(rule.get("apiGroups") or [], group)
+            and matches(rule.get("resources") or [], resource)
+            and (not rule.get("resourceNames") or name in rule["resourceNames"])
+            for rule in self.rules(namespace)
+        )
+
+
 def status(code: int, reason: str, message: str) -> kmock.Response:
     """A refusal as the API server words it: a ``Status`` object with the code."""
     body = {
@@ -469,6 +574,17 @@ def forbidden(request, reason: str) -> kmock.Response:
     kind = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
     name = ((request.data or {}).get("metadata") or {}).get("name", "")
     return status(403, "Forbidden", f'{kind} "{name}" is forbidden: {reason}')
+
+
+def named_review(request) -> kmock.Response | None:
+    """A real API server stores no review and refuses one that has a name."""
+    name = (request.data.get("metadata") or {}).get("name")
+    if not name:
+        return None
+    return invalid(
+        f'{request.data.get("kind")}.authorization.k8s.io "{name}" is invalid: '
+        f'metadata: Invalid value: {{"name": "{name}"}}: must be empty'
+    )
 
 
 def invalid(message: str) -> kmock.Response:

@@ -7,11 +7,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import yaml
 from django.test import override_settings
 from django.utils import timezone
 
 from jobs.admission import admission_cycle, backoff_delay
 from jobs.cluster import ClusterUnavailable, ObjectRef, get_backend
+from jobs.cluster.access import rbac_documents
 from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.cluster.simulated import SimulatedBackend, parse_nodes
 from jobs.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
@@ -29,6 +31,7 @@ from .test_manifests import pytorch_spec, ray_spec
 pytestmark = pytest.mark.django_db
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+WHERE = ("video", "text")  # the namespaces of the specs of tests/test_manifests.py
 
 
 @pytest.fixture
@@ -48,7 +51,7 @@ def any_backend(request, db):
 
 
 def listed(backend) -> dict[str, str]:
-    return {s.object_name: s.phase for s in backend.observe(now=NOW).statuses}
+    return {s.object_name: s.phase for s in backend.observe(now=NOW, namespaces=WHERE).statuses}
 
 
 # -- shared behaviour ------------------------------------------------------------------
@@ -58,7 +61,7 @@ def test_applying_twice_makes_one_object_of_the_job(any_backend):
     assert any_backend.apply([ray_spec()], now=NOW) == {}
     assert any_backend.apply([ray_spec()], now=NOW) == {}
 
-    [status] = any_backend.observe(now=NOW).statuses
+    [status] = any_backend.observe(now=NOW, namespaces=WHERE).statuses
     assert (status.job_id, status.object_name) == (7, "rayjob-video-7")
     assert status.phase in ("Pending", "Running")
 
@@ -420,7 +423,7 @@ def test_while_the_cluster_cannot_be_listed_nothing_is_concluded(member, now):
         job = submit(member, now)
         admission_cycle(now=now)
         jobs_reconcile([job.pk], now=now)
-        kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 503, times=2)
+        kube.answer_next("get", "/apis/ray.io/v1/namespaces/video/rayjobs", 503, times=2)
 
         with pytest.raises(ClusterUnavailable):
             cluster_sync(now=now + timedelta(seconds=1))
@@ -439,7 +442,7 @@ def test_the_start_timeout_does_not_count_the_time_the_cluster_did_not_answer(me
         jobs_reconcile([job.pk], now=now + timedelta(seconds=2))
         assert refresh(job).start_clock_at == now + timedelta(seconds=2)
         cluster_sync(now=now + timedelta(seconds=10))
-        kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 503, times=4)
+        kube.answer_next("get", "/apis/ray.io/v1/namespaces/video/rayjobs", 503, times=4)
         for at in (20, 40):  # 10 s counted, then 40 s of an unreachable cluster
             with pytest.raises(ClusterUnavailable):
                 cluster_sync(now=now + timedelta(seconds=at))
@@ -548,7 +551,7 @@ def test_a_cluster_that_stops_answering_is_named_on_every_page_until_it_answers(
         login(client, member)
         assert "cluster-trouble" not in client.get("/").content.decode()
 
-        kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 503, times=4)
+        kube.answer_next("get", "/apis/ray.io/v1/namespaces/video/rayjobs", 503, times=4)
         for later in (5, 10):
             with pytest.raises(ClusterUnavailable):
                 cluster_sync(now=now + timedelta(seconds=later))
@@ -558,7 +561,7 @@ def test_a_cluster_that_stops_answering_is_named_on_every_page_until_it_answers(
         banner = banner[: banner.index("</p>")]
         since = (now + timedelta(seconds=5)).strftime("%Y-%m-%d %H:%M:%S")
         assert f"The cluster has not answered since {since}" in banner
-        assert "list rayjobs: HTTP 503" in banner
+        assert "list rayjobs in video: HTTP 503" in banner
         health = client.get("/healthz").json()
         assert health["cluster"].startswith("unavailable since") and "HTTP 503" in health["cluster"]
 
@@ -585,23 +588,45 @@ def run_cluster_check() -> tuple[str, str]:
     return out.getvalue(), ""
 
 
+TREE_NAMESPACES = ("devops", "intern-text", "intern-video", "text", "video")
+
+
+def roles(*, without: tuple[str, str] | None = None, runtimes=("kuberay",), publish=()):
+    """deploy/kubernetes/rbac.yaml's ClusterRole with the roles ``manage.py cluster_rbac``
+    generates for the seed tree; ``without`` takes a (namespace, resource) rule out."""
+    from .test_deploy import objects
+
+    static = [o for o in objects() if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    generated = rbac_documents(namespaces=TREE_NAMESPACES, runtimes=runtimes, publish=publish)
+    for doc in generated:
+        if without and doc["kind"] == "Role" and doc["metadata"]["namespace"] == without[0]:
+            doc["rules"] = [r for r in doc["rules"] if without[1] not in r["resources"]]
+    return static + generated
+
+
 def test_cluster_check_names_every_missing_crd_permission_and_namespace(tree):
     with on_kubernetes(CLUSTER_RUNTIMES=["kuberay", "kubeflow"]) as kube:
         kube.without_crd("kubeflow")
-        kube.authorize(refused={("delete", "configmaps")})
+        kube.rbac(roles(without=("text", "configmaps"), runtimes=("kuberay", "kubeflow")))
         for namespace in ("video", "text", "devops", "intern-text"):
             kube.add_namespace(namespace)
 
         out, error = run_cluster_check()
 
     lines = out.splitlines()
-    assert "ok   kuberay: RayJob (ray.io/v1) can be listed" in lines
+    assert "ok   kuberay: RayJob (ray.io/v1) is served" in lines
     assert (
-        "FAIL kubeflow: PyTorchJob (kubeflow.org/v1) can be listed: its CRD is not installed"
-        in lines
+        "FAIL kubeflow: PyTorchJob (kubeflow.org/v1) is served: its CRD is not installed" in lines
     )
-    assert "ok   may patch pytorchjobs.kubeflow.org in every namespace" in lines
-    assert "FAIL may delete configmaps in every namespace" in lines
+    assert (
+        "ok   may list, create, delete, patch rayjobs.ray.io; list, create, delete, patch "
+        "pytorchjobs.kubeflow.org; create, delete configmaps; list events in video"
+    ) in lines
+    assert (
+        "FAIL may list, create, delete, patch rayjobs.ray.io; list, create, delete, patch "
+        "pytorchjobs.kubeflow.org; create, delete configmaps; list events in text: not "
+        "allowed: create configmaps, delete configmaps"
+    ) in lines
     assert not any("volcano" in line for line in lines)  # not a runtime of this cluster
     assert "ok   namespace video exists" in lines
     assert (
@@ -613,17 +638,100 @@ def test_cluster_check_names_every_missing_crd_permission_and_namespace(tree):
     assert error == f"3 of {len(lines)} checks failed"
 
 
-def test_cluster_check_passes_on_a_ready_cluster(tree):
-    with on_kubernetes(CLUSTER_PUBLISH_QUOTA=["volcano"]) as kube:
-        kube.authorize()
-        for namespace in ("video", "text", "devops", "intern-text", "intern-video"):
+def test_cluster_check_passes_on_a_ready_cluster_with_the_generated_roles(tree):
+    publish = ["elasticquotatree", "volcano"]
+    with on_kubernetes(CLUSTER_PUBLISH_QUOTA=publish, CLUSTER_RUNTIMES=["kuberay"]) as kube:
+        kube.rbac(roles(publish=publish))
+        for namespace in TREE_NAMESPACES:
             kube.add_namespace(namespace)
 
         out, error = run_cluster_check()
 
-    assert error == ""
-    assert "ok   may patch queues.scheduling.volcano.sh in every namespace" in out
-    assert out.splitlines()[-1].startswith("all ") and "FAIL" not in out
+    lines = out.splitlines()
+    assert error == "" and lines[-1].startswith("all ") and "FAIL" not in out
+    assert "WARN" not in out
+    assert (
+        "ok   may list nodes; create selfsubjectaccessreviews.authorization.k8s.io; create "
+        "selfsubjectrulesreviews.authorization.k8s.io; get namespaces; list, create, patch, "
+        "delete queues.scheduling.volcano.sh at the cluster scope"
+    ) in lines
+    assert "ok   may create, patch elasticquotatrees.scheduling.sigs.k8s.io in kube-system" in lines
+    assert "ok   nothing granted in default beyond what Caldera uses" in lines
+
+
+def test_cluster_check_warns_of_what_a_cluster_wide_role_grants_beyond_what_caldera_uses(tree):
+    everywhere = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "caldera-everywhere"},
+        "rules": [
+            {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["list", "create"]},
+            {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["*"]},
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "caldera-everywhere"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "caldera-everywhere"},
+        "subjects": [{"kind": "ServiceAccount", "name": "caldera",
+                      "namespace": "caldera-system"}],
+    }  # fmt: skip
+    with on_kubernetes(CLUSTER_RUNTIMES=["kuberay"]) as kube:
+        kube.rbac([*roles(), everywhere, binding])
+        for namespace in TREE_NAMESPACES:
+            kube.add_namespace(namespace)
+
+        out, error = run_cluster_check()
+
+    lines = out.splitlines()
+    assert error == ""  # a warning: Caldera works, with more than it needs
+    assert (
+        "WARN nothing granted in default beyond what Caldera uses: also granted: * "
+        "configmaps, * secrets, create rayjobs.ray.io, list rayjobs.ray.io"
+    ) in lines
+    assert (
+        "WARN nothing granted in video beyond what Caldera uses: also granted: * configmaps, "
+        "* secrets"
+    ) in lines
+    assert any(line.startswith("WARN nothing granted in kube-system") for line in lines)
+
+
+def test_cluster_rbac_prints_the_roles_of_the_trees_namespaces(tree):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    with override_settings(
+        CLUSTER_RUNTIMES=["kuberay"], CLUSTER_PUBLISH_QUOTA=["elasticquotatree"]
+    ):
+        call_command("cluster_rbac", stdout=out)
+    documents = list(yaml.safe_load_all(out.getvalue()))
+    assert documents == rbac_documents(
+        namespaces=TREE_NAMESPACES, runtimes=["kuberay"], publish=["elasticquotatree"]
+    )
+    names = [(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in documents]
+    assert ("Role", "video", "caldera-jobs") in names and (
+        "RoleBinding",
+        "video",
+        "caldera-jobs",
+    ) in names
+    assert ("Role", "kube-system", "caldera-quota") in names
+    assert ("ClusterRole", None, "caldera-tree") in names
+    [video] = [
+        d for d in documents if d["kind"] == "Role" and d["metadata"]["namespace"] == "video"
+    ]
+    assert video["rules"] == [
+        {
+            "apiGroups": ["ray.io"],
+            "resources": ["rayjobs"],
+            "verbs": ["list", "create", "delete", "patch"],
+        },
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "delete"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+    ]
 
 
 def test_cluster_check_fails_a_namespace_that_is_being_deleted(tree):

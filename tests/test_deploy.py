@@ -1,7 +1,9 @@
 """deploy/kubernetes: the manifests that run Caldera in a cluster, read as data.
 
-The RBAC rules are checked against the calls the Kubernetes backend really makes (recorded
-by the emulator): everything it does is allowed, and nothing it does not do is granted.
+The RBAC rules (deploy/kubernetes/rbac.yaml with the roles ``manage.py cluster_rbac``
+generates for the tree) are enforced by the emulator while the Kubernetes backend does all
+it does, and checked against the calls it made: everything it does is allowed, where it
+does it, and nothing it does not do is granted.
 """
 
 from __future__ import annotations
@@ -14,12 +16,8 @@ import pytest
 import yaml
 
 from jobs.cluster import ObjectRef
-from jobs.cluster.kubernetes import (
-    PERMISSIONS,
-    QUOTA_PERMISSIONS,
-    KubernetesBackend,
-    Settings,
-)
+from jobs.cluster.access import BASE_GRANTS, rbac_documents
+from jobs.cluster.kubernetes import KubernetesBackend, Settings
 
 from .kube_emulator import APPLY_PATCH, emulator
 from .test_manifests import pytorch_spec, ray_spec
@@ -27,6 +25,7 @@ from .test_manifests import pytorch_spec, ray_spec
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes"
 SETTINGS = Path(__file__).resolve().parents[1] / "portal" / "settings.py"
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+WHERE = ("video", "text")  # the namespaces of the specs of tests/test_manifests.py
 
 
 def objects() -> list[dict]:
@@ -92,49 +91,88 @@ def test_only_the_worker_carries_the_service_account_token():
 
 
 _PATH = re.compile(
-    r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/[^/]+)?/(?P<plural>[^/?]+)(?P<name>/[^/?]+)?"
+    r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<namespace>[^/]+))?"
+    r"/(?P<plural>[^/?]+)(?P<name>/[^/?]+)?"
 )
+_DISCOVERY = re.compile(r"^/apis/[^/]+/[^/]+/?$")
 _VERBS = {"POST": "create", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}
+PUBLISH = ["elasticquotatree", "volcano"]
+RUNTIMES = ("kuberay", "kubeflow", "volcano")
 
 
-def permissions(request) -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) of one request, as the API server's authorizer sees it.
-    A server-side apply is a patch, and a create too when the object is missing (it is
-    then authorized as ``create``: Kubernetes' "Patch and apply")."""
+def permissions(request) -> set[tuple]:
+    """(namespace, apiGroup, resource, verb, name) of one request, as the API server's
+    authorizer sees it (namespace None at the cluster scope; the name only of a get). A
+    server-side apply is a patch, and a create too when the object is missing (it is then
+    authorized as ``create``: Kubernetes' "Patch and apply")."""
     method, path = request.method.value, request.url.path
+    if _DISCOVERY.match(path):
+        return set()  # every identity may read what the server serves
     match = _PATH.match(path)
     assert match, path
-    verbs = {_VERBS.get(method) or ("get" if match["name"] else "list")}
+    name = (match["name"] or "").lstrip("/")
+    verbs = {_VERBS.get(method) or ("get" if name else "list")}
     if APPLY_PATCH in request.headers.get("Content-Type", ""):
         verbs.add("create")
-    return {(match["group"] or "", match["plural"], verb) for verb in verbs}
-
-
-def granted() -> set[tuple[str, str, str]]:
-    rules = by_kind("ClusterRole")["caldera"]["rules"]
     return {
-        (group, resource, verb)
-        for rule in rules
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
+        (
+            match["namespace"],
+            match["group"] or "",
+            match["plural"],
+            verb,
+            name if verb == "get" else "",
+        )
+        for verb in verbs
     }
+
+
+def granted(documents: list[dict]) -> set[tuple]:
+    """The same tuples for every rule the documents bind to Caldera's account."""
+    bound = {
+        (doc["roleRef"]["kind"], doc["metadata"].get("namespace"), doc["roleRef"]["name"])
+        for doc in documents
+        if doc["kind"].endswith("Binding")
+    }
+    found = set()
+    for doc in documents:
+        namespace = doc["metadata"].get("namespace")
+        if (
+            doc["kind"] not in ("Role", "ClusterRole")
+            or (doc["kind"], namespace, doc["metadata"]["name"]) not in bound
+        ):
+            continue
+        for rule in doc["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        for name in rule.get("resourceNames") or [""]:
+                            found.add((namespace, group, resource, verb, name))
+    return found
+
+
+def deployed_with_generated_roles() -> list[dict]:
+    static = [o for o in objects() if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    return static + rbac_documents(namespaces=list(WHERE), runtimes=RUNTIMES, publish=PUBLISH)
 
 
 @pytest.fixture
 def used():
-    """Every permission the backend needs: each runtime created, released, listed with its
-    events, deleted; the nodes read; the quota tree written twice, a leaf gone between."""
+    """Every request the backend makes, under the deploy's RBAC enforced by the emulator:
+    each runtime created, released, listed with its events, deleted; the nodes read; the
+    quota tree written twice, a leaf gone between; every readiness check."""
     with emulator() as kube:
         kube.server.resources["scheduling.sigs.k8s.io/v1beta1/elasticquotatrees"] = {}
         kube.server.resources["scheduling.volcano.sh/v1beta1/queues"] = {}
-        backend = KubernetesBackend(
-            Settings(runtimes=("kuberay", "kubeflow", "volcano"), host=kube.url, timeout_seconds=2)
-        )
+        for namespace in WHERE:
+            kube.add_namespace(namespace)
+        kube.add_node("node-1", {"cpu": "16", "memory": "64Gi", "pods": "110"})
+        before = len(list(kube.server))
+        kube.rbac(deployed_with_generated_roles())
+        backend = KubernetesBackend(Settings(runtimes=RUNTIMES, host=kube.url, timeout_seconds=2))
         volcano = ray_spec(id=11, object_name="rayjob-video-11", runtime="volcano")
         backend.apply([ray_spec(suspend=True), pytorch_spec(suspend=True), volcano], now=NOW)
         backend.apply([ray_spec(), pytorch_spec()], now=NOW)
-        backend.observe(now=NOW)
+        backend.observe(now=NOW, namespaces=WHERE)
         backend.allocatable()
         backend.remove(
             [
@@ -148,24 +186,40 @@ def used():
         queues = [{"metadata": {"name": name}} for name in ("root-a", "root-b")]
         backend.publish_quota(tree=tree, queues=queues)
         backend.publish_quota(tree=tree, queues=queues[:1])
-        kube.authorize()
-        checks = backend.checks(namespaces=["video"], publish_quota=True)
-        # No namespace and no node in the emulator: all else is allowed and listed.
-        assert [check.what for check in checks if not check.ok] == [
-            "namespace video exists",
-            "the nodes' allocatable resources can be read",
-        ]
-        yield set().union(*(permissions(request) for request in list(kube.server)))
+        checks = backend.checks(namespaces=WHERE, publish=PUBLISH)
+        requests = list(kube.server)[before:]
+        assert kube.refused == []
+    assert [c for c in checks if not c.ok or c.warning] == []
+    yield requests
 
 
-def test_the_cluster_role_grants_exactly_what_the_backend_does(used):
-    assert used == granted()
+def leaves_as_one(found: set[tuple]) -> set[tuple]:
+    """Every namespace the tree binds gets the same role: compare them as one."""
+    return {("<leaf>" if t[0] in WHERE else t[0], *t[1:]) for t in found}
+
+
+def test_the_deployed_and_generated_roles_grant_exactly_what_the_backend_does(used):
+    done = set().union(*(permissions(r) for r in used))
+    assert leaves_as_one(done) == leaves_as_one(granted(deployed_with_generated_roles()))
+
+
+def test_the_deployed_cluster_role_is_the_declared_base(used):
+    [role] = by_kind("ClusterRole").values()
+    assert role["rules"] == [grant.rule() for grant in BASE_GRANTS]
 
 
 def test_cluster_check_asks_about_every_permission_the_backend_uses(used):
-    asked = set(PERMISSIONS) | set(QUOTA_PERMISSIONS)
-    check_only = {
-        ("", "namespaces", "get"),
-        ("authorization.k8s.io", "selfsubjectaccessreviews", "create"),
+    asked = {
+        (
+            attributes.get("namespace"),
+            attributes["group"],
+            attributes["resource"],
+            attributes["verb"],
+            attributes.get("name", ""),
+        )
+        for request in used
+        if request.url.path.endswith("selfsubjectaccessreviews")
+        for attributes in [request.data["spec"]["resourceAttributes"]]
     }
-    assert asked == used - check_only
+    done = set().union(*(permissions(r) for r in used))
+    assert leaves_as_one(asked) == leaves_as_one(done)

@@ -22,6 +22,7 @@ from .kube_emulator import emulator
 from .test_manifests import pytorch_spec, ray_spec
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+WHERE = ("video", "text")  # the namespaces of the specs of tests/test_manifests.py
 DEQUEUED = datetime(2026, 11, 23, 10, 5, tzinfo=UTC)
 RAYJOBS = "/apis/ray.io/v1/namespaces/video/rayjobs"
 
@@ -95,14 +96,14 @@ def test_a_cycle_creates_its_jobs_together_across_runtimes(kube, backend):
 def test_a_rayjob_waits_suspended_and_is_released_at_its_dequeue(kube, backend):
     backend.apply([ray_spec(suspend=True)], now=NOW)
     assert kube.get("kuberay", "video", "rayjob-video-7")["spec"]["suspend"] is True
-    assert backend.observe(now=NOW).statuses[0].phase == "Suspended"
+    assert backend.observe(now=NOW, namespaces=WHERE).statuses[0].phase == "Suspended"
 
     backend.apply([ray_spec(suspend=False, dequeued_at=DEQUEUED)], now=NOW)
 
     stored = kube.get("kuberay", "video", "rayjob-video-7")
     assert stored["spec"]["suspend"] is False
     assert stored["metadata"]["annotations"][ANNOTATION_DEQUEUED] == kube_queue_timestamp(DEQUEUED)
-    assert backend.observe(now=NOW).statuses[0].phase == "Pending"
+    assert backend.observe(now=NOW, namespaces=WHERE).statuses[0].phase == "Pending"
 
 
 def test_a_pytorchjob_is_suspended_and_released_through_its_run_policy(kube, backend):
@@ -168,7 +169,7 @@ def test_rayjob_statuses(kube, backend, status, phase, message):
     backend.apply([ray_spec()], now=NOW)
     kube.set_status("kuberay", "video", "rayjob-video-7", status)
 
-    [observed] = backend.observe(now=NOW).statuses
+    [observed] = backend.observe(now=NOW, namespaces=WHERE).statuses
 
     assert (observed.job_id, observed.phase, observed.message) == (7, phase, message)
     assert observed.ref == ObjectRef("rayjob-video-7", "video", "kuberay")
@@ -194,7 +195,7 @@ def test_pytorchjob_statuses_follow_the_last_true_condition(kube, backend, condi
     backend.apply([pytorch_spec()], now=NOW)
     kube.set_status("kubeflow", "text", "resnet-ddp-9", {"conditions": conditions})
 
-    assert backend.observe(now=NOW).statuses[0].phase == phase
+    assert backend.observe(now=NOW, namespaces=WHERE).statuses[0].phase == phase
 
 
 @pytest.mark.parametrize(
@@ -213,18 +214,20 @@ def test_volcano_job_statuses_follow_the_state_phase(kube, backend, state, phase
     backend.apply([volcano_spec()], now=NOW)
     kube.set_status("volcano", "video", "rayjob-video-11", {"state": state})
 
-    assert backend.observe(now=NOW).statuses[0].phase == phase
+    assert backend.observe(now=NOW, namespaces=WHERE).statuses[0].phase == phase
 
 
 def test_objects_caldera_did_not_create_are_not_listed(kube, backend):
     kube.custom.create_namespaced_custom_object(
         "ray.io", "v1", "video", "rayjobs", {"metadata": {"name": "someone-elses"}}
     )
-    assert backend.observe(now=NOW).statuses == []
+    assert backend.observe(now=NOW, namespaces=WHERE).statuses == []
 
     backend.apply([ray_spec()], now=NOW)
-    assert [s.object_name for s in backend.observe(now=NOW).statuses] == ["rayjob-video-7"]
-    listing = kube.requests("get", "/apis/ray.io/v1/rayjobs")[-1]
+    assert [s.object_name for s in backend.observe(now=NOW, namespaces=WHERE).statuses] == [
+        "rayjob-video-7"
+    ]
+    listing = kube.requests("get", "/apis/ray.io/v1/namespaces/video/rayjobs")[-1]
     assert listing.url.query["labelSelector"] == "caldera.io/job-id"
 
 
@@ -284,7 +287,7 @@ def test_scheduling_warnings_of_pods_and_pod_groups_are_read_with_their_cycle(ku
         uid="u6",
     )
 
-    events = sorted(backend.observe(now=NOW).events, key=lambda e: e.uid)
+    events = sorted(backend.observe(now=NOW, namespaces=WHERE).events, key=lambda e: e.uid)
 
     assert [(e.job_id, e.reason, e.cycle, e.involved) for e in events] == [
         (7, "GangFailedScheduling", 3, "pod/rayjob-video-7-abcde-head-x1"),
@@ -303,10 +306,10 @@ def test_a_repeated_event_is_a_new_occurrence_and_a_reread_one_is_the_same(kube,
         uid="u1",
     )
     kube.warn("video", "e1", **warning)
-    first = backend.observe(now=NOW).events
-    again = backend.observe(now=NOW).events
+    first = backend.observe(now=NOW, namespaces=WHERE).events
+    again = backend.observe(now=NOW, namespaces=WHERE).events
     kube.warn("video", "e1", count=2, **warning)
-    repeated = backend.observe(now=NOW).events
+    repeated = backend.observe(now=NOW, namespaces=WHERE).events
 
     assert [e.uid for e in first] == [e.uid for e in again] == ["k8s/u1/1"]
     assert [e.uid for e in repeated] == ["k8s/u1/2"]
@@ -336,12 +339,12 @@ def test_a_create_that_failed_after_the_server_stored_it_succeeds_on_the_409(kub
 def test_a_server_that_keeps_failing_makes_the_cluster_unavailable_after_bounded_tries(
     kube, backend
 ):
-    kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 500, times=10)
+    kube.answer_next("get", "/apis/ray.io/v1/namespaces/video/rayjobs", 500, times=10)
 
-    with pytest.raises(ClusterUnavailable, match="list rayjobs: HTTP 500"):
-        backend.observe(now=NOW)
+    with pytest.raises(ClusterUnavailable, match="list rayjobs in video: HTTP 500"):
+        backend.observe(now=NOW, namespaces=WHERE)
 
-    assert len(kube.requests("get", "/apis/ray.io/v1/rayjobs")) == 3
+    assert len(kube.requests("get", "/apis/ray.io/v1/namespaces/video/rayjobs")) == 3
 
 
 def test_a_slow_answer_times_out_and_is_retried(kube, backend):
@@ -389,11 +392,15 @@ def test_a_long_listing_is_read_page_by_page(kube):
             "items": stored[start : start + 2],
         }
 
-    kube.server["get /apis/ray.io/v1/rayjobs"] << page
-    before = len(kube.requests("get", "/apis/ray.io/v1/rayjobs"))
+    kube.server["get /apis/ray.io/v1/namespaces/video/rayjobs"] << page
+    before = len(kube.requests("get", "/apis/ray.io/v1/namespaces/video/rayjobs"))
 
-    assert sorted(s.job_id for s in backend.observe(now=NOW).statuses) == [1, 2, 3]
-    listings = kube.requests("get", "/apis/ray.io/v1/rayjobs")[before:]
+    assert sorted(s.job_id for s in backend.observe(now=NOW, namespaces=WHERE).statuses) == [
+        1,
+        2,
+        3,
+    ]
+    listings = kube.requests("get", "/apis/ray.io/v1/namespaces/video/rayjobs")[before:]
     assert [(r.params.get("continue"), r.params["limit"]) for r in listings] == [
         (None, "2"),
         ("2", "2"),
@@ -402,26 +409,26 @@ def test_a_long_listing_is_read_page_by_page(kube):
 
 def test_a_failed_listing_is_never_read_as_an_empty_cluster(kube, backend):
     backend.apply([ray_spec()], now=NOW)
-    kube.answer_next("get", "/apis/ray.io/v1/rayjobs", 500, times=3)
+    kube.answer_next("get", "/apis/ray.io/v1/namespaces/video/rayjobs", 500, times=3)
 
     with pytest.raises(ClusterUnavailable):
-        backend.observe(now=NOW)
+        backend.observe(now=NOW, namespaces=WHERE)
 
-    assert [s.job_id for s in backend.observe(now=NOW).statuses] == [7]
+    assert [s.job_id for s in backend.observe(now=NOW, namespaces=WHERE).statuses] == [7]
 
 
 def test_a_listing_that_is_not_allowed_is_unavailable_not_empty(kube, backend):
-    kube.answer_next("get", "/apis/kubeflow.org/v1/pytorchjobs", 403)
+    kube.answer_next("get", "/apis/kubeflow.org/v1/namespaces/video/pytorchjobs", 403)
 
     with pytest.raises(ClusterUnavailable, match="pytorchjobs"):
-        backend.observe(now=NOW)
+        backend.observe(now=NOW, namespaces=WHERE)
 
 
 def test_a_cluster_that_refuses_connections_is_unavailable(kube):
     backend = backend_for(kube, host="http://127.0.0.1:9")  # nothing listens on port 9
 
     with pytest.raises(ClusterUnavailable, match="list rayjobs"):
-        backend.observe(now=NOW)
+        backend.observe(now=NOW, namespaces=WHERE)
     with pytest.raises(ClusterUnavailable):
         backend.apply([ray_spec()], now=NOW)
     with pytest.raises(ClusterUnavailable):
@@ -540,9 +547,9 @@ def test_a_scheduler_event_repeated_as_a_series_counts_each_repeat_at_its_last_t
         first="2026-11-23T10:00:00.000000Z",
     )
     kube.warn_series("video", "e1", count=1, last="", **warning)
-    first = backend.observe(now=NOW).events
+    first = backend.observe(now=NOW, namespaces=WHERE).events
     kube.warn_series("video", "e1", count=5, last="2026-11-23T10:04:00.000000Z", **warning)
-    repeated = backend.observe(now=NOW).events
+    repeated = backend.observe(now=NOW, namespaces=WHERE).events
 
     assert [(e.uid, e.at) for e in first] == [("k8s/s1/1", NOW)]
     assert [(e.uid, e.at) for e in repeated] == [("k8s/s1/5", NOW + timedelta(minutes=4))]
@@ -552,7 +559,7 @@ def test_a_runtime_whose_crd_is_missing_is_named_in_plain_words(kube, backend):
     kube.without_crd("kubeflow")
 
     with pytest.raises(ClusterUnavailable) as unavailable:
-        backend.observe(now=NOW)
+        backend.observe(now=NOW, namespaces=WHERE)
 
     assert str(unavailable.value) == (
         "list pytorchjobs: the PyTorchJob CRD is not installed (404 page not found)"

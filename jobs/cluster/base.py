@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -108,11 +108,13 @@ class Observation:
 
 @dataclass(frozen=True)
 class Check:
-    """One readiness check of ``ClusterBackend.checks``: what was asked, and the answer."""
+    """One readiness check of ``ClusterBackend.checks``: what was asked, and the answer.
+    A ``warning`` is worth an admin's look but does not stop Caldera from working."""
 
     what: str
     ok: bool
     detail: str = ""
+    warning: bool = False
 
 
 class ClusterBackend(ABC):
@@ -140,8 +142,9 @@ class ClusterBackend(ABC):
         """Make sure these objects are gone (deleting what is gone is fine)."""
 
     @abstractmethod
-    def observe(self, *, now: datetime) -> Observation:
-        """The status of every job object in the cluster, and their new events."""
+    def observe(self, *, now: datetime, namespaces: Collection[str]) -> Observation:
+        """The status of every job object in these namespaces (those the tree binds, and
+        those where jobs still hold quota), and their new events."""
 
     @abstractmethod
     def publish_quota(self, *, tree: dict | None, queues: list[dict] | None) -> None:
@@ -149,6 +152,6 @@ class ClusterBackend(ABC):
         document and/or one Volcano Queue per leaf (None: leave that kind alone)."""
 
     @abstractmethod
-    def checks(self, *, namespaces: Iterable[str], publish_quota: bool) -> list[Check]:
+    def checks(self, *, namespaces: Iterable[str], publish: Sequence[str]) -> list[Check]:
         """Whether the cluster is ready for Caldera (``manage.py cluster_check``): its
         runtimes, permissions, the namespaces the tree binds, its nodes."""

@@ -8,9 +8,9 @@ call that failed (a listing that failed is not an empty cluster). Creating what 
 
 Objects are read by polling: each sync (beat drives one every SYNC_BEAT_SECONDS, and
 every reconcile asks for one) lists each runtime's objects carrying the
-``caldera.io/job-id`` label across the cluster, then the Warning events of the namespaces
-they live in. A listing is a consistent view, so nothing is missed between two polls; a
-watch would only shorten the delay.
+``caldera.io/job-id`` label in each namespace the tree binds (Caldera may touch nothing
+else: ``jobs.cluster.access``), then the Warning events of the namespaces they live in. A
+listing is a consistent view, so nothing is missed between two polls.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,7 +39,7 @@ from jobs.spec import JobSpec
 from kube.names import LABEL_MANAGED_BY, MANAGER
 from kube.quantity import QuantityError, ResourceList, human, parse_resources, total
 
-from . import kinds
+from . import access, kinds
 from .base import (
     WATCHED_REASONS,
     Check,
@@ -195,8 +195,8 @@ class KubernetesBackend(ClusterBackend):
     def remove(self, refs: Sequence[ObjectRef], *, now: datetime) -> None:
         _raise_first(self._each(self._delete_one, refs))
 
-    def observe(self, *, now: datetime) -> Observation:
-        listed = self._list_objects()
+    def observe(self, *, now: datetime, namespaces: Collection[str]) -> Observation:
+        listed = self._list_objects(namespaces)
         statuses: list[ObjectStatus] = []
         located: list[tuple[str, str, int]] = []
         for runtime, items in listed.items():
@@ -211,41 +211,49 @@ class KubernetesBackend(ClusterBackend):
 
     # -- the pieces ----------------------------------------------------------------------
 
-    def _list_objects(self) -> dict[str, list[dict]]:
-        """Every object Caldera created, per runtime, read in pages of ``list_page``;
-        ClusterUnavailable if any page fails (an expired continue token included)."""
-        listed = {}
-        for runtime in self.settings.runtimes:
-            resource = kinds.RESOURCES[runtime]
-            items: list[dict] = []
-            token = ""
-            while True:
-                pages = {"_continue": token} if token else {}
-                try:
-                    answer = self._call(
-                        f"list {resource.plural}",
-                        self.custom.list_cluster_custom_object,
-                        resource.group,
-                        resource.version,
-                        resource.plural,
-                        label_selector=LABEL_JOB_ID,
-                        limit=self.settings.list_page,
-                        **pages,
-                    )
-                except client.ApiException as error:
-                    # Not being allowed to list (or the CRD missing) never reads as "gone".
-                    reason = _api_message(error)
-                    if error.status == 404:
-                        reason = f"the {resource.kind} CRD is not installed ({reason})"
-                    raise ClusterUnavailable(f"list {resource.plural}: {reason}") from None
-                except Rejected as error:
-                    raise ClusterUnavailable(f"list {resource.plural}: {error}") from None
-                items += answer.get("items") or []
-                token = (answer.get("metadata") or {}).get("continue") or ""
-                if not token:
-                    break
-            listed[runtime] = items
+    def _list_objects(self, namespaces: Collection[str]) -> dict[str, list[dict]]:
+        """Every object Caldera created in these namespaces, per runtime; each (runtime,
+        namespace) read in pages of ``list_page``, several at a time. ClusterUnavailable if
+        any page fails (an expired continue token included)."""
+        where = [(runtime, ns) for runtime in self.settings.runtimes for ns in sorted(namespaces)]
+        listed: dict[str, list[dict]] = {runtime: [] for runtime in self.settings.runtimes}
+        pages = self._each(self._list_namespace, where)
+        _raise_first(pages)
+        for (runtime, _namespace), items in zip(where, pages, strict=True):
+            listed[runtime] += items
         return listed
+
+    def _list_namespace(self, where: tuple[str, str]) -> list[dict]:
+        runtime, namespace = where
+        resource = kinds.RESOURCES[runtime]
+        items: list[dict] = []
+        token = ""
+        while True:
+            pages = {"_continue": token} if token else {}
+            try:
+                answer = self._call(
+                    f"list {resource.plural} in {namespace}",
+                    self.custom.list_namespaced_custom_object,
+                    resource.group,
+                    resource.version,
+                    namespace,
+                    resource.plural,
+                    label_selector=LABEL_JOB_ID,
+                    limit=self.settings.list_page,
+                    **pages,
+                )
+            except client.ApiException as error:
+                # Not being allowed to list (or the CRD missing) never reads as "gone".
+                reason = _api_message(error)
+                if error.status == 404 and "page not found" in reason:
+                    reason = f"the {resource.kind} CRD is not installed ({reason})"
+                raise ClusterUnavailable(f"list {resource.plural}: {reason}") from None
+            except Rejected as error:
+                raise ClusterUnavailable(f"list {resource.plural}: {error}") from None
+            items += answer.get("items") or []
+            token = (answer.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return items
 
     def _events(self, located: list[tuple[str, str, int]], *, now: datetime) -> list[ClusterEvent]:
         index = kinds.ObjectIndex(located)
@@ -427,53 +435,110 @@ class KubernetesBackend(ClusterBackend):
 
     # -- is the cluster ready for Caldera? (manage.py cluster_check) ------------------
 
-    def checks(self, *, namespaces: Iterable[str], publish_quota: bool) -> list[Check]:
+    def _crd_check(self, runtime: str) -> Check:
+        """Whether the API server serves the runtime's resource (its discovery document,
+        which every identity may read)."""
+        resource = kinds.RESOURCES[runtime]
+        what = f"{runtime}: {resource.kind} ({resource.group}/{resource.version}) is served"
+        try:
+            served = self._call(
+                f"discover {resource.group}/{resource.version}",
+                self.custom.get_api_resources,
+                resource.group,
+                resource.version,
+                _preload_content=False,
+            )
+        except client.ApiException as error:
+            reason = "its CRD is not installed" if error.status == 404 else _api_message(error)
+            return Check(what, False, reason)
+        except (Rejected, ClusterUnavailable) as error:
+            return Check(what, False, str(error))
+        if resource.plural not in {r.get("name") for r in json.loads(served.data)["resources"]}:
+            return Check(what, False, "its CRD is not installed")
+        return Check(what, True)
+
+    def _review(self, kind: str, spec: dict) -> dict:
+        """A self-subject review's status. No metadata: a review is not stored, and a real
+        API server refuses one that has a name (422, "metadata: Invalid value: ...: must
+        be empty")."""
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": kind, "spec": spec}
+        api = client.AuthorizationV1Api(self.api)
+        create = {
+            "SelfSubjectAccessReview": api.create_self_subject_access_review,
+            "SelfSubjectRulesReview": api.create_self_subject_rules_review,
+        }[kind]
+        answer = self._call(f"review {kind}", create, body, _preload_content=False)
+        return json.loads(answer.data).get("status") or {}
+
+    def _permission_check(self, where: str, namespace: str | None, grants) -> Check:
+        """Whether Caldera's identity may do all it does ``where``, one access review per
+        verb; the check names what it may not do."""
+        verbs = "; ".join(
+            f"{', '.join(grant.verbs)} {_shown(grant.group, grant.resource)}" for grant in grants
+        )
+        what = f"may {verbs} {where}"
+        refused = []
+        try:
+            for grant in grants:
+                for verb in grant.verbs:
+                    for name in grant.names or (None,):
+                        attributes = {
+                            "group": grant.group,
+                            "resource": grant.resource,
+                            "verb": verb,
+                        }
+                        attributes |= {"namespace": namespace} if namespace else {}
+                        attributes |= {"name": name} if name else {}
+                        status = self._review(
+                            "SelfSubjectAccessReview", {"resourceAttributes": attributes}
+                        )
+                        if status.get("allowed") is not True:
+                            shown = f"{verb} {_shown(grant.group, grant.resource)}"
+                            refused.append(shown + (f" ({name})" if name else ""))
+        except client.ApiException as error:
+            return Check(what, False, _api_message(error))
+        except (Rejected, ClusterUnavailable) as error:
+            return Check(what, False, str(error))
+        return Check(what, not refused, f"not allowed: {', '.join(refused)}" if refused else "")
+
+    def _excess_check(self, namespace: str, wanted) -> Check:
+        """What the identity is granted in the namespace (a rules review: its own roles and
+        the cluster's) beyond what Caldera uses there: a warning naming each grant."""
+        what = f"nothing granted in {namespace} beyond what Caldera uses"
+        try:
+            status = self._review("SelfSubjectRulesReview", {"namespace": namespace})
+        except client.ApiException as error:
+            return Check(
+                what, True, f"the granted rules cannot be read: {_api_message(error)}", warning=True
+            )
+        except (Rejected, ClusterUnavailable) as error:
+            return Check(what, True, f"the granted rules cannot be read: {error}", warning=True)
+        extra = access.beyond(status.get("resourceRules") or [], wanted)
+        if not extra:
+            return Check(what, True)
+        return Check(what, True, f"also granted: {', '.join(extra)}", warning=True)
+
+    def checks(self, *, namespaces: Iterable[str], publish: Sequence[str]) -> list[Check]:
         """What Caldera needs from the cluster, asked of its API server: each runtime's CRD,
-        each permission of Caldera's identity, each namespace the quota tree binds, the nodes."""
-        checks = []
-        for runtime in self.settings.runtimes:
-            resource = kinds.RESOURCES[runtime]
-            what = f"{runtime}: {resource.kind} ({resource.group}/{resource.version}) can be listed"
-            try:
-                self._call(
-                    f"list {resource.plural}",
-                    self.custom.list_cluster_custom_object,
-                    resource.group,
-                    resource.version,
-                    resource.plural,
-                    limit=1,
-                )
-                checks.append(Check(what, True))
-            except client.ApiException as error:
-                reason = "its CRD is not installed" if error.status == 404 else _api_message(error)
-                checks.append(Check(what, False, reason))
-            except (Rejected, ClusterUnavailable) as error:
-                checks.append(Check(what, False, str(error)))
-        wanted = [p for p in PERMISSIONS if _runtime_of(p) in (None, *self.settings.runtimes)]
-        for group, resource, verb in wanted + (list(QUOTA_PERMISSIONS) if publish_quota else []):
-            what = f"may {verb} {resource}{f'.{group}' if group else ''} in every namespace"
-            review = {
-                "apiVersion": "authorization.k8s.io/v1",
-                "kind": "SelfSubjectAccessReview",
-                # No metadata: a review is not stored, and a real API server refuses one that
-                # has a name (422, "metadata: Invalid value: ...: must be empty").
-                "spec": {
-                    "resourceAttributes": {"group": group, "resource": resource, "verb": verb}
-                },
-            }
-            try:
-                answer = self._call(
-                    f"review {verb} {resource}",
-                    client.AuthorizationV1Api(self.api).create_self_subject_access_review,
-                    review,
-                    _preload_content=False,
-                )
-                status = json.loads(answer.data).get("status") or {}
-                checks.append(Check(what, status.get("allowed") is True, status.get("reason", "")))
-            except client.ApiException as error:
-                checks.append(Check(what, False, _api_message(error)))
-            except (Rejected, ClusterUnavailable) as error:
-                checks.append(Check(what, False, str(error)))
+        each permission of Caldera's identity where it needs it (``jobs.cluster.access``),
+        what it is granted beyond that, each namespace the quota tree binds, the nodes."""
+        namespaces = sorted(set(namespaces))
+        checks = [self._crd_check(runtime) for runtime in self.settings.runtimes]
+        runtimes = self.settings.runtimes
+        needs = [("at the cluster scope", None, [*access.BASE_GRANTS, *access.tree_grants(
+            namespaces, publish)])]  # fmt: skip
+        needs += [(f"in {ns}", ns, access.leaf_grants(runtimes)) for ns in namespaces]
+        if access.quota_grants(publish):
+            quota = access.QUOTA_NAMESPACE
+            needs.append((f"in {quota}", quota, access.quota_grants(publish)))
+        for where, namespace, grants in needs:
+            checks.append(self._permission_check(where, namespace, grants))
+        outside = next(ns for ns in ("default", "kube-public") if ns not in namespaces)
+        for namespace in [*namespaces, access.QUOTA_NAMESPACE, outside]:
+            wanted = access.wanted_in(
+                namespace, namespaces=namespaces, runtimes=runtimes, publish=publish
+            )
+            checks.append(self._excess_check(namespace, wanted))
         for namespace in sorted(set(namespaces)):
             what = f"namespace {namespace} exists"
             try:
@@ -511,35 +576,8 @@ class KubernetesBackend(ClusterBackend):
         return checks
 
 
-# What the backend does in the cluster, as (API group, resource, verb): the ClusterRole of
-# deploy/kubernetes grants exactly these (tests/test_deploy.py), and `manage.py
-# cluster_check` asks the API server whether Caldera's identity may do each.
-PERMISSIONS = (
-    *(
-        (r.group, r.plural, verb)
-        for r in kinds.RESOURCES.values()
-        for verb in ("list", "create", "delete", *(("patch",) if r.suspend_path else ()))
-    ),
-    ("", "configmaps", "create"),
-    ("", "configmaps", "delete"),
-    ("", "events", "list"),
-    ("", "nodes", "list"),
-)
-QUOTA_PERMISSIONS = (
-    (kinds.QUOTA_TREE.group, kinds.QUOTA_TREE.plural, "create"),
-    (kinds.QUOTA_TREE.group, kinds.QUOTA_TREE.plural, "patch"),
-    *(
-        (kinds.VOLCANO_QUEUE.group, kinds.VOLCANO_QUEUE.plural, v)
-        for v in ("list", "create", "patch", "delete")
-    ),
-)
-
-
-def _runtime_of(permission: tuple[str, str, str]) -> str | None:
-    for runtime, resource in kinds.RESOURCES.items():
-        if (resource.group, resource.plural) == permission[:2]:
-            return runtime
-    return None
+def _shown(group: str, resource: str) -> str:
+    return f"{resource}.{group}" if group else resource
 
 
 def stale_keys(stored: dict, wanted: dict) -> dict | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -346,7 +346,8 @@ class SimulatedBackend(ClusterBackend):
             for ref in refs:
                 cluster.delete(ref.name)
 
-    def observe(self, *, now: datetime) -> Observation:
+    def observe(self, *, now: datetime, namespaces: Collection[str] = ()) -> Observation:
+        """Every job's pods: the simulated cluster has no namespaces to tell apart."""
         with self._cluster() as cluster:
             return cluster.tick(now=now)
 
@@ -355,7 +356,7 @@ class SimulatedBackend(ClusterBackend):
         settings allow CLUSTER_PUBLISH_QUOTA only with the Kubernetes backend."""
         raise Rejected(400, "the simulated cluster has no scheduler that reads quota objects")
 
-    def checks(self, *, namespaces: Iterable[str], publish_quota: bool) -> list[Check]:
+    def checks(self, *, namespaces: Iterable[str], publish: Sequence[str]) -> list[Check]:
         """Refused: there is no API server to ask; the checks are for a real cluster."""
         raise Rejected(
             400,

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.cluster import Rejected, get_backend
-from queues.models import QuotaNode
+from queues.selectors import tree_namespaces
 
 
 class Command(BaseCommand):
@@ -17,19 +17,14 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         backend = get_backend()
-        namespaces = [
-            namespace
-            for leaf in QuotaNode.objects.filter(active=True).exclude(namespaces=[])
-            for namespace in leaf.namespaces
-        ]
         try:
             checks = backend.checks(
-                namespaces=namespaces, publish_quota=bool(settings.CLUSTER_PUBLISH_QUOTA)
+                namespaces=tree_namespaces(), publish=settings.CLUSTER_PUBLISH_QUOTA
             )
         except Rejected as refused:
             raise CommandError(refused.message) from None
         for check in checks:
-            mark = "ok  " if check.ok else "FAIL"
+            mark = "WARN" if check.warning else "ok  " if check.ok else "FAIL"
             detail = f": {check.detail}" if check.detail else ""
             self.stdout.write(f"{mark} {check.what}{detail}")
         failed = sum(not check.ok for check in checks)
