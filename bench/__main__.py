@@ -1,7 +1,7 @@
 """``make bench``: run the benchmarks and write their figures into docs/benchmarks.md.
 
     python -m bench [--full] [--part kueue --part throughput --part reads --part reaction
-                     --part mixed]
+                     --part mixed --part cluster]
                     [--scenario baseline] [--variant service --variant api] [--seconds 5]
 
 Runs inside ``python -m portal.embedded run --`` (as ``make bench`` does), so it has a
@@ -15,7 +15,9 @@ The parts:
 - reads: positions and queue pages at 1k, 10k and 100k pending (reads.py);
 - reaction: from a finish or a cancel to the next dequeue, workers idle (reaction.py);
 - mixed: 32 clients reading queues and submitting jobs at once, a worker admitting
-  (mixed.py).
+  (mixed.py);
+- cluster: the Kubernetes backend against the emulated API server: objects stored per
+  second, and a sync pass at 1k and 10k live jobs (cluster.py).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .services import REPO, bench_environment, flush_redis, recreate_database, w
 
 RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
-PARTS = ["kueue", "throughput", "reads", "reaction", "mixed"]
+PARTS = ["kueue", "throughput", "reads", "reaction", "mixed", "cluster"]
 IDLE_REACTION_ROUNDS = 30
 # 60,000 jobs due within 0.4 s cannot be submitted one request at a time on 2 cores: the
 # large-scale scenario is submitted as a CI pipeline submits a sweep, in batches.
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         run["reaction_idle"] = reaction_part(env)
     if "mixed" in parts:
         run["mixed"] = mixed_part(env, seconds)
+    if "cluster" in parts:
+        run["cluster"] = cluster_part(env)
 
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(run, indent=2))
@@ -181,6 +185,14 @@ def reads_part(env: dict, seconds: float) -> dict:
     fresh(env)
     with web(env, port=PORT) as url:
         return measure(base_url=url, env=env, seconds=seconds)
+
+
+def cluster_part(env: dict) -> dict:
+    from .cluster import measure
+
+    print("bench: the Kubernetes backend at 1k and 10k live jobs", flush=True)
+    fresh(env)
+    return measure()
 
 
 def mixed_part(env: dict, seconds: float) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .kueue import KUEUE_BASELINE, KUEUE_LARGE_SCALE_LIMIT_SECONDS
 
-SECTIONS = ("kueue", "throughput", "reads", "reaction", "mixed")
+SECTIONS = ("kueue", "throughput", "reads", "reaction", "mixed", "cluster")
 
 
 def start(section: str) -> str:
@@ -162,6 +162,30 @@ def render_mixed(run: dict) -> list[str]:
     return lines
 
 
+def render_cluster(run: dict) -> list[str]:
+    figures = run["cluster"]
+    lines = [
+        "| live jobs | objects stored / s | sync, every job changed | sync, nothing changed "
+        "| the server's own listing |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in figures["sizes"]:
+        lines.append(
+            f"| {row['live_jobs']:,} | {row['create_jobs_per_second']:,.0f} "
+            f"| {_ms(row['sync_all_changed_seconds'] * 1000)} "
+            f"| {_ms(row['sync_quiet_seconds'] * 1000)} "
+            f"| {_ms(row['server_list_seconds'] * 1000)} |"
+        )
+    lines += [
+        "",
+        f"RayJobs in {figures['namespaces']} namespaces, {figures['concurrency']} calls in "
+        "flight; objects stored per second counts the jobs added to reach each size. The "
+        "API server (bench/apiserver.py) alone takes "
+        f"{figures['server_creates_per_second']:,.0f} bare creates/s.",
+    ]
+    return lines
+
+
 def render_reaction(rows: list[tuple[str, dict]]) -> list[str]:
     lines = [
         "| workers | reaction to | rounds | p50 | p99 | max |",
@@ -194,6 +218,7 @@ RENDERERS = {
         lambda run: render_reaction([("idle", run["reaction_idle"])]),
     ),
     "mixed": (lambda run: run.get("mixed"), render_mixed),
+    "cluster": (lambda run: run.get("cluster"), render_cluster),
     # Measured by the probe beside the baseline replay, so written by the kueue part.
     "reaction-under-load": (
         _reactions_under_load,

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError
-from django.db.models import Q
+from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from queues.selectors import tree_namespaces
@@ -26,7 +25,7 @@ from .admission import capacity_changed
 from .cluster import FINISHED_PHASES, ClusterUnavailable, Phase, get_backend
 from .cluster_health import cluster_answered, cluster_unavailable
 from .locks import SYNC, advisory_lock
-from .models import HOLDING, IN_CLUSTER, LEAVING, PENDING, Job, JobEvent, State
+from .models import HOLDING, IN_CLUSTER, JOBS, LEAVING, PENDING, Job, JobEvent, State
 from .reconcile import jobs_left, jobs_reconcile, jobs_transition
 from .specs import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted
 from .start_timeouts import jobs_time_out, start_clocks_resume
@@ -84,10 +83,8 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         result.unrunnable = _nodes_changed(now)
         result.events = _record_events(observation.events)
         phases = {status.job_id: status for status in observation.statuses}
-        jobs = {
-            job.pk: job
-            for job in Job.objects.filter(pk__in=list(phases)).only("id", "state", "runtime")
-        }
+        listed = list(phases)
+        jobs = _known(listed)
         moves: dict[str, dict[int, str]] = {
             State.RUNNING: {},
             State.SUCCEEDED: {},
@@ -120,17 +117,11 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
                 wanted == SUSPENDED
             ):
                 mismatched.append(job_id)
-        missing = sorted(
-            set(_jobs_wanting_objects(now).exclude(pk__in=list(phases))) | set(mismatched)
-        )
+        missing = sorted(set(_unlisted(_WANTING_OBJECTS, listed, now)) | set(mismatched))
         # Leaving jobs whose objects are gone from this complete listing let their quota
         # go; those still listed are removed again, even when the reconcile task that
         # removed them was lost.
-        gone = list(
-            Job.objects.filter(state__in=LEAVING)
-            .exclude(pk__in=list(phases))
-            .values_list("pk", flat=True)
-        )
+        gone = _unlisted("state = ANY(%(leaving)s)", listed, now)
         if gone:
             result.left = jobs_left(gone, now=now)
     if leftover:
@@ -149,12 +140,48 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
 BEING_CREATED = timedelta(seconds=10)
 
 
-def _jobs_wanting_objects(now: datetime):
-    """The ids of every job whose state wants an object in the cluster by now."""
-    wanting = Q(state__in=IN_CLUSTER, dequeued_at__lte=now - BEING_CREATED)
-    if settings.CLUSTER_GATE == "suspend":
-        wanting |= Q(state__in=PENDING, runtime__in=SUSPENDABLE)
-    return Job.objects.filter(wanting).values_list("pk", flat=True)
+@dataclass(frozen=True)
+class _Known:
+    pk: int
+    state: str
+    runtime: str
+
+
+# The sync compares a listing of every live job with the database. Its ids go to
+# PostgreSQL as one array, not as one parameter each: at 10,000 live jobs, building and
+# sending 10,000 parameters cost more than the queries.
+
+
+def _known(ids: list[int]) -> dict[int, _Known]:
+    """What the database holds of the listed jobs."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, state, runtime FROM {JOBS} WHERE id = ANY(%s)", [ids])
+        return {row[0]: _Known(*row) for row in cursor.fetchall()}
+
+
+# The jobs whose state wants an object in the cluster by now.
+_WANTING_OBJECTS = "(state = ANY(%(in_cluster)s) AND dequeued_at <= %(created_by)s)"
+_WAITING_SUSPENDED = "(state = ANY(%(pending)s) AND runtime = ANY(%(suspendable)s))"
+
+
+def _unlisted(condition: str, listed: list[int], now: datetime) -> list[int]:
+    """The ids of the jobs meeting ``condition`` whose objects the listing did not show."""
+    if condition == _WANTING_OBJECTS and settings.CLUSTER_GATE == "suspend":
+        condition = f"({_WANTING_OBJECTS} OR {_WAITING_SUSPENDED})"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {JOBS} WHERE {condition}"
+            " AND id NOT IN (SELECT unnest(%(listed)s::bigint[]))",  # a hashed anti-join
+            {
+                "listed": listed,
+                "in_cluster": list(IN_CLUSTER),
+                "pending": list(PENDING),
+                "leaving": list(LEAVING),
+                "suspendable": list(SUSPENDABLE),
+                "created_by": now - BEING_CREATED,
+            },
+        )
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _observed_namespaces() -> set[str]:
@@ -178,7 +205,7 @@ def _nodes_changed(now: datetime) -> list[int]:
     return failed
 
 
-def _state_now(job: Job, result: SyncResult) -> str:
+def _state_now(job: _Known, result: SyncResult) -> str:
     if job.pk in result.timed_out:
         return State.BACKOFF
     if job.pk in result.start_failed:

@@ -1,0 +1,166 @@
+"""A small Kubernetes API server for the cluster benchmark: only the requests the backend
+makes for RayJobs (create, list by namespace in pages, patch, delete), their ConfigMaps,
+events and nodes, stored in dicts by namespace, in a process of its own.
+
+kmock, the tests' emulator, answers every request by walking every object it holds, which
+at 10,000 jobs costs more than Caldera's own work; this one costs what a dict costs, so
+the figures are Caldera's (``bench/cluster.py`` states its listing time beside them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+OBJECT = re.compile(
+    r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<namespace>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
+)
+
+
+class Store:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.objects: dict[tuple[str, str], dict[str, dict]] = {}  # (plural, ns) -> name -> obj
+        self.version = 0
+
+    def bucket(self, plural: str, namespace: str) -> dict[str, dict]:
+        return self.objects.setdefault((plural, namespace or ""), {})
+
+
+STORE = Store()
+NODES: list[dict] = []
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body leave in two writes: without this, delayed ACKs add 40 ms.
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _answer(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> dict:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}")
+
+    def _route(self):
+        url = urlparse(self.path)
+        return OBJECT.match(url.path), {k: v[-1] for k, v in parse_qs(url.query).items()}
+
+    def do_GET(self) -> None:
+        match, query = self._route()
+        if match is None:
+            return self._answer(404, {"kind": "Status", "code": 404, "message": "not found"})
+        plural, namespace = match["plural"], match["namespace"] or ""
+        if plural == "nodes":
+            return self._answer(200, {"kind": "NodeList", "metadata": {}, "items": NODES})
+        with STORE.lock:
+            items = list(STORE.bucket(plural, namespace).values())
+            version = STORE.version
+        if match["name"]:
+            found = [i for i in items if i["metadata"]["name"] == match["name"]]
+            return self._answer(200, found[0]) if found else self._answer(404, {"code": 404})
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(items)
+        page = items[start : start + limit]
+        metadata = {"resourceVersion": str(version)}
+        if start + limit < len(items):
+            metadata["continue"] = str(start + limit)
+        self._answer(200, {"kind": "List", "metadata": metadata, "items": page})
+
+    def do_POST(self) -> None:
+        match, _ = self._route()
+        obj = self._body()
+        plural, namespace = match["plural"], match["namespace"] or ""
+        name = obj["metadata"]["name"]
+        with STORE.lock:
+            bucket = STORE.bucket(plural, namespace)
+            if name in bucket:
+                return self._answer(409, {"kind": "Status", "code": 409, "reason": "AlreadyExists"})
+            STORE.version += 1
+            obj["metadata"] |= {"namespace": namespace, "resourceVersion": str(STORE.version)}
+            bucket[name] = obj
+        self._answer(201, obj)
+
+    def do_PATCH(self) -> None:
+        match, _ = self._route()
+        change = self._body()
+        with STORE.lock:
+            obj = STORE.bucket(match["plural"], match["namespace"] or "").get(match["name"])
+            if obj is None:
+                return self._answer(404, {"kind": "Status", "code": 404})
+            for key, value in change.items():
+                if isinstance(value, dict) and isinstance(obj.get(key), dict):
+                    obj[key] = {**obj[key], **value}
+                else:
+                    obj[key] = value
+            STORE.version += 1
+        self._answer(200, obj)
+
+    def do_DELETE(self) -> None:
+        match, _ = self._route()
+        with STORE.lock:
+            gone = STORE.bucket(match["plural"], match["namespace"] or "").pop(match["name"], None)
+        if gone is None:
+            return self._answer(404, {"kind": "Status", "code": 404})
+        self._answer(200, {"kind": "Status", "status": "Success"})
+
+
+def all_running() -> None:
+    """Every RayJob reports running, as KubeRay would once its cluster is up."""
+    with STORE.lock:
+        for (plural, _), bucket in STORE.objects.items():
+            if plural == "rayjobs":
+                for obj in bucket.values():
+                    obj["status"] = {"jobDeploymentStatus": "Running"}
+
+
+class Control(BaseHTTPRequestHandler):
+    """POST /running: every RayJob running (the benchmark's hand on the cluster)."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        all_running()
+        self.send_response(204)
+        self.end_headers()
+
+
+def serve(port: int, control: int, nodes: int) -> None:
+    for n in range(nodes):
+        NODES.append(
+            {
+                "metadata": {"name": f"node-{n}"},
+                "spec": {},
+                "status": {
+                    "allocatable": {"cpu": "100000", "memory": "1Ti", "pods": "20000"},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+    threading.Thread(
+        target=ThreadingHTTPServer(("127.0.0.1", control), Control).serve_forever, daemon=True
+    ).start()
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
