@@ -1,6 +1,7 @@
 """A small Kubernetes API server for the cluster benchmark: only the requests the backend
-makes for RayJobs (create, list by namespace in pages, patch, delete), their ConfigMaps,
-events and nodes, stored in dicts by namespace, in a process of its own.
+makes for RayJobs (create, list by namespace in pages, watch from a resourceVersion,
+patch, delete), their ConfigMaps, events and nodes, stored in dicts by namespace, in a
+process of its own.
 
 kmock, the tests' emulator, answers every request by walking every object it holds, which
 at 10,000 jobs costs more than Caldera's own work; this one costs what a dict costs, so
@@ -14,6 +15,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -26,11 +28,22 @@ OBJECT = re.compile(
 class Store:
     def __init__(self):
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
         self.objects: dict[tuple[str, str], dict[str, dict]] = {}  # (plural, ns) -> name -> obj
+        self.events: dict[tuple[str, str], list[tuple[int, str, dict]]] = {}  # for watches
         self.version = 0
 
     def bucket(self, plural: str, namespace: str) -> dict[str, dict]:
         return self.objects.setdefault((plural, namespace or ""), {})
+
+    def record(self, plural: str, namespace: str, kind: str, obj: dict) -> None:
+        """Under the lock: a change, numbered, for the watches of its namespace."""
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+        self.events.setdefault((plural, namespace or ""), []).append(
+            (self.version, kind, json.loads(json.dumps(obj)))
+        )
+        self.changed.notify_all()
 
 
 STORE = Store()
@@ -71,6 +84,9 @@ class Handler(BaseHTTPRequestHandler):
         plural, namespace = match["plural"], match["namespace"] or ""
         if plural == "nodes":
             return self._answer(200, {"kind": "NodeList", "metadata": {}, "items": NODES})
+        if query.get("watch") in ("true", "True", "1"):
+            return self._watch(plural, namespace, int(query.get("resourceVersion") or 0),
+                               float(query.get("timeoutSeconds") or 60))  # fmt: skip
         with STORE.lock:
             items = list(STORE.bucket(plural, namespace).values())
             version = STORE.version
@@ -85,6 +101,31 @@ class Handler(BaseHTTPRequestHandler):
             metadata["continue"] = str(start + limit)
         self._answer(200, {"kind": "List", "metadata": metadata, "items": page})
 
+    def _watch(self, plural: str, namespace: str, since: int, seconds: float) -> None:
+        """Stream the changes after ``since`` as JSON lines until ``seconds`` pass."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with STORE.changed:
+                log = STORE.events.get((plural, namespace), [])
+                fresh = [e for e in log if e[0] > since]
+                if not fresh:
+                    STORE.changed.wait(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+                    continue
+            since = fresh[-1][0]
+            lines = b"".join(
+                json.dumps({"type": kind, "object": obj}).encode() + b"\n" for _, kind, obj in fresh
+            )
+            try:
+                self.wfile.write(lines)
+                self.wfile.flush()
+            except OSError:
+                return
+
     def do_POST(self) -> None:
         match, _ = self._route()
         obj = self._body()
@@ -94,9 +135,9 @@ class Handler(BaseHTTPRequestHandler):
             bucket = STORE.bucket(plural, namespace)
             if name in bucket:
                 return self._answer(409, {"kind": "Status", "code": 409, "reason": "AlreadyExists"})
-            STORE.version += 1
-            obj["metadata"] |= {"namespace": namespace, "resourceVersion": str(STORE.version)}
+            obj["metadata"]["namespace"] = namespace
             bucket[name] = obj
+            STORE.record(plural, namespace, "ADDED", obj)
         self._answer(201, obj)
 
     def do_PATCH(self) -> None:
@@ -111,13 +152,15 @@ class Handler(BaseHTTPRequestHandler):
                     obj[key] = {**obj[key], **value}
                 else:
                     obj[key] = value
-            STORE.version += 1
+            STORE.record(match["plural"], match["namespace"], "MODIFIED", obj)
         self._answer(200, obj)
 
     def do_DELETE(self) -> None:
         match, _ = self._route()
         with STORE.lock:
             gone = STORE.bucket(match["plural"], match["namespace"] or "").pop(match["name"], None)
+            if gone is not None:
+                STORE.record(match["plural"], match["namespace"], "DELETED", gone)
         if gone is None:
             return self._answer(404, {"kind": "Status", "code": 404})
         self._answer(200, {"kind": "Status", "status": "Success"})
@@ -126,10 +169,11 @@ class Handler(BaseHTTPRequestHandler):
 def all_running() -> None:
     """Every RayJob reports running, as KubeRay would once its cluster is up."""
     with STORE.lock:
-        for (plural, _), bucket in STORE.objects.items():
+        for (plural, namespace), bucket in STORE.objects.items():
             if plural == "rayjobs":
                 for obj in bucket.values():
                     obj["status"] = {"jobDeploymentStatus": "Running"}
+                    STORE.record(plural, namespace, "MODIFIED", obj)
 
 
 class Control(BaseHTTPRequestHandler):

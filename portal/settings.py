@@ -340,6 +340,9 @@ KUBERNETES_CONTEXT = env_str("KUBERNETES_CONTEXT", "")
 KUBERNETES_HOST = env_str("KUBERNETES_HOST", "")
 KUBERNETES_TIMEOUT_SECONDS = env_float("KUBERNETES_TIMEOUT_SECONDS", 10.0)
 KUBERNETES_ATTEMPTS = env_int("KUBERNETES_ATTEMPTS", 3)
+# Keep the job objects in memory through a watch per namespace (resumed from its last
+# resourceVersion, listed again on 410 Gone) instead of listing them at every sync.
+KUBERNETES_WATCH = env_bool("KUBERNETES_WATCH", True)
 # The job runtimes the cluster has operators for, in order of preference per kind: a Ray
 # job runs on the first of kuberay/volcano listed, a PyTorch job on the first of
 # kubeflow/volcano, unless its submission names another listed one. The form and the API

@@ -7,6 +7,7 @@ a member of infrastructure who must never see algorithm's jobs.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,15 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "faults: kills workers and stops servers (tests/test_faults.py)"
     )
+
+
+def wait_for(predicate, timeout: float = 20.0):
+    """Poll until ``predicate()`` is true (a worker, a watch or a child process acts in
+    its own time) and return its value; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"not true within {timeout}s")

@@ -487,6 +487,20 @@ class Emulator:
 
     # -- failures ------------------------------------------------------------------------
 
+    def expire_watches(self, runtime: str, namespace: str) -> None:
+        """The open watches of the runtime's objects in the namespace end as a real server
+        ends one whose resourceVersion it no longer keeps: an ERROR event carrying a 410
+        Status. (Its metadata names the namespace only so that kmock delivers it there.)"""
+        plural = kinds.RESOURCES[runtime].plural
+        [resource] = [r for r in self.server._buses if r.plural == plural]
+        event = {"type": "ERROR", "object": {
+            "kind": "Status", "apiVersion": "v1", "metadata": {"namespace": namespace},
+            "status": "Failure",
+            "message": "too old resource version: 1 (5)", "reason": "Expired", "code": 410,
+        }}  # fmt: skip
+        bus = self.server._buses[resource]
+        asyncio.run_coroutine_threadsafe(bus.put(event), self.loop).result(timeout=5)
+
     def answer_next(self, method: str, path: str, payload, times: int = 1) -> None:
         """Answer the next ``times`` requests of this method to this path with ``payload``
         (an HTTP status, or a coroutine factory for a pause) instead of serving them."""

@@ -23,7 +23,7 @@ from jobs.selectors import cluster_trouble, queue_usage
 from jobs.services import job_cancel
 from jobs.sync import cluster_sync
 
-from .conftest import client_for
+from .conftest import client_for, wait_for
 from .kube_emulator import emulator
 from .test_admission_cycle import UNPACKABLE, refresh, submit
 from .test_manifests import pytorch_spec, ray_spec
@@ -101,12 +101,14 @@ def on_kubernetes(**settings):
             KUBERNETES_HOST=kube.url,
             KUBERNETES_TIMEOUT_SECONDS=2,
             KUBERNETES_ATTEMPTS=2,
+            KUBERNETES_WATCH=False,  # every sync lists: the tests' answers reach it
         )
         with override_settings(**{**overrides, **settings}):
             get_backend.cache_clear()
             try:
                 yield kube
             finally:
+                get_backend().close()
                 get_backend.cache_clear()
 
 
@@ -172,6 +174,38 @@ def test_a_cancelled_job_holds_its_quota_until_the_cluster_has_let_go_of_its_obj
         assert cluster_sync(now=now + timedelta(seconds=5)).left == [first.pk]
         assert refresh(first).state == "cancelled"
         assert admission_cycle(now=now + timedelta(seconds=6)).admitted == [second.pk]
+
+
+def test_with_a_watch_the_sync_follows_the_cluster_without_listing_again(member, now):
+    with on_kubernetes(KUBERNETES_WATCH=True) as kube:
+        job = submit(member, now)
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        name = f"rayjob-video-{job.pk}"
+        cluster_sync(now=now)  # lists, and starts the watch of each namespace
+        listings = wait_for(lambda: listed_in_step(kube))
+
+        kube.set_status("kuberay", "video", name, {"jobDeploymentStatus": "Running"})
+        assert wait_for(lambda: cluster_sync(now=now + timedelta(seconds=1)).started) == [job.pk]
+        kube.set_status(
+            "kuberay", "video", name, {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}
+        )
+        assert wait_for(lambda: cluster_sync(now=now + timedelta(seconds=2)).finished) == [job.pk]
+
+        assert listings == listed_in_step(kube)  # read from the watch, not listed again
+        assert wait_for(lambda: not kube.objects("kuberay"))  # its object was removed
+    assert refresh(job).state == "succeeded"
+
+
+def listed_in_step(kube) -> int:
+    """How many times video's RayJobs were listed, once its informer is in step."""
+    backend = get_backend()
+    informer = backend._informers.get(("kuberay", "video"))
+    if informer is None or informer.items() is None:
+        return 0
+    return len(
+        [r for r in kube.requests("get", "/namespaces/video/rayjobs") if "watch" not in r.params]
+    )
 
 
 def test_a_job_the_cluster_cannot_place_shows_its_cycles_and_is_requeued_after_the_timeout(
@@ -619,12 +653,12 @@ def test_cluster_check_names_every_missing_crd_permission_and_namespace(tree):
         "FAIL kubeflow: PyTorchJob (kubeflow.org/v1) is served: its CRD is not installed" in lines
     )
     assert (
-        "ok   may list, create, delete, patch rayjobs.ray.io; list, create, delete, patch "
-        "pytorchjobs.kubeflow.org; create, delete configmaps; list events in video"
+        "ok   may list, watch, create, delete, patch rayjobs.ray.io; list, watch, create, delete, "
+        "patch pytorchjobs.kubeflow.org; create, delete configmaps; list events in video"
     ) in lines
     assert (
-        "FAIL may list, create, delete, patch rayjobs.ray.io; list, create, delete, patch "
-        "pytorchjobs.kubeflow.org; create, delete configmaps; list events in text: not "
+        "FAIL may list, watch, create, delete, patch rayjobs.ray.io; list, watch, create, delete, "
+        "patch pytorchjobs.kubeflow.org; create, delete configmaps; list events in text: not "
         "allowed: create configmaps, delete configmaps"
     ) in lines
     assert not any("volcano" in line for line in lines)  # not a runtime of this cluster
@@ -727,7 +761,7 @@ def test_cluster_rbac_prints_the_roles_of_the_trees_namespaces(tree):
         {
             "apiGroups": ["ray.io"],
             "resources": ["rayjobs"],
-            "verbs": ["list", "create", "delete", "patch"],
+            "verbs": ["list", "watch", "create", "delete", "patch"],
         },
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "delete"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},

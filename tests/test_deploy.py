@@ -19,6 +19,7 @@ from jobs.cluster import ObjectRef
 from jobs.cluster.access import BASE_GRANTS, rbac_documents
 from jobs.cluster.kubernetes import KubernetesBackend, Settings
 
+from .conftest import wait_for
 from .kube_emulator import APPLY_PATCH, emulator
 from .test_manifests import pytorch_spec, ray_spec
 
@@ -111,7 +112,8 @@ def permissions(request) -> set[tuple]:
     match = _PATH.match(path)
     assert match, path
     name = (match["name"] or "").lstrip("/")
-    verbs = {_VERBS.get(method) or ("get" if name else "list")}
+    watching = str(request.params.get("watch", "")).lower() == "true"
+    verbs = {_VERBS.get(method) or ("get" if name else "watch" if watching else "list")}
     if APPLY_PATCH in request.headers.get("Content-Type", ""):
         verbs.add("create")
     return {
@@ -168,11 +170,15 @@ def used():
         kube.add_node("node-1", {"cpu": "16", "memory": "64Gi", "pods": "110"})
         before = len(list(kube.server))
         kube.rbac(deployed_with_generated_roles())
-        backend = KubernetesBackend(Settings(runtimes=RUNTIMES, host=kube.url, timeout_seconds=2))
+        backend = KubernetesBackend(
+            Settings(runtimes=RUNTIMES, host=kube.url, timeout_seconds=2, watch=True)
+        )
         volcano = ray_spec(id=11, object_name="rayjob-video-11", runtime="volcano")
         backend.apply([ray_spec(suspend=True), pytorch_spec(suspend=True), volcano], now=NOW)
         backend.apply([ray_spec(), pytorch_spec()], now=NOW)
         backend.observe(now=NOW, namespaces=WHERE)
+        wait_for(lambda: all(i.items() is not None for i in backend._informers.values()))
+        backend.close()
         backend.allocatable()
         backend.remove(
             [

@@ -9,19 +9,9 @@ import pytest
 
 from jobs.models import Job
 
-from .conftest import RAY_JOB
+from .conftest import RAY_JOB, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not true within {timeout}s")
 
 
 def test_the_seed_scenario_through_the_api_with_a_real_worker(api, member, celery_worker):

@@ -18,6 +18,7 @@ from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.manifests import build_manifests
 from jobs.manifests.common import ANNOTATION_DEQUEUED, ANNOTATION_ENQUEUED, kube_queue_timestamp
 
+from .conftest import wait_for
 from .kube_emulator import emulator
 from .test_manifests import pytorch_spec, ray_spec
 
@@ -649,3 +650,47 @@ def test_the_emulator_applies_as_a_real_server_does_with_field_managers(kube):
     apply({"cpu": "8", "memory": "1Gi"})
     # What caldera applied and no longer applies is removed.
     assert apply({"cpu": "8"})["spec"]["capability"] == {"cpu": "8"}
+
+
+# -- the watch -------------------------------------------------------------------------
+
+
+def informer_in_step(backend, kube) -> int:
+    """Wait for video's RayJob informer to be in step; how many listings it took."""
+
+    wait_for(lambda: backend._informers[("kuberay", "video")].items() is not None)
+    return len(
+        [r for r in kube.requests("get", "/namespaces/video/rayjobs") if "watch" not in r.params]
+    )
+
+
+def test_a_watch_keeps_the_objects_in_step_and_a_410_gone_lists_again(kube):
+
+    backend = backend_for(kube, watch=True)
+    try:
+        backend.apply([ray_spec()], now=NOW)
+        backend.observe(now=NOW, namespaces=WHERE)
+        listed = informer_in_step(backend, kube)
+
+        kube.set_status("kuberay", "video", "rayjob-video-7", {"jobDeploymentStatus": "Running"})
+        wait_for(lambda: backend.observe(now=NOW, namespaces=WHERE).statuses[0].phase == "Running")
+        assert informer_in_step(backend, kube) == listed  # seen through the watch
+
+        kube.expire_watches("kuberay", "video")
+        wait_for(lambda: informer_in_step(backend, kube) == listed + 1)  # listed again
+        backend.remove([ObjectRef("rayjob-video-7", "video", "kuberay")], now=NOW)
+        wait_for(lambda: backend.observe(now=NOW, namespaces=WHERE).statuses == [])
+    finally:
+        backend.close()
+
+
+def test_while_its_watch_is_not_in_step_a_namespace_is_listed(kube):
+    backend = backend_for(kube, watch=True)
+    try:
+        backend.apply([ray_spec()], now=NOW)
+        kube.answer_next("get", RAYJOBS, 500, times=100)  # the informer cannot list
+        with pytest.raises(ClusterUnavailable):
+            backend.observe(now=NOW, namespaces=WHERE)  # nor can the sync: not "empty"
+        assert backend._informers[("kuberay", "video")].items() is None
+    finally:
+        backend.close()

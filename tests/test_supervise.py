@@ -17,18 +17,10 @@ import pytest
 
 from portal.supervise import Supervisor, describe_exit, restart_delay
 
+from .conftest import wait_for
+
 REPO = Path(__file__).resolve().parents[1]
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
-
-
-def wait_for(predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"not true within {timeout}s")
 
 
 def alive(pid: int) -> bool:

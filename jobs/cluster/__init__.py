@@ -50,6 +50,7 @@ def get_backend() -> ClusterBackend:
                 host=settings.KUBERNETES_HOST,
                 timeout_seconds=settings.KUBERNETES_TIMEOUT_SECONDS,
                 attempts=settings.KUBERNETES_ATTEMPTS,
+                watch=settings.KUBERNETES_WATCH,
             )
         )
     raise ValueError(f"CLUSTER_BACKEND={settings.CLUSTER_BACKEND!r} is not a known backend")

@@ -41,7 +41,9 @@ def leaf_grants(runtimes: Iterable[str]) -> list[Grant]:
     """What Caldera does in each namespace the tree binds."""
     jobs = [
         Grant(
-            r.group, r.plural, ("list", "create", "delete", *(("patch",) if r.suspend_path else ()))
+            r.group,
+            r.plural,
+            ("list", "watch", "create", "delete", *(("patch",) if r.suspend_path else ())),
         )
         for r in (kinds.RESOURCES[runtime] for runtime in runtimes)
     ]

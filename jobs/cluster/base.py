@@ -152,6 +152,10 @@ class ClusterBackend(ABC):
         document and/or one Volcano Queue per leaf (None: leave that kind alone)."""
 
     @abstractmethod
+    def close(self) -> None:
+        """Let go of what the backend keeps open (the Kubernetes backend's watches)."""
+
+    @abstractmethod
     def checks(self, *, namespaces: Iterable[str], publish: Sequence[str]) -> list[Check]:
         """Whether the cluster is ready for Caldera (``manage.py cluster_check``): its
         runtimes, permissions, the namespaces the tree binds, its nodes."""

@@ -6,11 +6,11 @@ connections) are retried a bounded number of times with growing pauses, then sur
 call that failed (a listing that failed is not an empty cluster). Creating what exists
 (409) and deleting what is gone (404) are success, so every call is idempotent.
 
-Objects are read by polling: each sync (beat drives one every SYNC_BEAT_SECONDS, and
-every reconcile asks for one) lists each runtime's objects carrying the
-``caldera.io/job-id`` label in each namespace the tree binds (Caldera may touch nothing
-else: ``jobs.cluster.access``), then the Warning events of the namespaces they live in. A
-listing is a consistent view, so nothing is missed between two polls.
+Objects are read at each sync (beat drives one every SYNC_BEAT_SECONDS, and every
+reconcile asks for one): each runtime's objects carrying the ``caldera.io/job-id`` label
+in each namespace the tree binds (Caldera may touch nothing else: ``jobs.cluster.access``),
+kept in memory by a watch per namespace (``jobs.cluster.watch``, KUBERNETES_WATCH) or
+listed, then the Warning events of the namespaces they live in.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from .base import (
     Refusal,
     Rejected,
 )
+from .watch import Informer
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,9 @@ class Settings:
     concurrency: int = 8
     list_page: int = 500  # objects per listing request; the rest follow with a continue token
     allocatable_seconds: float = 30.0
+    # Keep each namespace's objects in memory through a watch (jobs.cluster.watch) instead
+    # of listing them at every sync.
+    watch: bool = False
 
 
 def api_client(settings: Settings) -> client.ApiClient:
@@ -113,6 +117,7 @@ class KubernetesBackend(ClusterBackend):
         self.core = client.CoreV1Api(self.api)
         # The last node listing: when it was read (or tried) and each node's allocatable.
         self._nodes: tuple[float, list[ResourceList] | None] | None = None
+        self._informers: dict[tuple[str, str], Informer] = {}
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -212,18 +217,44 @@ class KubernetesBackend(ClusterBackend):
     # -- the pieces ----------------------------------------------------------------------
 
     def _list_objects(self, namespaces: Collection[str]) -> dict[str, list[dict]]:
-        """Every object Caldera created in these namespaces, per runtime; each (runtime,
-        namespace) read in pages of ``list_page``, several at a time. ClusterUnavailable if
-        any page fails (an expired continue token included)."""
+        """Every object Caldera created in these namespaces, per runtime: from each
+        namespace's informer when it is in step (``Settings.watch``), else listed, each
+        (runtime, namespace) in pages of ``list_page``, several at a time.
+        ClusterUnavailable if any page fails (an expired continue token included)."""
         where = [(runtime, ns) for runtime in self.settings.runtimes for ns in sorted(namespaces)]
         listed: dict[str, list[dict]] = {runtime: [] for runtime in self.settings.runtimes}
-        pages = self._each(self._list_namespace, where)
+        watched = self._watched(where) if self.settings.watch else {}
+        unwatched = [key for key in where if watched.get(key) is None]
+        pages = self._each(self._list_namespace, unwatched)
         _raise_first(pages)
-        for (runtime, _namespace), items in zip(where, pages, strict=True):
-            listed[runtime] += items
+        for (runtime, namespace), page in zip(unwatched, pages, strict=True):
+            watched[(runtime, namespace)] = page[0]
+        for runtime, namespace in where:
+            listed[runtime] += watched[(runtime, namespace)]
         return listed
 
-    def _list_namespace(self, where: tuple[str, str]) -> list[dict]:
+    def _watched(self, where: list[tuple[str, str]]) -> dict[tuple[str, str], list[dict] | None]:
+        """The objects each informer holds (None while it is not in step); informers are
+        started for new namespaces and stopped for those no longer asked about."""
+        for key in set(self._informers) - set(where):
+            self._informers.pop(key).stop()
+        for key in where:
+            if key not in self._informers:
+                self._informers[key] = Informer(
+                    client.CustomObjectsApi(api_client(self.settings)),
+                    *key,
+                    list_namespace=self._list_namespace,
+                )
+        return {key: self._informers[key].items() for key in where}
+
+    def close(self) -> None:
+        """Stop the informers' watches."""
+        for informer in self._informers.values():
+            informer.stop()
+        self._informers.clear()
+
+    def _list_namespace(self, where: tuple[str, str]) -> tuple[list[dict], str]:
+        """One runtime's objects in one namespace, and the listing's resourceVersion."""
         runtime, namespace = where
         resource = kinds.RESOURCES[runtime]
         items: list[dict] = []
@@ -253,7 +284,7 @@ class KubernetesBackend(ClusterBackend):
             items += answer.get("items") or []
             token = (answer.get("metadata") or {}).get("continue") or ""
             if not token:
-                return items
+                return items, (answer.get("metadata") or {}).get("resourceVersion") or ""
 
     def _events(self, located: list[tuple[str, str, int]], *, now: datetime) -> list[ClusterEvent]:
         index = kinds.ObjectIndex(located)

@@ -356,6 +356,10 @@ class SimulatedBackend(ClusterBackend):
         settings allow CLUSTER_PUBLISH_QUOTA only with the Kubernetes backend."""
         raise Rejected(400, "the simulated cluster has no scheduler that reads quota objects")
 
+    def close(self) -> None:
+        """Nothing to let go: the simulated cluster keeps its state in the database, and
+        each call opens and ends its own session."""
+
     def checks(self, *, namespaces: Iterable[str], publish: Sequence[str]) -> list[Check]:
         """Refused: there is no API server to ask; the checks are for a real cluster."""
         raise Rejected(
