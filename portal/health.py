@@ -1,10 +1,16 @@
-"""GET /healthz: 200 when the web process and the database answer.
+"""The probes.
 
-The body also says whether the broker (Redis), at least one Celery worker and the cluster
-answer; those do not fail the check, since submissions are accepted without them. It is
-cheap enough for a flood of probes: one ``SELECT 1``, one Redis round trip that counts the
-workers' heartbeats (portal/heartbeat.py; it also proves the broker answers), and the
-cluster's last recorded answer, with no call to a worker or to the cluster.
+- GET /livez: 200 while the process answers requests; it reads nothing, so a database or
+  broker outage never restarts a web process (the liveness probe).
+- GET /readyz: 200 when the database and the broker answer, else 503 naming the one
+  that does not (the readiness probe: a pod that cannot serve leaves the Service).
+- GET /healthz: 200 when the web process and the database answer, with a body that also
+  says whether the broker (Redis), at least one Celery worker and the cluster answer;
+  those do not fail it, since submissions are accepted without them.
+
+Each is cheap enough for a flood of probes: at most one ``SELECT 1``, one Redis round
+trip that counts the workers' heartbeats (portal/heartbeat.py; it also proves the broker
+answers), and the cluster's last recorded answer, with no call to a worker or the cluster.
 """
 
 from __future__ import annotations
@@ -40,6 +46,16 @@ def _cluster() -> str:
     if trouble is None:
         return "ok"
     return f"unavailable since {trouble.failing_since.isoformat()}: {trouble.error}"
+
+
+def livez(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"web": "ok"})
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    database, broker = _database(), _workers() is not None
+    body = {"database": "ok" if database else "down", "broker": "ok" if broker else "down"}
+    return JsonResponse(body, status=200 if database and broker else 503)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -86,6 +86,25 @@ else:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# HTTPS=true: Caldera is reached only through TLS, terminated in front of it (an Ingress, a
+# load balancer) that says so in X-Forwarded-Proto. Then plain HTTP is redirected (but for
+# the probes, which the kubelet sends to the pod directly), cookies are sent only over
+# TLS, and browsers are told to keep to HTTPS (HSTS). `manage.py check --deploy` is clean.
+HTTPS = env_bool("HTTPS", False)
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^livez$", r"^readyz$", r"^healthz$"]
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    # Asking browsers to preload the domain as HTTPS-only binds every host under it for
+    # months: a choice for the company that owns the domain, not a default, so the check
+    # that suggests it is silenced until SECURE_HSTS_PRELOAD=true makes that choice.
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+    if not SECURE_HSTS_PRELOAD:
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from jobs import api as jobs_api
 from queues import api as queues_api
 
-from .health import healthz
+from .health import healthz, livez, readyz
 
 api_v1 = [
     path("quota-tree/", queues_api.QuotaTreeView.as_view(), name="api-quota-tree"),
@@ -37,6 +37,8 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    path("livez", livez, name="livez"),
+    path("readyz", readyz, name="readyz"),
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

@@ -67,6 +67,14 @@ def test_web_worker_and_beat_run_the_portals_entry_points_with_its_settings():
             assert sources == {"configMapRef", "secretRef"}
 
 
+def test_the_probes_tell_liveness_from_readiness():
+    [web] = by_kind("Deployment")["caldera-web"]["spec"]["template"]["spec"]["containers"]
+    assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert web["livenessProbe"]["httpGet"]["path"] == "/livez"
+    compose = yaml.safe_load((DEPLOY.parents[1] / "docker-compose.yml").read_text())
+    assert "/readyz" in " ".join(compose["services"]["web"]["healthcheck"]["test"])
+
+
 def test_the_settings_configmap_sets_only_settings_caldera_reads():
     read = set(re.findall(r'env_\w+\("([A-Z_]+)"', SETTINGS.read_text()))
     data = by_kind("ConfigMap")["caldera-settings"]["data"]

@@ -1,4 +1,5 @@
-"""GET /healthz: the web process and database answer; the broker and workers are reported."""
+"""The probes: /healthz (the web process and database answer; the broker and workers are
+reported), /livez (the process answers) and /readyz (the database and the broker answer)."""
 
 import time
 
@@ -8,6 +9,8 @@ from celery.contrib.testing.worker import start_worker
 from jobs.triggers import redis_client
 from portal.celery import app as celery_app
 from portal.heartbeat import WORKERS_KEY, beat, live_workers
+
+from .test_unavailable import broker_down, database_down
 
 pytestmark = pytest.mark.django_db
 
@@ -68,3 +71,33 @@ def test_it_reads_the_database_once_and_asks_no_worker(client, django_assert_num
     with django_assert_num_queries(2):  # SELECT 1 and the cluster's last answer
         body = client.get("/healthz").json()
     assert body["workers"] == 1
+
+
+# -- the probes ------------------------------------------------------------------------
+
+
+def test_livez_answers_while_the_process_does_reading_nothing(client, django_assert_num_queries):
+    with django_assert_num_queries(0):
+        assert client.get("/livez").json() == {"web": "ok"}
+    with database_down():
+        assert client.get("/livez").status_code == 200  # an outage restarts no web pod
+
+
+def test_readyz_is_ready_when_the_database_and_the_broker_answer(client):
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"database": "ok", "broker": "ok"}
+
+
+def test_readyz_names_the_broker_that_does_not_answer(client, settings):
+    with broker_down(settings):
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json() == {"database": "ok", "broker": "down"}
+
+
+def test_readyz_names_the_database_that_does_not_answer(client, transactional_db):
+    with database_down():
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["database"] == "down"
