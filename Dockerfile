@@ -9,11 +9,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# The dependencies first, from pyproject.toml alone, so a code change reuses this layer.
-# pyproject.toml declares no packages ([tool.setuptools] packages = []): `pip install .`
-# installs the pinned dependencies, and the code runs from /app.
-COPY pyproject.toml ./
-RUN pip install .
+# The dependencies first, from the runtime lock alone (every file checked against its
+# hash; no demo servers, no test tools), so a code change reuses this layer. The code
+# runs from /app.
+COPY requirements/runtime.txt ./requirements.txt
+RUN pip install --require-hashes -r requirements.txt
 
 # The application only (no .venv, .git or .caldera of a developer's tree).
 COPY manage.py ./

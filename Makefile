@@ -7,16 +7,29 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EMBEDDED := $(PY) -m portal.embedded run --
 
-.PHONY: venv demo test test-fast imports bench lint format clean
+.PHONY: venv demo test test-fast imports bench lint format clean lock
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# Everything from the lock, every file checked against its hash (runtime, demo, dev).
+$(VENV)/.installed: pyproject.toml requirements/dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	mkdir -p staticfiles
 	touch $@
+
+# After a change of pyproject.toml's pins: the image's lock (runtime) and make's and CI's
+# (runtime, demo and dev), with hashes.
+TOOLS := .caldera/lock-tools
+LOCK := $(TOOLS)/bin/pip-compile --quiet --generate-hashes --strip-extras --allow-unsafe \
+	--no-emit-index-url --no-emit-find-links
+lock:
+	test -x $(TOOLS)/bin/pip-compile || \
+		($(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/pip install --quiet pip-tools)
+	$(LOCK) --output-file requirements/runtime.txt pyproject.toml
+	$(LOCK) --extra demo --extra dev --output-file requirements/dev.txt pyproject.toml
 
 demo: venv
 	DEBUG=$${DEBUG:-1} $(EMBEDDED) $(PY) manage.py demo

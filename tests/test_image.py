@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.request
 from pathlib import Path
 
@@ -55,9 +57,12 @@ def image_tree(root: Path) -> Path:
                 if path.is_dir():
                     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
                     shutil.copytree(path, destination, ignore=ignore, dirs_exist_ok=True)
-                else:
+                elif target.endswith("/") or len(sources) > 1:  # into a directory
                     destination.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(path, destination / path.name)
+                else:  # to a file of that name
+                    destination.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(path, destination)
     return root / workdir.relative_to("/")
 
 
@@ -158,3 +163,37 @@ def wait_for_answer(port: int, path: str, proto: str = "http", seconds: float = 
             if isinstance(error, urllib.error.HTTPError) or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def pins(requirements: list[str]) -> dict[str, str]:
+    """{name: version} of ``name[extra]==version`` requirements, names normalized."""
+    return {
+        re.split(r"[\[=]", requirement)[0].lower().replace("_", "-"): requirement.split("==")[1]
+        for requirement in requirements
+    }
+
+
+def locked(path: Path) -> dict[str, str]:
+    found = {}
+    for line in path.read_text().splitlines():
+        if "==" in line and not line.startswith((" ", "#")):
+            name, version = line.split(" ")[0].split("==")
+            found[name.lower().replace("_", "-")] = version
+    return found
+
+
+def test_the_image_installs_the_runtime_lock_and_it_holds_the_declared_pins():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    runtime, extras = pins(project["dependencies"]), project["optional-dependencies"]
+    image = locked(REPO / "requirements" / "runtime.txt")
+    everything = locked(REPO / "requirements" / "dev.txt")
+    assert {name: image.get(name) for name in runtime} == runtime
+    wanted = runtime | pins(extras["demo"]) | pins(extras["dev"])
+    assert {name: everything.get(name) for name in wanted} == wanted
+    # What only the demo and the tests need stays out of the image.
+    assert not set(pins(extras["demo"])) & set(image)
+    assert not {"pytest", "playwright", "kmock", "hypothesis"} & set(image)
+    copied = [a for keyword, a in instructions() if keyword == "COPY"]
+    assert copied[0] == "requirements/runtime.txt ./requirements.txt"
+    steps = [a for keyword, a in instructions() if keyword == "RUN"]
+    assert steps[0] == "pip install --require-hashes -r requirements.txt"
