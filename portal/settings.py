@@ -86,15 +86,19 @@ else:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# GET /metrics (portal/metrics.py) answers a request bearing this token; unset, only
+# requests from the machine itself.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+
 # HTTPS=true: Caldera is reached only through TLS, terminated in front of it (an Ingress, a
 # load balancer) that says so in X-Forwarded-Proto. Then plain HTTP is redirected (but for
-# the probes, which the kubelet sends to the pod directly), cookies are sent only over
+# the probes and the scrape, which come to the pod directly), cookies are sent only over
 # TLS, and browsers are told to keep to HTTPS (HSTS). `manage.py check --deploy` is clean.
 HTTPS = env_bool("HTTPS", False)
 if HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True
-    SECURE_REDIRECT_EXEMPT = [r"^livez$", r"^readyz$", r"^healthz$"]
+    SECURE_REDIRECT_EXEMPT = [r"^livez$", r"^readyz$", r"^healthz$", r"^metrics$"]
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)

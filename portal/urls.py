@@ -7,6 +7,7 @@ from jobs import api as jobs_api
 from queues import api as queues_api
 
 from .health import healthz, livez, readyz
+from .metrics import metrics
 
 api_v1 = [
     path("quota-tree/", queues_api.QuotaTreeView.as_view(), name="api-quota-tree"),
@@ -40,6 +41,7 @@ urlpatterns = [
     path("livez", livez, name="livez"),
     path("readyz", readyz, name="readyz"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
