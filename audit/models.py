@@ -29,6 +29,7 @@ class AuditEntry(models.Model):
         QUEUE = "queue", "queue"
         DEPARTMENT = "department", "department"
         MEMBERSHIP = "membership", "membership"
+        PERSON = "person", "person"  # a user's admin rights, as a sign-in sets them
 
     class Source(models.TextChoices):
         """The channel a change came through; the actor says who used it."""
@@ -40,6 +41,7 @@ class AuditEntry(models.Model):
             "YAML import",
         )  # a whole tree pasted or uploaded on the admin's YAML page
         COMMAND = "command", "command"  # manage.py (import_tree, demo) and code without a person
+        SIGN_IN = "sign-in", "sign-in"  # the identity provider's groups, at the person's sign-in
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

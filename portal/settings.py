@@ -7,11 +7,13 @@ the values written by the embedded services (``python -m portal.embedded``) to
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from jobs.task_names import ADMIT_TASK, PUBLISH_QUOTA_TASK, SYNC_TASK, USAGE_AUDIT_TASK
@@ -69,6 +71,19 @@ def env_float(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
 
 
+def env_json_object(name: str) -> dict:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name} must be a JSON object: {error}") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object, got {raw!r}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw == "":
@@ -124,6 +139,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    "csp",
     "portal",
     "queues",
     "jobs",
@@ -141,11 +157,30 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last: its lockout answer replaces the login page's (django-axes' own advice).
     "axes.middleware.AxesMiddleware",
     "portal.middleware.ServiceUnavailable",
 ]
+
+# Content-Security-Policy (django-csp): scripts, styles, images and requests from Caldera
+# itself only; no inline script or style, no eval, no framing. The pages, the admin and the
+# API docs (split Swagger UI) keep to it; the browser tests fail on any violation.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -200,8 +235,29 @@ LOGOUT_REDIRECT_URL = "login"
 # AXES_IPWARE_* (django-axes' settings) or raise the limit.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: it refuses a locked-out login
-    "django.contrib.auth.backends.ModelBackend",
+    "portal.sign_in.LocalAccounts",  # username and password, while LOCAL_LOGIN is on
+    "portal.sign_in.ProviderBackend",  # the company's OpenID provider, with OIDC_ISSUER
 ]
+
+# Sign-in through the company's OpenID Connect provider (portal/sign_in.py), on when
+# OIDC_ISSUER is set (Keycloak: https://sso.example.com/realms/<realm>). The endpoints
+# come from the provider's discovery document.
+OIDC_ISSUER = env_str("OIDC_ISSUER", "").rstrip("/")
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET", "")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid email profile")
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
+OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_GROUP_MAP = env_json_object("OIDC_GROUP_MAP")  # {"group": "department:role" | "admin"}
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_float("OIDC_TIMEOUT_SECONDS", 10.0)
+OIDC_LEEWAY_SECONDS = 60  # clock skew allowed between the provider and Caldera
+# Username and password sign-in (local accounts: the demo, break-glass admins). Off, only
+# the provider signs people in, and API tokens keep working.
+LOCAL_LOGIN = env_bool("LOCAL_LOGIN", True)
+
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("LOGIN_COOLOFF_MINUTES", 15.0))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]

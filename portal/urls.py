@@ -1,13 +1,16 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from jobs import api as jobs_api
 from queues import api as queues_api
 
 from .health import healthz, livez, readyz
 from .metrics import metrics
+from .sign_in import LoginPage, ProviderCallback, ProviderSignIn, admin_login
 
 api_v1 = [
     path("quota-tree/", queues_api.QuotaTreeView.as_view(), name="api-quota-tree"),
@@ -38,16 +41,21 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    # Where browsers look when a page names no icon (the admin's, the API docs').
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("livez", livez, name="livez"),
     path("readyz", readyz, name="readyz"),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
+    path("admin/login/", admin_login),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", LoginPage.as_view(), name="login"),
+    path("oidc/authenticate/", ProviderSignIn.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", ProviderCallback.as_view(), name="oidc_authentication_callback"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("jobs.urls")),
 ]
 

@@ -1,8 +1,12 @@
-"""Writes to departments and their memberships, each audited in its own transaction."""
+"""Writes to departments, their memberships and the people a sign-in brings, each audited in
+its own transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from audit.models import AuditEntry
@@ -135,3 +139,66 @@ def membership_delete(*, membership: Membership, actor=None, source: str = Sourc
             actor=actor,
             source=source,
         )
+
+
+def person_signed_in(
+    *,
+    username: str,
+    profile: Mapping[str, str],
+    roles: Mapping[str, str],
+    departments: Collection[str],
+    admin: bool | None,
+) -> tuple[AbstractBaseUser, list[str]]:
+    """What an identity provider says of a person at their sign-in, made true in one
+    transaction: the user (created the first time, without a password: they sign in through
+    the provider), their profile (``email``, ``first_name``, ``last_name``), their
+    memberships in ``departments`` (the ones the provider's groups govern) exactly
+    ``roles`` ({department: role}), and, unless ``admin`` is None, their admin rights.
+    Memberships in other departments are an admin's to change and stay. Every change is
+    audited with the person as actor and ``sign-in`` as source.
+
+    Returns the user and the departments of ``roles`` that do not exist (nobody is added
+    to them; the caller says so in its log).
+    """
+    with transaction.atomic():
+        user, created = (
+            get_user_model()
+            .objects.select_for_update()
+            .get_or_create(username=username, defaults=dict(profile))
+        )
+        if created:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+        elif any(getattr(user, field) != value for field, value in profile.items()):
+            for field, value in profile.items():
+                setattr(user, field, value)
+            user.save(update_fields=list(profile))
+        if admin is not None and (user.is_staff, user.is_superuser) != (admin, admin):
+            before = {"admin": user.is_staff and user.is_superuser}
+            user.is_staff = user.is_superuser = admin
+            user.save(update_fields=["is_staff", "is_superuser"])
+            audit_record(
+                action=Action.UPDATED,
+                object_type=ObjectType.PERSON,
+                object_key=username,
+                before=before,
+                after={"admin": admin},
+                actor=user,
+                source=Source.SIGN_IN,
+            )
+        governed = Department.objects.filter(name__in=[*departments, *roles])
+        by_name = {department.name: department for department in governed}
+        held = Membership.objects.filter(user=user, department__name__in=list(departments))
+        for membership in held.select_related("department", "user"):
+            if membership.department.name not in roles:
+                membership_delete(membership=membership, actor=user, source=Source.SIGN_IN)
+        for name, role in sorted(roles.items()):
+            if name in by_name:
+                membership_set(
+                    department=by_name[name],
+                    username=username,
+                    role=role,
+                    actor=user,
+                    source=Source.SIGN_IN,
+                )
+    return user, sorted(set(roles) - set(by_name))

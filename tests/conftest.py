@@ -7,16 +7,24 @@ a member of infrastructure who must never see algorithm's jobs.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
+import requests
 import yaml
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-SEED_TREE = Path(__file__).resolve().parents[1] / "queues" / "data" / "seed-tree.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+SEED_TREE = ROOT / "queues" / "data" / "seed-tree.yaml"
 
 RAY_JOB = {
     "queue": "root/algorithm/video",
@@ -186,3 +194,92 @@ def wait_for(predicate, timeout: float = 20.0):
             return value
         time.sleep(0.02)
     raise AssertionError(f"not true within {timeout}s")
+
+
+# ---- An OpenID provider of the tests' own (tests/identity_provider) ----------------
+
+CLIENT_ID, CLIENT_SECRET = "caldera", "caldera-secret"
+# As a Keycloak realm would send them (full group paths).
+GROUP_MAP = {
+    "/caldera/algorithm": "algorithm:member",
+    "/caldera/algorithm-leads": "algorithm:manager",
+    "/caldera/interns": ["interns:member"],
+    "/caldera/admins": "admin",
+}
+
+
+@dataclass
+class Provider:
+    url: str
+    issuer: str
+
+    def control(self, **body) -> None:
+        response = requests.post(f"{self.url}/control/", json=body, timeout=10)
+        response.raise_for_status()
+
+    def register(self, *portals: str) -> None:
+        """Caldera, reached at ``portals``, as the provider's client."""
+        self.control(
+            client={
+                "client_id": CLIENT_ID,
+                "client_secret": CLIENT_SECRET,
+                "redirect_uris": [f"{url}/oidc/callback/" for url in portals],
+            }
+        )
+
+    def person(self, username: str, groups: list[str], **profile) -> None:
+        """A person at the provider, with password ``idp-<username>``."""
+        password = "idp-" + username
+        self.control(user={"username": username, "password": password, "groups": groups, **profile})
+
+
+def _server_url(database: str) -> str:
+    db = django_settings.DATABASES["default"]
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgresql://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{database}"
+
+
+@pytest.fixture(scope="module")
+def identity_provider():
+    """The provider's process, on a fresh database of its own, for this module's tests."""
+    database = f"caldera_idp_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    with psycopg.connect(_server_url("postgres"), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{database}"')
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.identity_provider"],
+        cwd=ROOT,
+        env={**os.environ, "IDP_DATABASE_URL": _server_url(database)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = None
+        for line in process.stdout:
+            if line.startswith("listening on "):
+                port = int(line.split()[-1])
+                break
+        assert port, f"the identity provider did not start (exit {process.poll()})"
+        url = f"http://127.0.0.1:{port}"
+        provider = Provider(url=url, issuer=f"{url}/openid")
+        provider.register("http://testserver")  # Django's test client
+        yield provider
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        with psycopg.connect(_server_url("postgres"), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+@pytest.fixture
+def provider(identity_provider, settings, departments):
+    """Caldera configured for the provider, as a deployment's environment would."""
+    settings.OIDC_ISSUER = identity_provider.issuer
+    settings.OIDC_RP_CLIENT_ID = CLIENT_ID
+    settings.OIDC_RP_CLIENT_SECRET = CLIENT_SECRET
+    settings.OIDC_RP_SCOPES = "openid email profile groups"
+    settings.OIDC_PROVIDER_NAME = "Company SSO"
+    settings.OIDC_GROUP_MAP = GROUP_MAP
+    identity_provider.control(faults={"audience": None, "unpublished_key": False})
+    yield identity_provider
+    identity_provider.control(faults={"audience": None, "unpublished_key": False})

@@ -1,7 +1,10 @@
-"""The pages in a real browser: log in, submit a Ray job, follow it into its queue.
+"""The pages in a real browser: log in, submit a Ray job, follow it into its queue; sign in
+through the company's OpenID provider.
 
 Drives Debian's Chromium (``apt-get install chromium``) through Playwright against
-pytest-django's live server. Set CALDERA_SCREENSHOT_DIR to keep screenshots of the pages.
+pytest-django's live server. Every test fails on an error in the browser's console, among
+them any Content-Security-Policy violation. Set CALDERA_SCREENSHOT_DIR to keep screenshots
+of the pages.
 """
 
 from __future__ import annotations
@@ -32,7 +35,17 @@ def page():
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(5_000)
+            errors: list[str] = []
+            page.on(
+                "console",
+                lambda message: (
+                    message.type == "error"
+                    and errors.append(f"{page.url} ({message.location['url']}): {message.text}")
+                ),
+            )
+            page.on("pageerror", lambda error: errors.append(str(error)))
             yield page
+            assert not errors, f"the browser's console: {errors}"
         finally:
             browser.close()
 
@@ -87,3 +100,30 @@ def test_it_submits_a_ray_job_and_finds_it_first_in_its_queue(
     row = page.locator("#queue-lists table.pending tbody tr").filter(has_text="browser-rayjob")
     expect(row.locator("td.position")).to_have_text("1")
     screenshot(page, "caldera-queue.png")
+
+
+def test_a_researcher_signs_in_through_the_company_provider(live_server, provider, page):
+    from playwright.sync_api import expect
+
+    provider.register("http://testserver", live_server.url)
+    provider.person("dana", ["/caldera/algorithm", "/caldera/admins"], first_name="Dana")
+
+    page.goto(live_server.url + "/queues/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/\?next=/queues/$"))
+    screenshot(page, "caldera-login.png")
+    page.get_by_role("link", name="Sign in with Company SSO").click()
+    expect(page.get_by_role("heading", name="Company sign-in")).to_be_visible()  # the provider
+    page.get_by_label("Username").fill("dana")
+    page.get_by_label("Password").fill("idp-dana")
+    page.get_by_role("button", name="Sign in").click()
+
+    expect(page).to_have_url(live_server.url + "/queues/")
+    expect(page.get_by_role("link", name="root-algorithm-video")).to_be_visible()
+    # Pages beyond the researcher's, under the same policy: the quota tree, the admin's
+    # tree editor (dana is an admin through her group), the API docs.
+    page.goto(live_server.url + "/quota/")
+    expect(page.locator("table.tree")).to_be_visible()
+    page.goto(live_server.url + "/admin/queues/quotanode/tree/")
+    expect(page.locator("textarea.tree-document")).to_be_visible()
+    page.goto(live_server.url + "/api/docs/")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Caldera API")

@@ -603,3 +603,21 @@ def test_an_admitted_job_whose_pods_wait_says_what_the_cluster_last_said_and_unt
         "scheduled in cycle 2: 0/2 nodes are available: 2 Insufficient cpu.</span>."
     ) in starting
     assert f"{deadline:%Y-%m-%d %H:%M:%S}</time>, it leaves the cluster" in starting
+
+
+def test_every_page_sends_a_policy_without_inline_script_or_style(client, member, staff):
+    """The pages keep to the Content-Security-Policy (the browser tests check that they do);
+    here, that it is sent, and that no page of ours carries an inline script or style."""
+    client.force_login(member)
+    for url in ["/", "/jobs/new/", "/queues/", "/quota/", "/accounts/login/"]:
+        response = client.get(url)
+        policy = response["Content-Security-Policy"]
+        assert "script-src 'self'" in policy and "style-src 'self'" in policy, url
+        assert "unsafe-inline" not in policy and "frame-ancestors 'none'" in policy
+        page = response.content.decode()
+        assert "<style" not in page and " style=" not in page, url
+        assert all("src=" in tag for tag in page.split("<script")[1:]), url
+    client.force_login(staff)
+    for url in ["/admin/queues/quotanode/tree/", "/api/docs/"]:
+        page = client.get(url).content.decode()
+        assert "<style" not in page and " style=" not in page, url
