@@ -34,7 +34,9 @@ RUN SECRET_KEY=collectstatic-build-only \
 RUN useradd --system --uid 10001 --no-create-home --home-dir /app caldera
 USER caldera
 
-ENV PORT=8000
+# Each process's Prometheus figures go here, for a scrape to add up (portal/process_metrics.py).
+ENV PORT=8000 \
+    PROMETHEUS_MULTIPROC_DIR=/tmp/caldera-metrics
 EXPOSE 8000
 
-CMD ["sh", "-c", "exec gunicorn portal.wsgi:application --bind 0.0.0.0:${PORT} --workers 2 --threads 4 --access-logfile -"]
+CMD ["sh", "-c", "exec gunicorn portal.wsgi:application -c python:portal.gunicorn --bind 0.0.0.0:${PORT} --workers 2 --threads 4 --access-logfile -"]

@@ -38,6 +38,7 @@ from .models import (
     State,
     moving,
 )
+from .telemetry import ADMISSION_CYCLE_SECONDS
 from .triggers import once_per
 
 log = logging.getLogger(__name__)
@@ -214,7 +215,8 @@ def admission_cycle(
         if before is not None:
             before()
         while True:
-            cycle = _one_cycle(now or timezone.now())
+            with ADMISSION_CYCLE_SECONDS.time():
+                cycle = _one_cycle(now or timezone.now())
             result.cycles += 1
             result.admitted += cycle.admitted
             result.backed_off += cycle.backed_off
@@ -361,7 +363,7 @@ def _write_preemptions(preemptions: list[Preemption], now: datetime) -> list[int
         )
         moved = [row[0] for row in cursor.fetchall()]
     JobEvent.objects.record(
-        ((job_id, "Preempted", by_key[job_id].message()) for job_id in moved),
+        ((job_id, JobEvent.Reason.PREEMPTED, by_key[job_id].message()) for job_id in moved),
         at=now,
         warning=True,
     )
@@ -386,7 +388,7 @@ def _write_dequeues(ids: list[int], now: datetime) -> list[int]:
         rows = cursor.fetchall()
     JobEvent.objects.record(
         (
-            (job_id, "Dequeued", f"Dequeued from {queue} after waiting {waited:.1f}s")
+            (job_id, JobEvent.Reason.DEQUEUED, f"Dequeued from {queue} after waiting {waited:.1f}s")
             for job_id, queue, enqueued in rows
             for waited in [(now - enqueued).total_seconds()]
         ),
@@ -417,7 +419,9 @@ def _write_backoffs(refused: dict, now: datetime) -> list[int]:
             next_at = now + backoff_delay(count + 1, base=base, cap=cap)
             values.append((job_id, reason, next_at))
             if state != State.BACKOFF or reason != old_reason:
-                events.append((job_id, "Backoff", f"{reason}; next try at {next_at:%H:%M:%S}"))
+                events.append(
+                    (job_id, JobEvent.Reason.BACKOFF, f"{reason}; next try at {next_at:%H:%M:%S}")
+                )
         if values:
             placeholders = ", ".join(["(%s::bigint, %s::text, %s::timestamptz)"] * len(values))
             cursor.execute(

@@ -206,6 +206,21 @@ class JobEvent(models.Model):
         NORMAL = "Normal"
         WARNING = "Warning"
 
+    class Reason:
+        """The reasons of the events Caldera writes itself (cluster events keep the
+        cluster's): the page, the API and the metrics read them by these names."""
+
+        ENQUEUED = "Enqueued"
+        DEQUEUED = "Dequeued"  # every admission
+        BACKOFF = "Backoff"
+        PREEMPTED = "Preempted"
+        START_TIMEOUT = "StartTimeout"
+        CANCELLED = "Cancelled"
+        STOPPED = "Stopped"
+        PRIORITY_CHANGED = "PriorityChanged"
+        SUCCEEDED = "Succeeded"
+        FAILED = "Failed"
+
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     created_at = models.DateTimeField()
     type = models.CharField(max_length=10, choices=Type.choices, default=Type.NORMAL)

@@ -159,7 +159,11 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
             (
                 (pk, "Requeued", f"Left the cluster and went back to {queue} at its original place")
                 if state == State.PREEMPTED
-                else (pk, "Stopped", "Its objects left the cluster; its quota is free")
+                else (
+                    pk,
+                    JobEvent.Reason.STOPPED,
+                    "Its objects left the cluster; its quota is free",
+                )
                 for pk, state, queue in moved
             ),
             at=now,

@@ -186,7 +186,7 @@ def _job_for(
         enqueued_at=now,
     )
     event = JobEvent(
-        reason="Enqueued",
+        reason=JobEvent.Reason.ENQUEUED,
         message=f"Enqueued in {queue.name} by {user.username} at priority {job.priority}",
         created_at=now,
         actor=user,
@@ -328,7 +328,7 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
             raise JobConflict(f"the job has already {locked.state}")
         locked.save(update_fields=["state", "finished_at"])
         event_record(
-            job=locked, reason="Cancelled", message=message, at=now, actor=user,
+            job=locked, reason=JobEvent.Reason.CANCELLED, message=message, at=now, actor=user,
         )  # fmt: skip
         if locked.state == State.STOPPING:
             transaction.on_commit(lambda: request_reconcile([locked.pk]))
@@ -409,7 +409,7 @@ def _change_priority(locked: Job, priority: int, user, now: datetime, what: str)
     locked.save(update_fields=["priority"])
     event_record(
         job=locked,
-        reason="PriorityChanged",
+        reason=JobEvent.Reason.PRIORITY_CHANGED,
         message=f"{user.username} {what} priority from {old} to {priority}",
         at=now,
         actor=user,

@@ -92,7 +92,7 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
             events.append(
                 (
                     job,
-                    "StartTimeout",
+                    JobEvent.Reason.START_TIMEOUT,
                     f"{job.backoff_reason}; start attempt {job.start_timeouts} of {attempts};"
                     f" next try at {job.next_attempt_at:%H:%M:%S}",
                 )

@@ -100,7 +100,10 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
                 target = State.SUCCEEDED if status.phase == Phase.SUCCEEDED else State.FAILED
                 moves[target][job_id] = status.message or f"The job {status.phase.lower()}"
         result.started = jobs_transition(State.RUNNING, moves[State.RUNNING], now, "Running")
-        for target, reason in ((State.SUCCEEDED, "Succeeded"), (State.FAILED, "Failed")):
+        for target, reason in (
+            (State.SUCCEEDED, JobEvent.Reason.SUCCEEDED),
+            (State.FAILED, JobEvent.Reason.FAILED),
+        ):
             result.finished += jobs_transition(target, moves[target], now, reason)
         result.timed_out, result.start_failed = jobs_time_out(now, started=result.started)
         # Objects of jobs that want none (finished, cancelled, timed out) are removed; jobs

@@ -3,8 +3,11 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_init, worker_process_shutdown
+from django.conf import settings
 
 from .heartbeat import WorkerHeartbeat
+from .process_metrics import forget_dead_processes, process_exited, serve_process_metrics
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -13,3 +16,19 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # Every worker beats in Redis while it runs; /healthz counts the beats (portal/heartbeat.py).
 app.steps["worker"].add(WorkerHeartbeat)
+
+
+@worker_init.connect
+def _serve_figures(**kwargs) -> None:
+    """The worker's main process, before its pool starts: the pool's shared figures start
+    clean, and are served at WORKER_METRICS_PORT when it is set."""
+    forget_dead_processes()
+    if settings.WORKER_METRICS_PORT:
+        serve_process_metrics(
+            settings.WORKER_METRICS_HOST, settings.WORKER_METRICS_PORT, settings.METRICS_TOKEN
+        )
+
+
+@worker_process_shutdown.connect
+def _pool_process_gone(pid=None, **kwargs) -> None:
+    process_exited(pid or os.getpid())

@@ -9,19 +9,29 @@ The names follow Kueue's where they mean the same (``kueue_pending_workloads`` -
 ``caldera_quota_min`` / ``_max`` / ``_used``), so a platform team's Kueue dashboards and
 alerts carry over. Resources are in their base units (cpu in cores, memory in bytes).
 
+Beside them, what the processes count: HTTP requests and their latency (counted here),
+admission cycles and cluster calls (jobs.telemetry), added up over the machine's processes
+(portal/process_metrics.py).
+
 Who may read: with METRICS_TOKEN set, a request that sends it as a bearer token; without
 it, only requests from the machine itself (a sidecar, ``kubectl port-forward``).
 """
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -29,16 +39,19 @@ from prometheus_client.core import (
     Metric,
 )
 
-from jobs.models import JOBS, PENDING, JobEvent, State
+from jobs.models import JOB_EVENTS, JOBS, PENDING, JobEvent, State
 from jobs.selectors import usage_by_path
 from kube.quantity import scale
 from queues.selectors import QUEUES, tree_nodes
 
+from .process_metrics import allowed, process_registry
+
 # Seconds from enqueue to admission, as Kueue's admission wait buckets reach (1 s to 3 h).
 WAIT_BUCKETS = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 10800.0)
-EVENTS = JobEvent._meta.db_table
-ADMITTED = "Dequeued"  # the event every admission writes (jobs.admission)
-PREEMPTED = "Preempted"
+REASON = JobEvent.Reason
+# Kueue's evicted_workloads_total counts a workload sent out of the cluster for any reason;
+# Caldera's jobs leave by a reclaim or priority preemption, or by a start timeout.
+EVICTIONS = (REASON.PREEMPTED, REASON.START_TIMEOUT)
 
 
 class DatabaseCollector:
@@ -79,8 +92,14 @@ class DatabaseCollector:
         )
         preempted = CounterMetricFamily(
             "caldera_preempted_jobs",
-            "Jobs preempted, by the queue they were preempted from",
+            "Jobs preempted (reclaim or priority), by the queue they were preempted from",
             labels=["queue"],
+        )
+        evicted = CounterMetricFamily(
+            "caldera_evicted_jobs",
+            "Jobs sent out of the cluster after their admission, by queue and reason "
+            "(Preempted, StartTimeout)",
+            labels=["queue", "reason"],
         )
         wait = HistogramMetricFamily(
             "caldera_admission_wait_time_seconds",
@@ -89,29 +108,33 @@ class DatabaseCollector:
         )
         bounds = list(WAIT_BUCKETS)
         with connection.cursor() as cursor:
+            # bucket: how many bounds lie below the wait, so a wait equal to a bound counts
+            # in that bound's bucket (Prometheus' le is inclusive); len(bounds) is +Inf.
             cursor.execute(
                 f"""
-                SELECT q.name, e.reason, width_bucket(
-                           EXTRACT(EPOCH FROM e.created_at - j.enqueued_at)::float8, %s::float8[]
-                       ) AS bucket,
-                       COUNT(*), SUM(EXTRACT(EPOCH FROM e.created_at - j.enqueued_at))
-                FROM {EVENTS} e
+                SELECT q.name, e.reason,
+                       (SELECT COUNT(*) FROM unnest(%s::float8[]) b WHERE b < w.seconds) AS bucket,
+                       COUNT(*), SUM(w.seconds)
+                FROM {JOB_EVENTS} e
                 JOIN {JOBS} j ON j.id = e.job_id
                 JOIN {QUEUES} q ON q.id = j.queue_id
+                CROSS JOIN LATERAL (
+                    SELECT EXTRACT(EPOCH FROM e.created_at - j.enqueued_at)::float8 AS seconds
+                ) w
                 WHERE e.reason = ANY(%s)
                 GROUP BY q.name, e.reason, bucket
                 """,
-                [bounds, [ADMITTED, PREEMPTED]],
+                [bounds, [REASON.DEQUEUED, *EVICTIONS]],
             )
             rows = cursor.fetchall()
-        counts: dict[str, int] = {}
+        evictions: dict[tuple[str, str], int] = {}
         waits: dict[str, tuple[list[int], float]] = {}
         for queue, reason, bucket, count, seconds in rows:
-            if reason == PREEMPTED:
-                counts[queue] = counts.get(queue, 0) + count
+            if reason != REASON.DEQUEUED:
+                evictions[queue, reason] = evictions.get((queue, reason), 0) + count
                 continue
             per_bucket, total = waits.setdefault(queue, ([0] * (len(bounds) + 1), 0.0))
-            per_bucket[bucket] += count  # width_bucket: 0 below the first bound, n above
+            per_bucket[bucket] += count
             waits[queue] = (per_bucket, total + float(seconds or 0))
         for queue, (per_bucket, total) in sorted(waits.items()):
             admitted.add_metric([queue], sum(per_bucket))
@@ -120,9 +143,11 @@ class DatabaseCollector:
                 cumulative += count
                 buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
             wait.add_metric([queue], buckets, total)
-        for queue, count in sorted(counts.items()):
-            preempted.add_metric([queue], count)
-        yield from (admitted, preempted, wait)
+        for (queue, reason), count in sorted(evictions.items()):
+            evicted.add_metric([queue, reason], count)
+            if reason == REASON.PREEMPTED:
+                preempted.add_metric([queue], count)
+        yield from (admitted, preempted, evicted, wait)
 
     def _quota(self) -> Iterator[Metric]:
         labels = ["node", "resource"]
@@ -147,18 +172,46 @@ class DatabaseCollector:
         yield from families.values()
 
 
-REGISTRY = CollectorRegistry(auto_describe=False)
-REGISTRY.register(DatabaseCollector())
+DATABASE = CollectorRegistry(auto_describe=False)
+DATABASE.register(DatabaseCollector())
+
+HTTP_REQUESTS = Counter(
+    "caldera_http_requests",
+    "HTTP requests answered, by method, view (the URL's name) and status",
+    ["method", "view", "status"],
+)
+HTTP_REQUEST_SECONDS = Histogram(
+    "caldera_http_request_duration_seconds",
+    "Time from a request's arrival to its answer, by method and view",
+    ["method", "view"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+
+
+class RequestMetrics:
+    """Counts and times every request, by the URL's name (a bounded set), not its path."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = request.resolver_match
+        view = (match.view_name if match else "") or "unmatched"
+        HTTP_REQUESTS.labels(request.method, view, str(response.status_code)).inc()
+        HTTP_REQUEST_SECONDS.labels(request.method, view).observe(time.perf_counter() - started)
+        return response
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    token = settings.METRICS_TOKEN
-    if token:
-        sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
-        if not hmac.compare_digest(sent.encode(), token.encode()):
-            return HttpResponse("a bearer token (METRICS_TOKEN) is required\n", status=401)
-    elif request.META.get("REMOTE_ADDR") not in ("127.0.0.1", "::1"):
-        return HttpResponse(
-            "set METRICS_TOKEN to read the metrics from another machine\n", status=403
-        )
-    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
+    refusal = allowed(
+        request.headers.get("Authorization", ""),
+        request.META.get("REMOTE_ADDR", ""),
+        settings.METRICS_TOKEN,
+    )
+    if refusal is not None:
+        status, reason = refusal
+        return HttpResponse(reason, status=status, content_type="text/plain")
+    body = generate_latest(DATABASE) + generate_latest(process_registry())
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

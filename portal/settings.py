@@ -104,6 +104,10 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # GET /metrics (portal/metrics.py) answers a request bearing this token; unset, only
 # requests from the machine itself.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# A Celery worker's own figures (admission cycles, cluster calls) at
+# http://WORKER_METRICS_HOST:WORKER_METRICS_PORT/metrics, same token; 0: not served.
+WORKER_METRICS_PORT = env_int("WORKER_METRICS_PORT", 0)
+WORKER_METRICS_HOST = env_str("WORKER_METRICS_HOST", "0.0.0.0")
 
 # HTTPS=true: Caldera is reached only through TLS, terminated in front of it (an Ingress, a
 # load balancer) that says so in X-Forwarded-Proto. Then plain HTTP is redirected (but for
@@ -147,6 +151,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "portal.metrics.RequestMetrics",  # first: it times the whole answer
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before anything reads the session, the user or the form (portal/middleware.py).

@@ -240,9 +240,10 @@ def _server_url(database: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def identity_provider():
+def identity_provider(django_db_setup):
     """The provider's process, on a fresh database of its own, for this module's tests."""
-    database = f"caldera_idp_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    # Beside this run's own test database, so runs side by side keep apart.
+    database = f"{django_settings.DATABASES['default']['NAME']}_idp"
     with psycopg.connect(_server_url("postgres"), autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{database}"')

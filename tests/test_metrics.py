@@ -3,23 +3,43 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
+import re
+import subprocess
+import sys
 from datetime import timedelta
 
+import prometheus_client
 import pytest
+import requests
+import yaml
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.admission import admission_cycle
+from jobs.cluster import ClusterUnavailable
 from jobs.models import Job, JobEvent, State
 from jobs.reconcile import jobs_reconcile
 from jobs.schema import job_parse
 from jobs.services import job_submit
 from jobs.sync import cluster_sync
+from portal.metrics import DatabaseCollector
+from portal.process_metrics import serve_process_metrics
 
-from .conftest import RAY_JOB
+from .conftest import RAY_JOB, ROOT
+from .kube_emulator import emulator
+from .test_kubernetes_backend import backend_for
+from .test_manifests import pytorch_spec, ray_spec
 from .test_reclaim_cycle import INTERN_JOB
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def kube():
+    with emulator() as emu:
+        yield emu
 
 
 def scrape(client, **headers) -> dict[str, dict[tuple, float]]:
@@ -65,8 +85,12 @@ def test_the_metrics_match_the_database_after_a_reclaim(client, member, intern):
     assert figures["caldera_preempted_jobs_total"] == {
         (("queue", "root-interns-intern-video"),): 1.0
     }
+    assert figures["caldera_evicted_jobs_total"] == {
+        (("queue", "root-interns-intern-video"), ("reason", "Preempted")): 1.0
+    }
     waits = figures["caldera_admission_wait_time_seconds_bucket"]
     assert waits[(("le", "2.5"), ("queue", "root-interns-intern-video"))] == 0.0
+    assert waits[(("le", "5.0"), ("queue", "root-interns-intern-video"))] == 4.0  # le: <=
     assert waits[(("le", "10.0"), ("queue", "root-interns-intern-video"))] == 4.0  # 5 s each
     assert figures["caldera_admission_wait_time_seconds_sum"][
         (("queue", "root-interns-intern-video"),)
@@ -91,3 +115,113 @@ def test_the_metrics_need_the_token_from_another_machine(client, settings, tree)
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong", **far).status_code == 401
     figures = scrape(client, HTTP_AUTHORIZATION="Bearer s3cret-token", **far)
     assert figures["caldera_quota_max"][(("node", "root"), ("resource", "cpu"))] == 64
+
+
+def delta(before: dict, after: dict, name: str, **labels) -> float:
+    key = tuple(sorted(labels.items()))
+    return after.get(name, {}).get(key, 0.0) - before.get(name, {}).get(key, 0.0)
+
+
+def test_the_processes_count_requests_admission_cycles_and_cluster_calls(client, member, kube):
+    before = scrape(client)
+    admission_cycle(now=timezone.now())
+    client.force_login(member)
+    assert client.get("/queues/").status_code == 200
+    assert client.get("/no-such-page/").status_code == 404
+    backend = backend_for(kube)
+    assert backend.apply([ray_spec()], now=timezone.now()) == {}
+    kube.deny("create", "kubeflow", "text", times=1)
+    with pytest.raises(ClusterUnavailable):
+        backend.apply([pytorch_spec()], now=timezone.now())
+
+    after = scrape(client)
+
+    assert delta(before, after, "caldera_admission_cycle_duration_seconds_count") == 1
+    answered = "caldera_http_requests_total"
+    assert delta(before, after, answered, method="GET", view="queue-list", status="200") == 1
+    assert delta(before, after, answered, method="GET", view="unmatched", status="404") == 1
+    assert delta(before, after, answered, method="GET", view="metrics", status="200") == 1
+    calls = "caldera_cluster_requests_total"
+    create = "create_namespaced_custom_object"
+    assert delta(before, after, calls, operation=create, result="ok") == 1
+    assert delta(before, after, calls, operation=create, result="error") == 1  # RBAC refused
+    assert (
+        delta(before, after, "caldera_cluster_request_duration_seconds_count", operation=create)
+        == 2
+    )
+
+
+def test_the_worker_serves_its_own_figures_under_the_same_token(settings):
+    server = serve_process_metrics("127.0.0.1", 0, "s3cret-token")
+    url = f"http://127.0.0.1:{server.server_port}/metrics"
+    try:
+        assert requests.get(url, timeout=5).status_code == 401
+        answer = requests.get(url, headers={"Authorization": "Bearer s3cret-token"}, timeout=5)
+        assert answer.status_code == 200
+        assert "caldera_admission_cycle_duration_seconds_bucket" in answer.text
+    finally:
+        server.shutdown()
+
+
+COUNT = """
+from jobs.telemetry import CLUSTER_REQUESTS
+CLUSTER_REQUESTS.labels("list_namespaced_custom_object", "ok").inc({n})
+"""
+READ = """
+from prometheus_client import generate_latest
+from portal.process_metrics import forget_dead_processes, process_registry
+{forget}
+print(generate_latest(process_registry()).decode())
+"""
+
+
+def test_the_figures_of_a_machines_processes_add_up(tmp_path):
+    environment = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+
+    def run(code: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=environment, cwd=ROOT, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run(COUNT.format(n=2))
+    run(COUNT.format(n=5))  # two processes of a pool, both gone now
+    sample = 'caldera_cluster_requests_total{operation="list_namespaced_custom_object",result="ok"}'
+    assert f"{sample} 7.0" in run(READ.format(forget=""))
+    # A new start forgets the files of processes that no longer run.
+    assert sample not in run(READ.format(forget="forget_dead_processes()"))
+
+
+def sample_names(families) -> set[str]:
+    suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
+    return {
+        family.name + suffix
+        for family in families
+        if family.name.startswith("caldera_")
+        for suffix in suffixes.get(family.type, [""])
+    }
+
+
+def test_the_dashboard_and_the_alerts_read_only_figures_caldera_sends(tree):
+    sent = sample_names(DatabaseCollector().collect()) | sample_names(
+        prometheus_client.REGISTRY.collect()
+    )
+    monitoring = ROOT / "deploy" / "monitoring"
+    dashboard = (monitoring / "grafana-dashboard.json").read_text()
+    rules = (monitoring / "rules.yaml").read_text()
+    read = set(re.findall(r"caldera_[a-z_]+", dashboard + rules))
+    assert read - sent == set()
+    assert len(read) >= 10
+    panels = json.loads(dashboard)["panels"]
+    assert all(target["expr"] for panel in panels for target in panel["targets"])
+    # The scrapes name ports the manifests declare.
+    deploy = ROOT / "deploy" / "kubernetes"
+    web = [d for d in yaml.safe_load_all((deploy / "web.yaml").read_text()) if d]
+    service = next(d for d in web if d["kind"] == "Service")
+    monitor = yaml.safe_load((monitoring / "servicemonitor.yaml").read_text())
+    assert monitor["spec"]["endpoints"][0]["port"] in [p["name"] for p in service["spec"]["ports"]]
+    worker = yaml.safe_load((deploy / "worker.yaml").read_text())
+    [container] = worker["spec"]["template"]["spec"]["containers"]
+    pods = yaml.safe_load((monitoring / "podmonitor.yaml").read_text())
+    assert pods["spec"]["podMetricsEndpoints"][0]["port"] in [p["name"] for p in container["ports"]]

@@ -36,6 +36,7 @@ from jobs.manifests.common import (
     script_configmap_name,
 )
 from jobs.spec import JobSpec
+from jobs.telemetry import CLUSTER_REQUEST_SECONDS, CLUSTER_REQUESTS
 from kube.names import LABEL_MANAGED_BY, MANAGER
 from kube.quantity import QuantityError, ResourceList, human, parse_resources, total
 
@@ -131,22 +132,28 @@ class KubernetesBackend(ClusterBackend):
         """
         timeout = self.settings.timeout_seconds
         pause = self.settings.retry_pause_seconds
+        operation = fn.__name__
         for attempt in range(1, self.settings.attempts + 1):
+            started = time.perf_counter()
             try:
-                return fn(*args, _request_timeout=(timeout, timeout), **kwargs)
+                answer = fn(*args, _request_timeout=(timeout, timeout), **kwargs)
             except client.ApiException as error:
                 if error.status in (404, 409):
+                    _measure(operation, started, "ok")  # an answer for the caller to judge
                     raise
-                if error.status == 403 and _admission_denied(error):
-                    message = _api_message(error)
-                    raise Rejected(403, message, retry=QUOTA_EXCEEDED in message) from None
-                if error.status in (401, 403):
-                    raise ClusterUnavailable(f"{what}: {_api_message(error)}") from None
-                if error.status not in TRANSIENT_STATUSES:
-                    raise Rejected(error.status, _api_message(error)) from None
+                refusal = _refusal(what, error)
+                _measure(
+                    operation, started, "refused" if isinstance(refusal, Rejected) else "error"
+                )
+                if refusal is not None:
+                    raise refusal from None
                 failure = f"{what}: HTTP {error.status}"
             except (urllib3.exceptions.HTTPError, OSError) as error:
+                _measure(operation, started, "error")
                 failure = f"{what}: {type(error).__name__}: {error}"
+            else:
+                _measure(operation, started, "ok")
+                return answer
             if attempt < self.settings.attempts:
                 log.info("%s; attempt %d of %d", failure, attempt, self.settings.attempts)
                 time.sleep(pause * 2 ** (attempt - 1))
@@ -647,6 +654,24 @@ def node_shapes(nodes: Iterable[dict]) -> list[ResourceList]:
         except QuantityError as error:
             log.warning("node %s: %s", (node.get("metadata") or {}).get("name"), error)
     return usable
+
+
+def _measure(operation: str, started: float, result: str) -> None:
+    """One call to the API server, counted by its result and timed (jobs.telemetry)."""
+    CLUSTER_REQUESTS.labels(operation, result).inc()
+    CLUSTER_REQUEST_SECONDS.labels(operation).observe(time.perf_counter() - started)
+
+
+def _refusal(what: str, error: client.ApiException) -> Exception | None:
+    """What an API error means for the caller; None for a transient one, tried again."""
+    if error.status == 403 and _admission_denied(error):
+        message = _api_message(error)
+        return Rejected(403, message, retry=QUOTA_EXCEEDED in message)
+    if error.status in (401, 403):
+        return ClusterUnavailable(f"{what}: {_api_message(error)}")
+    if error.status not in TRANSIENT_STATUSES:
+        return Rejected(error.status, _api_message(error))
+    return None
 
 
 def _admission_denied(error: client.ApiException) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import random
+import shutil
 import sys
 from pathlib import Path
 
@@ -77,10 +78,17 @@ class Command(BaseCommand):
         python = sys.executable
         state = Path(settings.STATE_DIR)
         state.mkdir(parents=True, exist_ok=True)
+        # Web and worker write their Prometheus figures to one folder, so the demo's
+        # /metrics shows the worker's too (admission cycles); a new demo starts it empty.
+        figures = state / "metrics"
+        shutil.rmtree(figures, ignore_errors=True)
+        figures.mkdir()
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(figures)
         supervisor = Supervisor(
             {
                 "web": [python, "-m", "gunicorn", "portal.wsgi:application",
-                        "--bind", f"{host}:{port}", "--workers", "2", "--threads", "4"],
+                        "-c", "python:portal.gunicorn", "--bind", f"{host}:{port}",
+                        "--workers", "2", "--threads", "4"],
                 "worker": [python, "-m", "celery", "-A", "portal", "worker", "-l", "warning",
                            "--concurrency", "2", "-n", "demo@%h"],
                 "beat": [python, "-m", "celery", "-A", "portal", "beat", "-l", "warning",
