@@ -501,6 +501,14 @@ class Emulator:
         bus = self.server._buses[resource]
         asyncio.run_coroutine_threadsafe(bus.put(event), self.loop).result(timeout=5)
 
+    def watch_streams(self, runtime: str) -> set:
+        """The watches of the runtime's objects that receive events now (kmock's bus
+        marks): a watch is there once it streams, not when its request arrives."""
+        plural = kinds.RESOURCES[runtime].plural
+        return {
+            m for r, bus in self.server._buses.items() if r.plural == plural for m in bus._offsets
+        }
+
     def answer_next(self, method: str, path: str, payload, times: int = 1) -> None:
         """Answer the next ``times`` requests of this method to this path with ``payload``
         (an HTTP status, or a coroutine factory for a pause) instead of serving them."""

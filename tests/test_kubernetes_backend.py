@@ -676,8 +676,12 @@ def test_a_watch_keeps_the_objects_in_step_and_a_410_gone_lists_again(kube):
         wait_for(lambda: backend.observe(now=NOW, namespaces=WHERE).statuses[0].phase == "Running")
         assert informer_in_step(backend, kube) == listed  # seen through the watch
 
+        streams = kube.watch_streams("kuberay")
         kube.expire_watches("kuberay", "video")
         wait_for(lambda: informer_in_step(backend, kube) == listed + 1)  # listed again
+        # The emulator's watch starts at its opening (kmock ignores resourceVersion; a real
+        # server would replay what changed since the listing): delete once it streams.
+        wait_for(lambda: kube.watch_streams("kuberay") - streams)
         backend.remove([ObjectRef("rayjob-video-7", "video", "kuberay")], now=NOW)
         wait_for(lambda: backend.observe(now=NOW, namespaces=WHERE).statuses == [])
     finally:
