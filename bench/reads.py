@@ -1,5 +1,7 @@
 """Reads at depth: what a position, a queue's first page and the queue page cost at 1k,
-10k and 100k pending jobs in one queue, with 1,000 queues in the tree.
+10k and 100k pending jobs in one queue, with 1,000 queues in the tree; and the jobs list
+(jobs/listing.py) over all of them: its first page, a page nine tenths of the way down by
+cursor (by submission and by priority), and the jobs page's HTML.
 
 The jobs are queued through the batch service (so tickets and pending blocks are written
 as in production) and nothing admits them: no Celery worker runs. At each depth the load
@@ -101,6 +103,7 @@ def measure(*, base_url: str, env: dict, seconds: float) -> dict:
             "job detail (with position)": ([f"/api/v1/jobs/{pk}/" for pk in sample], None),
             "queue, first page (API)": ([f"/api/v1/queues/{DEEP_NAME}/"], None),
             "queue page (HTML)": ([f"/queues/{DEEP_NAME}/"], cookie),
+            **_job_list_targets(cookie),
         }
         for label, (paths, session) in targets.items():
             figures = _read(base_url, token.key, paths, session, seconds, env)
@@ -108,6 +111,32 @@ def measure(*, base_url: str, env: dict, seconds: float) -> dict:
             print(f"bench: reads {json.dumps(figures)}", flush=True)
             results.append(figures)
     return {"queues": DEPARTMENTS * LEAVES, "reads": results}
+
+
+def _job_list_targets(cookie: str) -> dict[str, tuple[list[str], str | None]]:
+    """The jobs list's reads: page 1, and pages that start nine tenths of the way down
+    (as a reader who followed "Next page" that far would ask for them)."""
+    from jobs.listing import cursor_text
+    from jobs.models import Job
+
+    jobs = Job.objects.order_by("-id").values_list("priority", "id")
+    count = jobs.count()
+    _, by_id = jobs[count * 9 // 10]
+    by_priority = Job.objects.order_by("-priority", "-id").values_list("priority", "id")
+    priority, pk = by_priority[count * 9 // 10]
+    return {
+        "jobs list, first page (API)": (["/api/v1/jobs/"], None),
+        "jobs list, 90% down by cursor (API)": (
+            [f"/api/v1/jobs/?after={cursor_text((by_id, by_id))}"],
+            None,
+        ),
+        "jobs list by priority, 90% down (API)": (
+            [f"/api/v1/jobs/?sort=-priority&after={cursor_text((priority, pk))}"],
+            None,
+        ),
+        "jobs list, name filter (API)": (["/api/v1/jobs/?q=sweep-4242"], None),
+        "jobs page (HTML)": (["/jobs/"], cookie),
+    }
 
 
 def _session_cookie(user) -> str:
@@ -119,7 +148,7 @@ def _session_cookie(user) -> str:
     session[SESSION_KEY] = str(user.pk)
     # The backend a password sign-in records: axes' backend, first in the list, only
     # refuses locked-out sign-ins and cannot load a session's user.
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[BACKEND_SESSION_KEY] = "portal.sign_in.LocalAccounts"
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.save()
     return f"{settings.SESSION_COOKIE_NAME}={session.session_key}"

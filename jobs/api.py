@@ -6,7 +6,6 @@ OpenAPI schema is generated from.
 
 from __future__ import annotations
 
-from django.db.models import Q
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
@@ -15,9 +14,8 @@ from rest_framework.views import APIView
 
 from queues.selectors import queues_for_user
 
-from . import selectors, services
+from . import listing, selectors, services
 from .manifests import build_manifests
-from .models import State
 from .schema import (
     EventOut,
     JobBatchIn,
@@ -78,34 +76,59 @@ def action_responses(ok) -> dict:
     }
 
 
+LIST_FILTERS = [
+    OpenApiParameter("state", str, description="comma-separated states"),
+    OpenApiParameter("queue", str, description="comma-separated queue names or leaf paths"),
+    OpenApiParameter("owner", str, description="comma-separated usernames"),
+    OpenApiParameter("mine", bool, description="only my jobs"),
+    OpenApiParameter("kind", str, description="comma-separated kinds (ray, pytorch)"),
+    OpenApiParameter("runtime", str, description="comma-separated runtimes"),
+    OpenApiParameter("priority_min", int, description="priority at least"),
+    OpenApiParameter("priority_max", int, description="priority at most"),
+    OpenApiParameter("submitted_after", str, description="ISO date or date-time, inclusive"),
+    OpenApiParameter("submitted_before", str, description="ISO date (the whole day) or date-time"),
+    OpenApiParameter("q", str, description="text in the job's name"),
+]
+
+
 class JobListView(APIView):
     @extend_schema(
         operation_id="jobs_list",
         parameters=[
-            OpenApiParameter("state", str, description="comma-separated states"),
-            OpenApiParameter("queue", str, description="queue name or leaf path"),
-            OpenApiParameter("mine", bool, description="only my jobs"),
-            *PAGE_PARAMETERS,
+            *LIST_FILTERS,
+            OpenApiParameter(
+                "sort",
+                str,
+                description=f"one of {', '.join(listing.SORTS)}, '-' first for descending "
+                f"(default {listing.DEFAULT_SORT})",
+            ),
+            OpenApiParameter("after", str, description="the cursor of the page before (in next)"),
+            OpenApiParameter("limit", int, description=f"page size, 1 to {PAGE_MAX} (default 50)"),
+            OpenApiParameter(
+                "offset", int, description="entries to skip instead of a cursor (default 0)"
+            ),
         ],
         responses=JobPage,
-        summary="Jobs the user may see, newest first",
+        summary="Jobs the user may see, filtered and sorted as the jobs page does",
     )
     def get(self, request):
-        jobs = selectors.jobs_for_user(request.user)
-        states = [s for s in request.query_params.get("state", "").split(",") if s]
-        unknown = sorted(set(states) - set(State.values))
-        if unknown:
-            return Response({"state": [f"unknown state {unknown[0]!r}"]}, status=400)
-        if states:
-            jobs = jobs.filter(state__in=states)
-        if queue := request.query_params.get("queue"):
-            jobs = jobs.filter(Q(queue__name=queue) | Q(queue__node__path=queue))
-        if request.query_params.get("mine", "").lower() in ("1", "true", "yes"):
-            jobs = jobs.filter(owner=request.user)
-        paginator = JobPagination()
-        page = paginator.paginate_queryset(jobs.order_by("-id"), request, view=self)
-        positions = selectors.job_positions(page)
-        return paginator.get_paginated_response(jobs_out(page, positions))
+        query = listing.parse_query(request.query_params)
+        if "offset" in request.query_params:  # pages by offset, as before cursors
+            jobs = query.filter.apply(selectors.jobs_for_user(request.user), request.user)
+            paginator = JobPagination()
+            page = paginator.paginate_queryset(jobs.order_by("-id"), request, view=self)
+            positions = selectors.job_positions(page)
+            return paginator.get_paginated_response(jobs_out(page, positions))
+        page = listing.job_list(request.user, query)
+        path = request.build_absolute_uri(request.path)
+        return Response(
+            {
+                "count": page.count,
+                "next": page.next.url(path) if page.next else None,
+                "previous": query.url(path, after=None) if query.after else None,
+                "results": jobs_out(page.jobs, selectors.job_positions(page.jobs)),
+            }
+        )
 
     @extend_schema(
         operation_id="jobs_create", request=JobIn, responses={201: JobOut}, summary="Submit"

@@ -161,6 +161,10 @@ class Job(models.Model):
             ),
             models.Index(fields=["owner", "-id"], name="job_owner"),
             models.Index(fields=["queue", "state", "-id"], name="job_queue_state"),
+            # The jobs list's keyset pages when sorted by priority or by name
+            # (jobs/listing.py); by submission it follows the primary key.
+            models.Index(fields=["priority", "id"], name="job_list_priority"),
+            models.Index(fields=["name", "id"], name="job_list_name"),
         ]
 
     def __str__(self) -> str:

@@ -9,6 +9,7 @@ finished job gets ``HttpResponseStopPolling`` (286) with the final fragment.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 
 import yaml
@@ -25,7 +26,7 @@ from kube.quantity import human
 from queues import selectors as queue_selectors
 from queues.selectors import queues_for_user, tree_nodes
 
-from . import selectors, services
+from . import listing, selectors, services
 from .cluster import SCHEDULING_FAILURES
 from .forms import SubmitForm
 from .manifests import build_manifests
@@ -266,6 +267,57 @@ def job_move_to_head(request: HttpRequest, pk: int) -> HttpResponse:
             request, f"Moved to the head of its queue (priority {old} to {job.priority})."
         )
     return redirect("job-detail", pk=job.pk)
+
+
+@login_required
+@require_GET
+def job_list(request: HttpRequest) -> HttpResponse:
+    """Every job the user may see, filtered, sorted, grouped and paged by the URL."""
+    context: dict = {
+        "queues": queues_for_user(request.user).order_by("name"),
+        "states": State.choices,
+        "kinds": Job.Kind.choices,
+        "runtimes": Job.Runtime.choices,
+        "sorts": listing.SORTS,
+        "form": request.GET,
+        "chosen": {
+            name: {v for raw in request.GET.getlist(name) for v in raw.split(",") if v}
+            for name in ("state", "queue", "kind", "runtime")
+        },
+    }
+    try:
+        query = listing.parse_query(request.GET)
+    except JobInvalid as invalid:
+        context["errors"] = invalid.errors
+        return render(request, "jobs/job_list.html", context, status=400)
+    page = listing.job_list(request.user, query)
+    positions = selectors.job_positions(page.jobs)
+    path = request.path
+    column, descending = query.sort.lstrip("-"), query.descending
+    context |= {
+        "query": query,
+        "page": page,
+        "jobs": [(job, positions.get(job.pk)) for job in page.jobs],
+        "next_url": page.next.url(path) if page.next else None,
+        "first_url": query.url(path, after=None) if query.after else None,
+        "sort_urls": {
+            name: query.url(
+                path, sort=f"-{name}" if name == column and not descending else name, after=None
+            )
+            for name in listing.SORTS
+        },
+        "group_urls": [
+            (value, count, query.url(path, after=None, group="", **_narrowed(query, value)))
+            for value, count in page.groups
+        ],
+    }
+    return render(request, "jobs/job_list.html", context)
+
+
+def _narrowed(query: listing.JobQuery, value: str) -> dict:
+    """The query's filter narrowed to one group (a queue or a state)."""
+    field = {"queue": "queues", "state": "states"}[query.group]
+    return {"filter": replace(query.filter, **{field: (value,)})}
 
 
 @login_required
