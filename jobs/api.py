@@ -14,7 +14,8 @@ from rest_framework.views import APIView
 
 from queues.selectors import queues_for_user
 
-from . import listing, selectors, services
+from . import bulk, listing, selectors, services
+from .fields import flat
 from .manifests import build_manifests
 from .schema import (
     EventOut,
@@ -34,7 +35,7 @@ from .schema import (
     writer,
 )
 from .specs import job_spec_full
-from .validation import PAGE_MAX, page_window
+from .validation import PAGE_MAX, PRIORITY_RANGE, JobInvalid, page_window
 
 
 class DetailOut(serializers.Serializer):
@@ -124,6 +125,7 @@ class JobListView(APIView):
         return Response(
             {
                 "count": page.count,
+                "count_more": page.more,
                 "next": page.next.url(path) if page.next else None,
                 "previous": query.url(path, after=None) if query.after else None,
                 "results": jobs_out(page.jobs, selectors.job_positions(page.jobs)),
@@ -171,6 +173,85 @@ class JobBatchView(APIView):
         return Response(
             batch_out(submitted),
             status=status.HTTP_201_CREATED,
+        )
+
+
+class JobBulkIn(serializers.Serializer):
+    """POST /api/v1/jobs/bulk/: the jobs (by id, or by the jobs list's filter) and what to
+    do to each."""
+
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        required=False,
+        max_length=bulk.BULK_MAX,
+        help_text="the jobs to act on",
+    )
+    filter = serializers.DictField(
+        child=serializers.CharField(max_length=200, allow_blank=True),
+        required=False,
+        help_text="instead of ids: every job this filter of GET /api/v1/jobs/ matches "
+        '(its parameters, {"state": "queued", "owner": "alice"})',
+    )
+    action = serializers.ChoiceField(bulk.ACTIONS)
+    priority = serializers.IntegerField(
+        required=False,
+        min_value=PRIORITY_RANGE[0],
+        max_value=PRIORITY_RANGE[1],
+        help_text="the new priority, for action priority",
+    )
+
+    def validate(self, data):
+        if ("ids" in data) == ("filter" in data):
+            raise serializers.ValidationError({"ids": ["give either ids or filter"]})
+        return data
+
+
+class RefusedOut(serializers.Serializer):
+    reason = serializers.CharField()
+    ids = serializers.ListField(child=serializers.IntegerField())
+
+
+class JobBulkOut(serializers.Serializer):
+    action = serializers.CharField()
+    done = serializers.ListField(child=serializers.IntegerField(), help_text="the jobs acted on")
+    refused = RefusedOut(many=True, help_text="the jobs each reason kept their action from")
+    summary = serializers.CharField(help_text='"12 cancelled; 3 refused: ..."')
+
+
+class JobBulkView(APIView):
+    @extend_schema(
+        operation_id="jobs_bulk",
+        request=JobBulkIn,
+        responses=JobBulkOut,
+        summary="Cancel, re-prioritise or move to the head many jobs at once",
+        description="Each job is checked with the rights of its own action; the answer names "
+        "the jobs each reason refused. A request wrong as a whole changes nothing.",
+    )
+    def post(self, request):
+        body = JobBulkIn(data=request.data)
+        if not body.is_valid():
+            raise JobInvalid(flat(body.errors))  # ids[3], not {"ids": {3: ...}}
+        wanted = body.validated_data
+        if "ids" in wanted:
+            jobs, unseen = bulk.jobs_chosen(request.user, wanted["ids"])
+        else:
+            query = listing.parse_query(wanted["filter"])
+            jobs, unseen = bulk.jobs_matching(request.user, query.filter), []
+        outcome = bulk.jobs_bulk(
+            user=request.user,
+            action=wanted["action"],
+            jobs=jobs,
+            not_visible=unseen,
+            priority=wanted.get("priority"),
+        )
+        refused = [{"reason": r, "ids": ids} for r, ids in outcome.refused.items()]
+        return Response(
+            {
+                "action": outcome.action,
+                "done": outcome.done,
+                "refused": refused,
+                "summary": outcome.summary(),
+            }
         )
 
 

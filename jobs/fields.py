@@ -57,7 +57,9 @@ def flat(detail: Any, key: str = "") -> dict[str, list[str]]:
     if isinstance(detail, Mapping):
         found: dict[str, list[str]] = {}
         for name, value in detail.items():
-            for where, reasons in flat(value, path(key, str(name))).items():
+            # A ListField's errors are keyed by the item's index: ids + 3 -> ids[3].
+            where_in = path(key, name if isinstance(name, int) else str(name))
+            for where, reasons in flat(value, where_in).items():
                 found.setdefault(where, []).extend(reasons)
         return found
     if isinstance(detail, list) and any(isinstance(item, Mapping | list) for item in detail):

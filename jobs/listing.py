@@ -41,6 +41,9 @@ SORTS: dict[str, tuple[str, type[Field]]] = {
 DEFAULT_SORT = "-submitted"
 GROUPS = {"queue": "queue__name", "state": "state"}
 DEFAULT_LIMIT = 50
+# Counting stops here: a count costs what it counts, and past this "more than 10,000" says
+# enough, so a page over 100,000 jobs costs what one over 10,000 does.
+COUNT_MAX = 10_000
 TEXT_MAX = 100
 LIST_PARAMETERS = (
     "state", "queue", "owner", "kind", "runtime", "priority_min", "priority_max",
@@ -141,7 +144,8 @@ class JobQuery:
 @dataclass
 class JobListPage:
     jobs: list[Job]
-    count: int  # every job the filter matches
+    count: int  # the jobs the filter matches, up to COUNT_MAX
+    more: bool  # more than COUNT_MAX match
     next: JobQuery | None  # the query of the next page; None on the last
     groups: list[tuple[str, int]]  # (queue or state, jobs) when the query groups
 
@@ -287,7 +291,14 @@ def job_list(user, query: JobQuery) -> JobListPage:
         by = GROUPS[query.group]
         counted = matching.order_by().values_list(by).annotate(n=Count("id"))
         groups = sorted(counted, key=lambda row: (-row[1], row[0]))
-    return JobListPage(jobs=jobs, count=matching.count(), next=following, groups=groups)
+    counted = matching.order_by()[: COUNT_MAX + 1].count()
+    return JobListPage(
+        jobs=jobs,
+        count=min(counted, COUNT_MAX),
+        more=counted > COUNT_MAX,
+        next=following,
+        groups=groups,
+    )
 
 
 def _value(job: Job, column: str) -> object:

@@ -501,7 +501,12 @@ class JobOut(JobIn):
 class JobPage(serializers.Serializer):
     """A page of the jobs list: ``results``, the total ``count`` and the pages around it."""
 
-    count = serializers.IntegerField()
+    count = serializers.IntegerField(
+        help_text="the jobs that match; by cursor, counted up to 10,000 (then count_more)"
+    )
+    count_more = serializers.BooleanField(
+        required=False, help_text="by cursor: more than count jobs match"
+    )
     next = serializers.URLField(allow_null=True)
     previous = serializers.URLField(allow_null=True)
     results = JobOut(many=True)

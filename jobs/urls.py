@@ -7,6 +7,7 @@ from . import views
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("jobs/", views.job_list, name="job-list"),
+    path("jobs/bulk/", views.job_bulk, name="job-bulk"),
     path("jobs/new/", views.job_submit, name="job-submit"),
     path("jobs/new/preview/", views.job_submit_preview, name="job-submit-preview"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),

@@ -8,17 +8,20 @@ finished job gets ``HttpResponseStopPolling`` (286) with the final fragment.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
+from urllib.parse import urlencode
 
 import yaml
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
@@ -26,7 +29,7 @@ from kube.quantity import human
 from queues import selectors as queue_selectors
 from queues.selectors import queues_for_user, tree_nodes
 
-from . import listing, selectors, services
+from . import bulk, listing, selectors, services
 from .cluster import SCHEDULING_FAILURES
 from .forms import SubmitForm
 from .manifests import build_manifests
@@ -274,7 +277,6 @@ def job_move_to_head(request: HttpRequest, pk: int) -> HttpResponse:
 def job_list(request: HttpRequest) -> HttpResponse:
     """Every job the user may see, filtered, sorted, grouped and paged by the URL."""
     context: dict = {
-        "queues": queues_for_user(request.user).order_by("name"),
         "states": State.choices,
         "kinds": Job.Kind.choices,
         "runtimes": Job.Runtime.choices,
@@ -282,7 +284,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "form": request.GET,
         "chosen": {
             name: {v for raw in request.GET.getlist(name) for v in raw.split(",") if v}
-            for name in ("state", "queue", "kind", "runtime")
+            for name in ("state", "kind", "runtime")
         },
     }
     try:
@@ -299,6 +301,9 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "page": page,
         "jobs": [(job, positions.get(job.pk)) for job in page.jobs],
         "next_url": page.next.url(path) if page.next else None,
+        "here": request.get_full_path(),
+        "filter_text": urlencode(query.params(after=None, group="", sort=listing.DEFAULT_SORT)),
+        "actions": bulk.DONE,
         "first_url": query.url(path, after=None) if query.after else None,
         "sort_urls": {
             name: query.url(
@@ -312,6 +317,37 @@ def job_list(request: HttpRequest) -> HttpResponse:
         ],
     }
     return render(request, "jobs/job_list.html", context)
+
+
+@login_required
+@require_POST
+def job_bulk(request: HttpRequest) -> HttpResponse:
+    """The jobs page's bulk form: an action on the chosen rows, or on every job its filter
+    matches; the answer says what happened to each, back on the same list."""
+    back = request.POST.get("back", "")
+    if not back.startswith("/jobs/"):  # only ever back to the jobs list
+        back = reverse("job-list")
+    try:
+        if request.POST.get("scope") == "filter":
+            query = listing.parse_query(QueryDict(request.POST.get("filter", "")))
+            jobs, unseen = bulk.jobs_matching(request.user, query.filter), []
+        else:
+            jobs, unseen = bulk.jobs_chosen(request.user, request.POST.getlist("ids"))
+        priority = request.POST.get("priority", "").strip()
+        if request.POST.get("action") == "priority" and not re.fullmatch(r"[+-]?\d{1,9}", priority):
+            raise JobInvalid({"priority": "a whole number is required to set a priority"})
+        outcome = bulk.jobs_bulk(
+            user=request.user,
+            action=request.POST.get("action", ""),
+            jobs=jobs,
+            not_visible=unseen,
+            priority=int(priority) if priority else None,
+        )
+    except JobInvalid as invalid:
+        messages.error(request, f"Nothing was changed: {invalid}")
+        return redirect(back)
+    (messages.warning if outcome.refused else messages.success)(request, outcome.summary())
+    return redirect(back)
 
 
 def _narrowed(query: listing.JobQuery, value: str) -> dict:

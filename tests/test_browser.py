@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import RAY_JOB
+from .test_job_list import submit
+
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
@@ -127,3 +130,48 @@ def test_a_researcher_signs_in_through_the_company_provider(live_server, provide
     expect(page.locator("textarea.tree-document")).to_be_visible()
     page.goto(live_server.url + "/api/docs/")
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("Caldera API")
+
+
+def log_in(page, url: str, username: str) -> None:
+    page.goto(url + "/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill("pw-" + username)
+    page.get_by_role("button", name="Log in").click()
+
+
+@pytest.fixture
+def two_sweeps(transactional_db, member, other_member, manager):
+    """Three jobs of alice's and three of carol's; made before the browser starts (its
+    event loop would refuse the database calls)."""
+    for n in range(3):
+        submit(member, RAY_JOB, name=f"sweep-{n}")
+        submit(other_member, RAY_JOB, name=f"other-{n}")
+
+
+def test_a_manager_cancels_a_filtered_set_and_a_member_only_their_own(
+    live_server, two_sweeps, page
+):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    page.goto(live_server.url + "/jobs/")
+    page.get_by_label("Name contains").fill("sweep")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(re.compile(r"/jobs/\?q=sweep"))
+    expect(page.locator(".list-count")).to_have_text("3 jobs")
+    page.goto(live_server.url + "/jobs/")  # every job, and alice picks two of carol's
+    page.get_by_label(re.compile(r"Select other-0")).check()
+    page.get_by_label(re.compile(r"Select sweep-0")).check()
+    page.get_by_role("button", name="Apply to the selected jobs").click()
+    expect(page.locator(".messages")).to_contain_text(
+        "1 cancelled; 1 refused: members cancel only their own jobs"
+    )
+    screenshot(page, "caldera-jobs-refused.png")
+
+    page.get_by_role("button", name="Log out").click()
+    log_in(page, live_server.url, "bob")
+    page.goto(live_server.url + "/jobs/?q=other&state=queued")
+    page.get_by_role("button", name="Apply to all 3 matching").click()
+    expect(page.locator(".messages")).to_contain_text("3 cancelled")
+    expect(page.get_by_text("No job matches.")).to_be_visible()
+    screenshot(page, "caldera-jobs.png")

@@ -186,3 +186,11 @@ def test_the_jobs_page_lists_filters_sorts_groups_and_pages(jobs, client, member
     following = JobQuery().url("/jobs/", sort="name")
     assert following == "/jobs/?sort=name"
     assert client.get("/jobs/", {"state": ["queued", "succeeded"]}).status_code == 200
+
+
+def test_counting_stops_past_its_bound(jobs, member, settings, monkeypatch):
+    monkeypatch.setattr("jobs.listing.COUNT_MAX", 10)
+    page = job_list(member, parse_query({}))
+    assert (page.count, page.more) == (10, True)
+    page = job_list(member, parse_query({"kind": "ray"}))
+    assert (page.count, page.more) == (8, False)

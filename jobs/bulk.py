@@ -1,0 +1,118 @@
+"""Acting on many jobs at once: the rows chosen on the jobs page, or everything its filter
+matches, and POST /api/v1/jobs/bulk/.
+
+Each job goes through the same service, with the same rights, as its own button: a member
+cancels only their own jobs, only managers raise a priority. A request that is wrong as a
+whole (an unknown action, a priority out of range, too many jobs) changes nothing; a job
+that its action refuses is named with the reason and the others go ahead, each change an
+event on its job. All of it commits together, so a failure half-way leaves nothing done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from .listing import JobFilter
+from .models import Job
+from .selectors import jobs_for_user
+from .services import (
+    JobConflict,
+    JobPermissionDenied,
+    job_cancel,
+    job_move_to_head,
+    job_set_priority,
+)
+from .validation import PRIORITY_RANGE, JobInvalid
+
+BULK_MAX = 5_000  # jobs one request may act on
+# Each action, and what the answer says of the jobs it changed.
+DONE = {"cancel": "cancelled", "priority": "re-prioritised", "move-to-head": "moved to the head"}
+ACTIONS = tuple(DONE)
+NOT_VISIBLE = "no such job"
+
+
+@dataclass
+class BulkOutcome:
+    action: str
+    done: list[int] = field(default_factory=list)
+    refused: dict[str, list[int]] = field(default_factory=dict)  # reason -> job ids
+
+    def summary(self) -> str:
+        """ "12 cancelled; 3 refused: members cancel only their own jobs"."""
+        parts = [f"{len(self.done)} {DONE[self.action]}"]
+        parts += [f"{len(ids)} refused: {reason}" for reason, ids in self.refused.items()]
+        return "; ".join(parts)
+
+
+def jobs_chosen(user, ids: Iterable[object]) -> tuple[list[Job], list[int]]:
+    """The jobs of ``ids`` the user may see, in the order given, and the ids of the others
+    (not found, or not theirs to see: the same answer, so nothing leaks)."""
+    wanted: list[int] = []
+    for raw in ids:
+        try:
+            wanted.append(int(raw))
+        except (TypeError, ValueError):
+            raise JobInvalid({"ids": f"{str(raw)[:40]!r} is not a job id"}) from None
+    wanted = list(dict.fromkeys(wanted))
+    _check_size(len(wanted), "ids")
+    found = {job.pk: job for job in jobs_for_user(user).filter(pk__in=wanted)}
+    return [found[pk] for pk in wanted if pk in found], [pk for pk in wanted if pk not in found]
+
+
+def jobs_matching(user, wanted: JobFilter) -> list[Job]:
+    """Every job the user may see that the filter matches, oldest first."""
+    jobs = wanted.apply(jobs_for_user(user), user).order_by("id")
+    matched = list(jobs[: BULK_MAX + 1])
+    _check_size(len(matched), "filter")
+    return matched
+
+
+def _check_size(count: int, name: str) -> None:
+    if count == 0:
+        raise JobInvalid({name: "names no job"})
+    if count > BULK_MAX:
+        raise JobInvalid({name: f"names more than {BULK_MAX} jobs; narrow it"})
+
+
+def jobs_bulk(
+    *,
+    user,
+    action: str,
+    jobs: Sequence[Job],
+    not_visible: Sequence[int] = (),
+    priority: int | None = None,
+    now: datetime | None = None,
+) -> BulkOutcome:
+    """Run ``action`` on each job, as its own button would; what each job's action refused
+    is named in the outcome."""
+    if action not in DONE:
+        raise JobInvalid(
+            {"action": f"unknown action {str(action)[:40]!r}; one of {', '.join(ACTIONS)}"}
+        )
+    low, high = PRIORITY_RANGE
+    if action == "priority" and (priority is None or not low <= priority <= high):
+        raise JobInvalid({"priority": f"a priority between {low} and {high} is required"})
+    now = now or timezone.now()
+    outcome = BulkOutcome(action=action)
+    if not_visible:
+        outcome.refused[NOT_VISIBLE] = list(not_visible)
+    with transaction.atomic():
+        for job in jobs:
+            try:
+                with transaction.atomic():  # what a refused job began is undone alone
+                    if action == "cancel":
+                        job_cancel(user=user, job=job, now=now)
+                    elif action == "priority":
+                        job_set_priority(user=user, job=job, priority=priority, now=now)
+                    else:
+                        job_move_to_head(user=user, job=job, now=now)
+            except (JobPermissionDenied, JobConflict) as refusal:
+                outcome.refused.setdefault(str(refusal), []).append(job.pk)
+            else:
+                outcome.done.append(job.pk)
+    return outcome
