@@ -11,6 +11,7 @@ API body (``SubmitForm.document``) that ``JobIn`` checks like any other.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -326,6 +327,58 @@ class SubmitForm:
         return {name: item.value for name, item in self.inputs.items()} | {
             "groups": str(self.groups)
         }
+
+
+def form_data(document: Mapping) -> tuple[dict[str, str], list[str]]:
+    """The form's values for a job document (``schema.job_document``): the inverse of
+    ``SubmitForm.document``. Also what the form cannot hold (a resource it has no input
+    for, more than MAX_GROUPS worker groups, a script's own file name), for the page to say
+    so: the API takes those."""
+    kind = document["kind"]
+    head = document.get("master" if kind == Job.Kind.PYTORCH else "head") or {}
+    data = {
+        "queue": document["queue"],
+        "kind": kind,
+        "runtime": document.get("runtime", ""),
+        "name": document["name"],
+        "image": document["image"],
+        "entrypoint": document.get("entrypoint", ""),
+        "command": shlex.join(document.get("command") or []),
+        "script": document.get("script", ""),
+        "pip": " ".join(document.get("pip") or []),
+        "env": "\n".join(f"{k}={v}" for k, v in (document.get("env") or {}).items()),
+        "priority": str(document.get("priority", "")),
+        "run_seconds": _plain(document.get("run_seconds", "")),
+    }
+    left_out = _fill_resources(data, "head", head.get("resources") or {}, "head")
+    workers = document.get("workers") or []
+    for index, group in enumerate(workers[:MAX_GROUPS]):
+        prefix = group_prefix(index)
+        data[f"{prefix}_name"] = group.get("name", "")
+        data[f"{prefix}_replicas"] = str(group.get("replicas", 1))
+        data[f"{prefix}_max_replicas"] = str(group.get("max_replicas") or "")
+        where = f"workers[{index}]"
+        left_out += _fill_resources(data, prefix, group.get("resources") or {}, where)
+    data["groups"] = str(max(min(len(workers), MAX_GROUPS), 1))
+    if len(workers) > MAX_GROUPS:
+        left_out.append(f"worker groups after the first {MAX_GROUPS}")
+    if document.get("script_filename", "main.py") != "main.py":
+        left_out.append(f"the script's file name {document['script_filename']!r}")
+    return data, left_out
+
+
+def _fill_resources(data: dict, prefix: str, resources: Mapping, where: str) -> list[str]:
+    offered = {resource: suffix for resource, suffix, _label, _example in RESOURCES}
+    for resource, suffix in offered.items():
+        data[f"{prefix}_{suffix}"] = str(resources.get(resource, ""))
+    return [f"{where}: {resource}" for resource in resources if resource not in offered]
+
+
+def _plain(number: object) -> str:
+    """600.0 -> "600", 2.5 -> "2.5"."""
+    if isinstance(number, float) and number.is_integer():
+        return str(int(number))
+    return str(number)
 
 
 def _within(key: str, prefix: str) -> bool:

@@ -498,6 +498,34 @@ class JobOut(JobIn):
         return answer
 
 
+def job_document(job: Job) -> dict:
+    """The submission a stored job was made from, as JobIn reads it: what "Submit a copy"
+    fills the form with. ``job_parse(job_document(job))`` is the job again."""
+    ray = job.kind == Job.Kind.RAY
+    document: dict = {
+        "queue": job.queue.node.path,
+        "kind": job.kind,
+        "runtime": job.runtime,
+        "name": job.name,
+        "image": job.image,
+        "head" if ray else "master": job.head,
+        "workers": job.workers,
+        "priority": job.priority,
+        "run_seconds": job.run_seconds,
+    }
+    if ray:
+        document["entrypoint"] = job.entrypoint
+    else:
+        document["command"] = job.command
+    optional = {
+        "script": job.script,
+        "script_filename": job.script_filename if job.script else "",
+        "pip": job.pip,
+        "env": job.env,
+    }
+    return document | {name: value for name, value in optional.items() if value}
+
+
 class JobPage(serializers.Serializer):
     """A page of the jobs list: ``results``, the total ``count`` and the pages around it."""
 

@@ -31,10 +31,10 @@ from queues.selectors import queues_for_user, tree_nodes
 
 from . import bulk, listing, selectors, services
 from .cluster import SCHEDULING_FAILURES
-from .forms import SubmitForm
+from .forms import SubmitForm, form_data
 from .manifests import build_manifests
 from .models import LIVE, Job, State
-from .schema import JobPriorityIn, job_parse
+from .schema import JobPriorityIn, job_document, job_parse
 from .specs import job_spec_full
 from .validation import PRIORITY_RANGE, JobInvalid, page_window
 
@@ -107,13 +107,14 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/dashboard.html", context)
 
 
-def _submit_form(request: HttpRequest, queues: list) -> SubmitForm:
-    """The form for this user's ``queues`` and the runtimes this cluster offers."""
+def _submit_form(request: HttpRequest, queues: list, data: Mapping | None = None) -> SubmitForm:
+    """The form for this user's ``queues`` and the runtimes this cluster offers, with the
+    POST's values, or ``data`` (a copy of a job)."""
     runtimes = [
         (value, label) for value, label in Job.Runtime.choices if value in settings.CLUSTER_RUNTIMES
     ]
     return SubmitForm(
-        request.POST if request.method == "POST" else None,
+        request.POST if request.method == "POST" else data,
         queues=[(q.node.path, q.name) for q in queues] or [("", "(no queue you can submit to)")],
         runtimes=runtimes,
     )
@@ -125,7 +126,13 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     """The submit form. A POST with ``action`` adds or removes a worker group and shows
     the form again; any other POST submits the job."""
     queues = services.queue_for_submit_choices(request.user)
-    form = _submit_form(request, queues)
+    copied, left_out = None, []
+    if request.method == "GET" and "copy" in request.GET:  # "Submit a copy" of a job
+        copied = selectors.job_get_for_user(request.user, request.GET["copy"])
+        data, left_out = form_data(job_document(copied))
+        form = _submit_form(request, queues, data)
+    else:
+        form = _submit_form(request, queues)
     status = 200
     if request.method == "POST" and not request.POST.get("action"):
         try:
@@ -143,6 +150,8 @@ def job_submit(request: HttpRequest) -> HttpResponse:
         "values": form.values,
         "errors": form.errors,
         "top_errors": form.top_errors,
+        "copied": copied,
+        "left_out": left_out,
     }
     return render(request, "jobs/submit.html", context, status=status)
 

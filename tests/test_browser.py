@@ -175,3 +175,19 @@ def test_a_manager_cancels_a_filtered_set_and_a_member_only_their_own(
     expect(page.locator(".messages")).to_contain_text("3 cancelled")
     expect(page.get_by_text("No job matches.")).to_be_visible()
     screenshot(page, "caldera-jobs.png")
+
+
+def test_a_researcher_submits_a_copy_of_a_job(live_server, two_sweeps, page):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    page.goto(live_server.url + "/jobs/?q=sweep-1")
+    page.get_by_role("link", name="sweep-1").click()
+    page.get_by_role("link", name="Submit a copy").click()
+    expect(page.get_by_text(re.compile(r"A copy of sweep-1 #\d+"))).to_be_visible()
+    expect(page.locator("#id_name")).to_have_value("sweep-1")
+    expect(page.locator("#id_worker_replicas")).to_have_value("2")
+    page.locator("#id_name").fill("sweep-1-again")
+    page.get_by_role("button", name="Submit job").click()
+    expect(page.get_by_role("heading", name=re.compile("sweep-1-again"))).to_be_visible()
+    expect(page.locator("#job-status .state")).to_have_text("queued")
