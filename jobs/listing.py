@@ -39,7 +39,9 @@ SORTS: dict[str, tuple[str, type[Field]]] = {
     "runtime": ("runtime", CharField),
 }
 DEFAULT_SORT = "-submitted"
-GROUPS = {"queue": "queue__name", "state": "state"}
+# Groups: the name in the URL -> the column counted, and the filter field that narrows to
+# one group (a group's link on the page).
+GROUPS = {"queue": ("queue__name", "queues"), "state": ("state", "states")}
 DEFAULT_LIMIT = 50
 # Counting stops here: a count costs what it counts, and past this "more than 10,000" says
 # enough, so a page over 100,000 jobs costs what one over 10,000 does.
@@ -135,6 +137,12 @@ class JobQuery:
             "after": cursor_text(query.after) if query.after else "",
         }
         return {name: value for name, value in out.items() if value}
+
+    def narrowed(self, value: str) -> JobQuery:
+        """This query's first page with its filter narrowed to one of its groups."""
+        _, field_name = GROUPS[self.group]
+        narrower = replace(self.filter, **{field_name: (value,)})
+        return replace(self, filter=narrower, group="", after=None)
 
     def url(self, path: str, **changes) -> str:
         params = self.params(**changes)
@@ -288,7 +296,7 @@ def job_list(user, query: JobQuery) -> JobListPage:
         following = replace(query, after=(value, last.pk))
     groups: list[tuple[str, int]] = []
     if query.group:
-        by = GROUPS[query.group]
+        by, _ = GROUPS[query.group]
         counted = matching.order_by().values_list(by).annotate(n=Count("id"))
         groups = sorted(counted, key=lambda row: (-row[1], row[0]))
     counted = matching.order_by()[: COUNT_MAX + 1].count()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import timedelta
 from urllib.parse import urlencode
 
@@ -321,8 +320,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
             for name in listing.SORTS
         },
         "group_urls": [
-            (value, count, query.url(path, after=None, group="", **_narrowed(query, value)))
-            for value, count in page.groups
+            (value, count, query.narrowed(value).url(path)) for value, count in page.groups
         ],
     }
     return render(request, "jobs/job_list.html", context)
@@ -357,12 +355,6 @@ def job_bulk(request: HttpRequest) -> HttpResponse:
         return redirect(back)
     (messages.warning if outcome.refused else messages.success)(request, outcome.summary())
     return redirect(back)
-
-
-def _narrowed(query: listing.JobQuery, value: str) -> dict:
-    """The query's filter narrowed to one group (a queue or a state)."""
-    field = {"queue": "queues", "state": "states"}[query.group]
-    return {"filter": replace(query.filter, **{field: (value,)})}
 
 
 @login_required
