@@ -211,9 +211,15 @@ class RefusedOut(serializers.Serializer):
     ids = serializers.ListField(child=serializers.IntegerField())
 
 
+class CopyOut(serializers.Serializer):
+    of = serializers.IntegerField(help_text="the finished job")
+    id = serializers.IntegerField(help_text="its copy, queued")
+
+
 class JobBulkOut(serializers.Serializer):
     action = serializers.CharField()
     done = serializers.ListField(child=serializers.IntegerField(), help_text="the jobs acted on")
+    copies = CopyOut(many=True, help_text="resubmit: the job queued for each finished one")
     refused = RefusedOut(many=True, help_text="the jobs each reason kept their action from")
     summary = serializers.CharField(help_text='"12 cancelled; 3 refused: ..."')
 
@@ -223,7 +229,7 @@ class JobBulkView(APIView):
         operation_id="jobs_bulk",
         request=JobBulkIn,
         responses=JobBulkOut,
-        summary="Cancel, re-prioritise or move to the head many jobs at once",
+        summary="Cancel, re-prioritise, move to the head or resubmit many jobs at once",
         description="Each job is checked with the rights of its own action; the answer names "
         "the jobs each reason refused. A request wrong as a whole changes nothing.",
     )
@@ -249,6 +255,7 @@ class JobBulkView(APIView):
             {
                 "action": outcome.action,
                 "done": outcome.done,
+                "copies": [{"of": of, "id": copy} for of, copy in outcome.copies.items()],
                 "refused": refused,
                 "summary": outcome.summary(),
             }

@@ -2,7 +2,8 @@
 matches, and POST /api/v1/jobs/bulk/.
 
 Each job goes through the same service, with the same rights, as its own button: a member
-cancels only their own jobs, only managers raise a priority. A request that is wrong as a
+cancels only their own jobs, only managers raise a priority, a finished job is resubmitted
+as a new submission of the user's (``job_resubmit``). A request that is wrong as a
 whole (an unknown action, a priority out of range, too many jobs) changes nothing; a job
 that its action refuses is named with the reason and the others go ahead, each change an
 event on its job. All of it commits together, so a failure half-way leaves nothing done.
@@ -25,15 +26,22 @@ from .services import (
     JobPermissionDenied,
     job_cancel,
     job_move_to_head,
+    job_resubmit,
     job_set_priority,
 )
 from .validation import PRIORITY_RANGE, JobInvalid
 
 BULK_MAX = 5_000  # jobs one request may act on
 # Each action, and what the answer says of the jobs it changed.
-DONE = {"cancel": "cancelled", "priority": "re-prioritised", "move-to-head": "moved to the head"}
+DONE = {
+    "cancel": "cancelled",
+    "priority": "re-prioritised",
+    "move-to-head": "moved to the head",
+    "resubmit": "resubmitted",
+}
 ACTIONS = tuple(DONE)
 NOT_VISIBLE = "no such job"
+COPIES_NAMED = 10  # the summary names this many of the copies a resubmit queued
 
 
 @dataclass
@@ -41,10 +49,15 @@ class BulkOutcome:
     action: str
     done: list[int] = field(default_factory=list)
     refused: dict[str, list[int]] = field(default_factory=dict)  # reason -> job ids
+    copies: dict[int, int] = field(default_factory=dict)  # resubmit: job id -> its copy's
 
     def summary(self) -> str:
         """ "12 cancelled; 3 refused: members cancel only their own jobs"."""
         parts = [f"{len(self.done)} {DONE[self.action]}"]
+        if self.copies:
+            shown = [f"#{copy}" for copy in list(self.copies.values())[:COPIES_NAMED]]
+            more = len(self.copies) - len(shown)
+            parts[0] += f" as {', '.join(shown)}" + (f" and {more} more" if more else "")
         parts += [f"{len(ids)} refused: {reason}" for reason, ids in self.refused.items()]
         return "; ".join(parts)
 
@@ -109,9 +122,11 @@ def jobs_bulk(
                         job_cancel(user=user, job=job, now=now)
                     elif action == "priority":
                         job_set_priority(user=user, job=job, priority=priority, now=now)
-                    else:
+                    elif action == "move-to-head":
                         job_move_to_head(user=user, job=job, now=now)
-            except (JobPermissionDenied, JobConflict) as refusal:
+                    else:
+                        outcome.copies[job.pk] = job_resubmit(user=user, job=job, now=now).pk
+            except (JobPermissionDenied, JobConflict, JobInvalid) as refusal:
                 outcome.refused.setdefault(str(refusal), []).append(job.pk)
             else:
                 outcome.done.append(job.pk)

@@ -222,6 +222,7 @@ class JobEvent(models.Model):
         CANCELLED = "Cancelled"
         STOPPED = "Stopped"
         PRIORITY_CHANGED = "PriorityChanged"
+        RESUBMITTED = "Resubmitted"  # on a finished job, naming the copy queued from it
         SUCCEEDED = "Succeeded"
         FAILED = "Failed"
 

@@ -17,8 +17,8 @@ from queues.placement import unplaceable
 from queues.quota import exceeds_max
 
 from .cluster import get_backend
-from .models import PENDING, Job, JobEvent, State, sources_of
-from .schema import JobDraft, JobIn, bound
+from .models import PENDING, TERMINAL, Job, JobEvent, State, sources_of
+from .schema import JobDraft, JobIn, bound, job_document, job_parse
 from .selectors import QUEUE_ORDER
 from .triggers import request_admission, request_reconcile
 from .validation import PRIORITY_RANGE, JobInvalid, job_pods
@@ -335,6 +335,28 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
         else:
             transaction.on_commit(request_admission)
     return locked
+
+
+def job_resubmit(*, user, job: Job, now: datetime | None = None) -> Job:
+    """Queue a copy of a finished job, owned by the user, checked as a new submission (the
+    queue still open to them, its priority one they may give, the tree still able to hold
+    it). Members resubmit their own jobs; managers any. The finished job records the copy.
+    """
+    now = now or timezone.now()
+    if job_may_act(user, job) is None:
+        raise JobPermissionDenied("members resubmit only their own jobs; managers resubmit any job")
+    if job.state not in TERMINAL:
+        raise JobConflict(f"only finished jobs are resubmitted; this one is {job.state}")
+    with transaction.atomic():
+        copy = job_submit(user=user, draft=job_parse(job_document(job)), now=now)
+        event_record(
+            job=job,
+            reason=JobEvent.Reason.RESUBMITTED,
+            message=f"Resubmitted by {user.username} as #{copy.pk}",
+            at=now,
+            actor=user,
+        )
+    return copy
 
 
 def job_set_priority(*, user, job: Job, priority: int, now: datetime | None = None) -> Job:

@@ -39,6 +39,7 @@ def test_a_manager_cancels_everything_a_filter_matches(api, manager, sweep):
     assert answer.json() == {
         "action": "cancel",
         "done": [job.pk for job in alices + carols],
+        "copies": [],
         "refused": [],
         "summary": "6 cancelled",
     }
@@ -84,6 +85,53 @@ def test_a_finished_job_is_named_and_the_others_go_ahead(api, member, sweep):
     answer = api(member).post(BULK, {"ids": ids, "action": "cancel"}, format="json").json()
     assert answer["refused"] == [{"reason": "the job has already succeeded", "ids": ids[:1]}]
     assert answer["done"] == ids[1:]
+
+
+def test_finished_jobs_are_resubmitted_as_copies_of_the_users(api, member, sweep):
+    alices, carols, _ = sweep
+    finished = [alices[0], alices[1], carols[0]]
+    Job.objects.filter(pk__in=[job.pk for job in finished]).update(state=State.SUCCEEDED)
+    Job.objects.filter(pk=alices[1].pk).update(state=State.FAILED, priority=-5)
+    ids = [alices[0].pk, alices[1].pk, carols[0].pk, alices[2].pk]
+    answer = api(member).post(BULK, {"ids": ids, "action": "resubmit"}, format="json").json()
+    assert answer["done"] == ids[:2]
+    assert answer["refused"] == [
+        {
+            "reason": "members resubmit only their own jobs; managers resubmit any job",
+            "ids": [carols[0].pk],
+        },
+        {"reason": "only finished jobs are resubmitted; this one is queued", "ids": [alices[2].pk]},
+    ]
+    copies = {entry["of"]: Job.objects.get(pk=entry["id"]) for entry in answer["copies"]}
+    assert list(copies) == ids[:2]
+    for original, copy in ((alices[0], copies[ids[0]]), (alices[1], copies[ids[1]])):
+        assert copy.state == State.QUEUED and copy.owner == member
+        assert (copy.name, copy.queue_id, copy.request) == (
+            original.name,
+            original.queue_id,
+            original.request,
+        )
+        event = JobEvent.objects.get(job=original, reason="Resubmitted")
+        assert event.message == f"Resubmitted by alice as #{copy.pk}" and event.actor == member
+    assert copies[ids[1]].priority == -5  # the copy keeps what the job was given
+    assert answer["summary"].startswith(f"2 resubmitted as #{copies[ids[0]].pk}, #")
+
+
+def test_a_copy_is_checked_as_a_new_submission(api, member, sweep):
+    """A member cannot resubmit a job that a manager raised above 0: the copy would be a
+    priority jump. The refusal names the field, and nothing is queued for it."""
+    alices, _, _ = sweep
+    Job.objects.filter(pk=alices[0].pk).update(state=State.CANCELLED, priority=7)
+    before = Job.objects.count()
+    answer = api(member).post(BULK, {"ids": [alices[0].pk], "action": "resubmit"}, format="json")
+    assert answer.json()["refused"] == [
+        {
+            "reason": "priority: members submit at priority 0 or below; ask a manager to raise it",
+            "ids": [alices[0].pk],
+        }
+    ]
+    assert Job.objects.count() == before
+    assert not JobEvent.objects.filter(reason="Resubmitted").exists()
 
 
 @pytest.mark.parametrize(
