@@ -17,7 +17,9 @@ The parts:
 - mixed: 32 clients reading queues and submitting jobs at once, a worker admitting
   (mixed.py);
 - cluster: the Kubernetes backend against the emulated API server: objects stored per
-  second, and a sync pass at 1k and 10k live jobs (cluster.py).
+  second, and a sync pass at 1k and 10k live jobs (cluster.py);
+- estimate: the estimated start of pending jobs against their actual start, over the
+  baseline scenario replayed through the service (estimates.py).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from .services import REPO, bench_environment, flush_redis, recreate_database, w
 
 RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
-PARTS = ["kueue", "throughput", "reads", "reaction", "mixed", "cluster"]
+PARTS = ["kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate"]
 IDLE_REACTION_ROUNDS = 30
 # 60,000 jobs due within 0.4 s cannot be submitted one request at a time on 2 cores: the
 # large-scale scenario is submitted as a CI pipeline submits a sweep, in batches.
@@ -102,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         run["mixed"] = mixed_part(env, seconds)
     if "cluster" in parts:
         run["cluster"] = cluster_part(env)
+    if "estimate" in parts:
+        run["estimate"] = estimate_part(env, args.scale)
 
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(run, indent=2))
@@ -210,6 +214,47 @@ def mixed_part(env: dict, seconds: float) -> dict:
     with worker(run_env), web(run_env, port=PORT) as url:
         result = measure(scenario, user=user, base_url=url, env=run_env, seconds=seconds)
     print(f"bench: mixed {json.dumps(result)}", flush=True)
+    return result
+
+
+def estimate_part(env: dict, scale: float) -> dict:
+    from django.conf import settings
+
+    from .estimates import SAMPLES, call_times, errors, sample
+    from .kueue import load
+    from .replay import prepare, replay
+
+    scenario = load("baseline", scale=scale)
+    print(f"bench: estimates over the baseline replay: {len(scenario.workloads)} jobs", flush=True)
+    fresh(env)
+    user = prepare(scenario)
+    # The sampler makes the estimates at beat's pace itself, to time each refresh.
+    run_env = {
+        **env,
+        "SIMULATED_CLUSTER_NODES": f"1xcpu={scenario.total_cpu}",
+        "ESTIMATE_SECONDS": "86400",
+    }
+    stop, samples, took = threading.Event(), [], []
+    paths = [queue.path for queue in scenario.queues]
+    every = max(scenario.physical_bound_seconds / SAMPLES, 0.5)
+    sampler = threading.Thread(
+        target=lambda: samples.extend(sample(paths, every=every, until=stop, took=took)),
+        daemon=True,
+    )
+    with worker(run_env):
+        sampler.start()
+        replayed = replay(scenario, variant="service", user=user)
+        stop.set()
+        sampler.join(timeout=120)
+    result = {
+        "scenario": scenario.name,
+        "jobs": replayed.jobs,
+        "classes": errors(samples),
+        "calls": call_times(took),
+        "depth": settings.ESTIMATE_DEPTH,
+        "every": settings.ESTIMATE_SECONDS,
+    }
+    print(f"bench: estimate {json.dumps(result)}", flush=True)
     return result
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .kueue import KUEUE_BASELINE, KUEUE_LARGE_SCALE_LIMIT_SECONDS
 
-SECTIONS = ("kueue", "throughput", "reads", "reaction", "mixed", "cluster")
+SECTIONS = ("kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate")
 
 
 def start(section: str) -> str:
@@ -187,6 +187,35 @@ def render_cluster(run: dict) -> list[str]:
     return lines
 
 
+def render_estimate(run: dict) -> list[str]:
+    figures = run["estimate"]
+    lines = [
+        "| class | estimates | without one | mean absolute error | p90 absolute error "
+        "| mean wait estimated |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for group, row in figures["classes"].items():
+        cells = [
+            _seconds(row[key]) if row[key] is not None else "-"
+            for key in ("mae_seconds", "p90_seconds", "mean_wait_seconds")
+        ]
+        lines.append(f"| {group} | {row['estimates']} | {row['without']} | {' | '.join(cells)} |")
+    lines += [
+        "",
+        f"The {figures['scenario']} scenario ({figures['jobs']:,} jobs) replayed through the "
+        "service; the error is between the estimate a job page showed and the job's dequeue.",
+    ]
+    calls = figures.get("calls")
+    if calls and calls["calls"]:
+        lines.append(
+            f"Each of the {calls['calls']} refreshes (the first {figures.get('depth', 200)} "
+            "pending jobs of every queue, one replay of the rule, every "
+            f"{figures.get('every', 10):g} s) took {_ms(calls['p50_ms'])} at the median, "
+            f"{_ms(calls['max_ms'])} at most; pages read the result in one query."
+        )
+    return lines
+
+
 def render_reaction(rows: list[tuple[str, dict]]) -> list[str]:
     lines = [
         "| workers | reaction to | rounds | p50 | p99 | max |",
@@ -220,6 +249,7 @@ RENDERERS = {
     ),
     "mixed": (lambda run: run.get("mixed"), render_mixed),
     "cluster": (lambda run: run.get("cluster"), render_cluster),
+    "estimate": (lambda run: run.get("estimate"), render_estimate),
     # Measured by the probe beside the baseline replay, so written by the kueue part.
     "reaction-under-load": (
         _reactions_under_load,

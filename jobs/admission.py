@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -91,10 +92,17 @@ def capacity_changed(*, now: datetime) -> None:
 def leaf_usage() -> dict[str, ResourceList]:
     """Requests of the jobs holding quota (admitted, running, and leaving until their
     objects are gone) summed per leaf path, in SQL."""
+    return leaf_holding()[0]
+
+
+def leaf_holding() -> tuple[dict[str, ResourceList], dict[str, ResourceList]]:
+    """Per leaf path and resource: what the jobs holding quota use, and how many of them
+    hold some of it."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT n.path, r.key, SUM(r.value::bigint)
+            SELECT n.path, r.key, SUM(r.value::bigint),
+                   COUNT(*) FILTER (WHERE r.value::bigint > 0)
             FROM {JOBS} j
             JOIN {QUEUES} q ON q.id = j.queue_id
             JOIN {QUOTA_NODES} n ON n.id = q.node_id
@@ -105,9 +113,12 @@ def leaf_usage() -> dict[str, ResourceList]:
             [list(HOLDING)],
         )
         usage: dict[str, ResourceList] = {}
-        for path, resource, amount in cursor.fetchall():
+        jobs: dict[str, ResourceList] = {}
+        for path, resource, amount, holders in cursor.fetchall():
             usage.setdefault(path, {})[resource] = int(amount)
-    return usage
+            if holders:
+                jobs.setdefault(path, {})[resource] = holders
+    return usage, jobs
 
 
 def holding_jobs() -> tuple[list[Admitted], list[Admitted]]:
@@ -148,18 +159,49 @@ def usage_of(admitted: list[Admitted]) -> dict[str, ResourceList]:
     return rollup(leaves)
 
 
-def _queue_heads(now: datetime, woken_at: datetime | None, limit: int) -> list[QueueHeads]:
-    """The first ``limit`` pending jobs of every active queue, in queue order, in one query."""
+def is_due(
+    state: str,
+    next_attempt_at: datetime | None,
+    last_tried_at: datetime | None,
+    now: datetime,
+    woken_at: datetime | None,
+) -> bool:
+    """Whether a pending job is tried at the next cycle: a queued job always; a backing-off
+    one once its next attempt is due, or capacity changed since it was last tried."""
+    return state == State.QUEUED or (
+        (next_attempt_at is not None and next_attempt_at <= now)
+        or (woken_at is not None and (last_tried_at is None or last_tried_at < woken_at))
+    )
+
+
+class PendingRow(NamedTuple):
+    leaf: str
+    policy: str
+    preemption: bool
+    queue_id: int
+    id: int
+    priority: int
+    enqueued_at: datetime
+    request: ResourceList
+    state: str
+    next_attempt_at: datetime | None
+    last_tried_at: datetime | None
+    run_seconds: float | None
+
+
+def pending_heads(limit: int) -> list[PendingRow]:
+    """The first ``limit`` pending jobs of every active queue, in queue order, in one query
+    (the admission cycle reads its candidates so, and the start estimate its waiting jobs)."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT n.path, q.policy, q.preemption, h.id, h.priority, h.enqueued_at,
-                   h.request::text, h.state, h.next_attempt_at, h.last_tried_at
+            SELECT n.path, q.policy, q.preemption, q.id, h.id, h.priority, h.enqueued_at,
+                   h.request::text, h.state, h.next_attempt_at, h.last_tried_at, h.run_seconds
             FROM {QUEUES} q
             JOIN {QUOTA_NODES} n ON n.id = q.node_id
             CROSS JOIN LATERAL (
                 SELECT j.id, j.priority, j.ticket, j.enqueued_at, j.request, j.state,
-                       j.next_attempt_at, j.last_tried_at
+                       j.next_attempt_at, j.last_tried_at, j.run_seconds
                 FROM {JOBS} j
                 WHERE j.queue_id = q.id AND j.state = ANY(%s)
                 ORDER BY j.priority DESC, j.ticket
@@ -168,25 +210,29 @@ def _queue_heads(now: datetime, woken_at: datetime | None, limit: int) -> list[Q
             WHERE q.active AND n.active
             ORDER BY n.path, h.priority DESC, h.ticket
             """,
-            [list(PENDING), limit + 1],
+            [list(PENDING), limit],
         )
-        rows = cursor.fetchall()
+        return [PendingRow(*row[:7], _units(row[7]), *row[8:]) for row in cursor.fetchall()]
+
+
+def _units(request: str) -> ResourceList:
+    return {resource: int(amount) for resource, amount in json.loads(request).items()}
+
+
+def _queue_heads(now: datetime, woken_at: datetime | None, limit: int) -> list[QueueHeads]:
+    """The first ``limit`` pending jobs of every active queue as candidates, and whether
+    each queue holds more."""
     grouped: dict[str, tuple[str, bool, list[Candidate]]] = {}
-    for row in rows:
-        path, policy, preemption, job_id, priority, enqueued_at = row[:6]
-        request, state, next_at, tried_at = row[6:]
-        due = state == State.QUEUED or (
-            (next_at is not None and next_at <= now)
-            or (woken_at is not None and (tried_at is None or tried_at < woken_at))
-        )
+    for row in pending_heads(limit + 1):
+        due = is_due(row.state, row.next_attempt_at, row.last_tried_at, now, woken_at)
         candidate = Candidate(
-            key=job_id,
-            request={k: int(v) for k, v in json.loads(request).items()},
-            rank=(-priority, enqueued_at, job_id),
+            key=row.id,
+            request=row.request,
+            rank=(-row.priority, row.enqueued_at, row.id),
             due=due,
-            priority=priority,
+            priority=row.priority,
         )
-        grouped.setdefault(path, (policy, preemption, []))[2].append(candidate)
+        grouped.setdefault(row.leaf, (row.policy, row.preemption, []))[2].append(candidate)
     return [
         QueueHeads(
             leaf=path,

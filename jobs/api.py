@@ -6,16 +6,24 @@ OpenAPI schema is generated from.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from kube.quantity import format_quantity
 from queues.selectors import queues_for_user
 
-from . import bulk, listing, selectors, services
+from . import bulk, estimate, listing, logs, selectors, services, waiting
+from .cluster import ClusterUnavailable, LogUnavailable
 from .fields import flat
+from .history import RANGES, history_query, usage_series
 from .manifests import build_manifests
 from .schema import (
     EventOut,
@@ -28,6 +36,7 @@ from .schema import (
     KubernetesObject,
     QueueDetailOut,
     QueueListOut,
+    UsageHistoryOut,
     batch_out,
     job_out,
     job_parse,
@@ -262,18 +271,110 @@ class JobBulkView(APIView):
         )
 
 
+class StandingOut(serializers.Serializer):
+    """One node (or the cluster) on a waiting job's path, for one resource it asks for."""
+
+    node = serializers.CharField(source="where", help_text='a node\'s path, or "cluster"')
+    resource = serializers.CharField()
+    min = serializers.SerializerMethodField(help_text="null for the cluster")
+    max = serializers.SerializerMethodField(help_text="null: not limited here")
+    used = serializers.SerializerMethodField()
+    borrowed = serializers.SerializerMethodField(help_text="used above its min")
+    lent = serializers.SerializerMethodField(help_text="min it leaves unused that others use")
+    free = serializers.SerializerMethodField(help_text="max less used; null without a max")
+    blocks = serializers.SerializerMethodField(help_text="the first row that refuses the job")
+
+    def _quantity(self, row, units: int | None) -> str | None:
+        return None if units is None else format_quantity(row.resource, units)
+
+    def get_min(self, row) -> str | None:
+        return self._quantity(row, row.min)
+
+    def get_max(self, row) -> str | None:
+        return self._quantity(row, row.max)
+
+    def get_used(self, row) -> str:
+        return self._quantity(row, row.used)
+
+    def get_borrowed(self, row) -> str:
+        return self._quantity(row, row.borrowed)
+
+    def get_lent(self, row) -> str:
+        return self._quantity(row, row.lent)
+
+    def get_free(self, row) -> str | None:
+        return self._quantity(row, row.free)
+
+    def get_blocks(self, row) -> bool:
+        return self.context["waiting"].blocks(row)
+
+
+class HeadOut(serializers.Serializer):
+    id = serializers.IntegerField(source="job_id", allow_null=True)
+    reason = serializers.ChoiceField(waiting.REASONS)
+    summary = serializers.CharField()
+
+
+class WaitingOut(HeadOut):
+    """Why a job waits (jobs.waiting): the same sentence and table as its page."""
+
+    id = None
+    ahead = serializers.IntegerField(help_text="jobs ahead of it in its queue")
+    head = HeadOut(allow_null=True, help_text="behind: the first job of its queue, and why")
+    leaving = serializers.ListField(
+        child=serializers.IntegerField(), help_text="the jobs leaving the cluster it waits for"
+    )
+    next_attempt_at = serializers.DateTimeField(allow_null=True)
+    start_deadline = serializers.DateTimeField(
+        allow_null=True, help_text="starting: when the start timeout takes it out of the cluster"
+    )
+    path = serializers.SerializerMethodField()
+
+    @extend_schema_field(StandingOut(many=True))
+    def get_path(self, told) -> list[dict]:
+        return StandingOut(told.path, many=True, context={"waiting": told}).data
+
+
+class JobDetailOut(JobOut):
+    class Meta:
+        ref_name = "JobDetail"
+
+    waiting = WaitingOut(
+        read_only=True, allow_null=True, help_text="why it is not running yet; null otherwise"
+    )
+    estimated_start_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="pending: about when it starts; null when there is no estimate",
+    )
+    estimate_basis = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text='how the estimate was reached: "about 12 min: 3 jobs ahead, 2 running jobs '
+        'expected to end by 14:20"; null unless pending',
+    )
+
+
 class JobDetailView(APIView):
     @extend_schema(
         operation_id="jobs_retrieve",
-        responses=JobOut,
-        summary="A job, with its queue position",
+        responses=JobDetailOut,
+        summary="A job, with its queue position and why it waits",
         description="The job as submitted (``workers`` as POST /api/v1/jobs/ takes them, "
         "``max_replicas`` only on a group that was given one), its state, position and "
-        "timestamps, and ``request``: the quota it holds, autoscaling groups at their replicas.",
+        "timestamps, ``request``: the quota it holds, autoscaling groups at their replicas, "
+        "and ``waiting``: why it is not running yet, the same explanation as its page.",
     )
     def get(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
-        return Response(job_out(job, selectors.job_position(job)))
+        position = selectors.job_position(job)
+        answer = job_out(job, position)
+        told = waiting.job_waiting(job)
+        answer["waiting"] = None if told is None else WaitingOut(told).data
+        start = estimate.job_estimate(job, position)
+        answer["estimated_start_at"] = start and start.at and start.at.isoformat()
+        answer["estimate_basis"] = start and start.basis
+        return Response(answer)
 
     @extend_schema(
         operation_id="jobs_priority",
@@ -314,11 +415,33 @@ class JobMoveToHeadView(APIView):
 
 
 class JobEventsView(APIView):
-    @extend_schema(responses=EventOut(many=True), summary="The job's history, oldest first")
+    @extend_schema(
+        responses=EventOut(many=True),
+        summary="The job's history, oldest first, a page at a time",
+        description=f"Up to ``limit`` events (at most {PAGE_MAX}, the default) from "
+        "``offset``; when there are more, a ``Link`` header names the next page "
+        '(``rel="next"``).',
+        parameters=[
+            OpenApiParameter("offset", int, description="events to skip"),
+            OpenApiParameter("limit", int, description=f"events to answer, 1 to {PAGE_MAX}"),
+        ],
+    )
     def get(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
+        offset, limit = page_window(
+            offset=request.query_params.get("offset"),
+            limit=request.query_params.get("limit"),
+            default_limit=PAGE_MAX,
+        )
+        events = list(selectors.job_events(job)[offset : offset + limit + 1])
         write = writer(EventOut)
-        return Response([write(event) for event in selectors.job_events(job)])
+        response = Response([write(event) for event in events[:limit]])
+        if len(events) > limit:
+            following = request.build_absolute_uri(
+                f"{request.path}?offset={offset + limit}&limit={limit}"
+            )
+            response["Link"] = f'<{following}>; rel="next"'
+        return response
 
 
 class JobManifestView(APIView):
@@ -369,3 +492,88 @@ class QueueDetailView(APIView):
             "limit": limit,
         }
         return Response(QueueDetailOut(queue, context=context).data)
+
+
+class JobLogOut(serializers.Serializer):
+    """The end of a job's log: its main pod's (a Ray job's head, a PyTorch job's master)."""
+
+    pod = serializers.CharField(help_text="the pod whose log this is")
+    lines = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        help_text="its lines, oldest first, without their line ends",
+    )
+    truncated = serializers.BooleanField(
+        help_text="not the whole log: earlier lines were left out (tail_lines), or the log "
+        "was cut at the server's byte limit (its last line may then be cut short)"
+    )
+
+
+class JobLogView(APIView):
+    @extend_schema(
+        operation_id="jobs_log",
+        parameters=[
+            OpenApiParameter(
+                "tail_lines",
+                int,
+                description=f"only the last lines, 1 to {logs.TAIL_LINES_MAX}; without it, "
+                "the log from its start",
+            )
+        ],
+        responses={
+            200: JobLogOut,
+            409: OpenApiResponse(
+                DetailOut,
+                description="No log to read: the job has not started, its pod is gone, or "
+                "its container has not started; the detail says which",
+            ),
+            503: OpenApiResponse(
+                DetailOut,
+                description="The cluster did not answer (the detail names the call), or "
+                "the database or the broker is down",
+            ),
+        },
+        summary="The end of the job's log: its head (Ray) or master (PyTorch) pod's",
+        description="Read from the cluster at each request, at most JOB_LOG_LIMIT_BYTES "
+        "bytes of it. Whoever may see the job may read its log.",
+    )
+    def get(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        tail_lines = logs.tail_lines_parse(request.query_params.get("tail_lines"))
+        try:
+            log = logs.job_log(job=job, tail_lines=tail_lines)
+        except LogUnavailable as error:
+            return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
+        except ClusterUnavailable as error:
+            return Response(
+                {"detail": f"The cluster did not answer: {error}"},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+        lines = log.text.removesuffix("\n").split("\n") if log.text else []
+        return Response(
+            JobLogOut({"pod": log.pod, "lines": lines, "truncated": log.truncated}).data
+        )
+
+
+class QuotaHistoryView(APIView):
+    @extend_schema(
+        operation_id="quota_history",
+        parameters=[
+            OpenApiParameter(
+                "node", str, description="a node's path, root/algorithm (default: the root)"
+            ),
+            OpenApiParameter(
+                "range", str, enum=list(RANGES), description="the last hour, day or week (day)"
+            ),
+        ],
+        responses=UsageHistoryOut,
+        summary="A node's usage history: used, min, max, pending demand and admitted jobs",
+        description="Recorded every USAGE_HISTORY_SECONDS and kept USAGE_HISTORY_DAYS; one "
+        "point per resource and bucket (a minute for an hour, 5 minutes for a day, 30 for a "
+        "week), each the highest value among its samples. A bucket with no sample is "
+        "missing, not zero. The quota tree page's charts and its CSV show the same. Anyone "
+        "signed in may read any node, as on the quota tree page.",
+    )
+    def get(self, request):
+        query = history_query(request.query_params)
+        series = usage_series(node=query.node, window=query.range)
+        return Response(writer(UsageHistoryOut)(series))

@@ -173,11 +173,11 @@ class Integer(serializers.IntegerField):
 class Number(serializers.FloatField):
     """A number within ``min_value``..``max_value``; absent or null reads as ``default``."""
 
-    def __init__(self, *, default: float, **kwargs):
+    def __init__(self, *, default: float | None, **kwargs):
         self.fallback = default
         super().__init__(required=False, default=default, **kwargs)
 
-    def run_validation(self, data=empty) -> float:
+    def run_validation(self, data=empty) -> float | None:
         if data is empty or data is None:
             return self.fallback
         if isinstance(data, str) and _DECIMAL.fullmatch(data):

@@ -159,8 +159,10 @@ class SubmitForm:
             [
                 _declared(f["priority"], "priority", "Priority", type="number", value="0"),
                 _declared(
-                    f["run_seconds"], "run_seconds", "Run time (seconds)", type="number",
-                    value="60", help="how long the simulated job runs",
+                    f["run_seconds"], "run_seconds", "Expected run time (seconds)",
+                    type="number", placeholder="e.g. 600",
+                    help="if you know it: start estimates use it, and the simulated cluster "
+                    "runs the job this long (60 s if blank)",
                 ),
             ],
         )  # fmt: skip

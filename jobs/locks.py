@@ -9,6 +9,7 @@ from django.db import connection
 
 ADMISSION = 0xC41D_0001
 SYNC = 0xC41D_0002
+ESTIMATES = 0xC41D_0003
 
 
 @contextmanager

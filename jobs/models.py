@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.conf import settings
+from django.contrib.postgres.indexes import BrinIndex, GinIndex
 from django.db import models
 from django.db.models import Q
 
@@ -115,9 +116,11 @@ class Job(models.Model):
     # an autoscaling worker group counted at its replicas (its minimum).
     request = models.JSONField()
     priority = models.IntegerField(default=0)
-    # The expected run time: the simulated cluster runs the job this long; on a real
-    # cluster it only feeds estimates. Fractions are allowed (benchmarks replay 0.2 s jobs).
-    run_seconds = models.FloatField(default=60)
+    # The expected run time the job declares, if any: estimates of when jobs start use it
+    # (jobs/estimate.py), and the simulated cluster runs the job this long (see
+    # DEFAULT_RUN_SECONDS when it declares none). Fractions are allowed (benchmarks replay
+    # 0.2 s jobs).
+    run_seconds = models.FloatField(null=True, blank=True)
 
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -165,6 +168,9 @@ class Job(models.Model):
             # (jobs/listing.py); by submission it follows the primary key.
             models.Index(fields=["priority", "id"], name="job_list_priority"),
             models.Index(fields=["name", "id"], name="job_list_name"),
+            # Text in the name (``?q=``, ILIKE '%text%'): trigrams find the few jobs that
+            # match instead of reading every row (pg_trgm, migration 0015).
+            GinIndex(fields=["name"], opclasses=["gin_trgm_ops"], name="job_name_trigrams"),
         ]
 
     def __str__(self) -> str:
@@ -343,7 +349,60 @@ class SimulatedPod(models.Model):
         return f"{self.name} ({self.phase})"
 
 
+class StartEstimate(models.Model):
+    """About when a pending job starts, as the last replay of the rule found it
+    (``jobs/estimate.py``): beat replaces every row each ESTIMATE_SECONDS, so pages and the
+    API read it in one indexed query instead of replaying the rule themselves. Only the
+    first ESTIMATE_DEPTH jobs of each queue have a row."""
+
+    job = models.OneToOneField(
+        Job, on_delete=models.CASCADE, primary_key=True, related_name="start_estimate"
+    )
+    at = models.DateTimeField(null=True)  # None: no running job is expected to make room
+    ahead = models.IntegerField()  # jobs ahead of it in its queue then
+    ends = models.IntegerField()  # jobs holding quota then, expected to end before it starts
+    last_end = models.DateTimeField(null=True)  # the last of them
+    computed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"#{self.job_id} at {self.at}"
+
+
+class UsageSample(models.Model):
+    """One node's use of one resource over one interval of the usage history: what beat
+    records every USAGE_HISTORY_SECONDS (``jobs/history.py``) and the charts, the CSV and
+    the API read.
+
+    A recording writes every node and resource in one INSERT; a second one in the same
+    interval (two beats, two workers) meets the unique key and adds nothing. The same task
+    deletes rows older than USAGE_HISTORY_DAYS, which the BRIN index on ``at`` finds
+    without reading the rest (rows arrive in time order). The node is named by its path,
+    not by key, so its history outlives a retirement and reads without a join.
+    """
+
+    at = models.DateTimeField()  # the start of the interval (USAGE_HISTORY_SECONDS)
+    node = models.CharField(max_length=500)
+    resource = models.CharField(max_length=253)
+    # Base units (cpu in millicores, memory in bytes), as the tree and the jobs hold them.
+    used = models.BigIntegerField()
+    min = models.BigIntegerField()
+    max = models.BigIntegerField(null=True)  # None: no limit
+    pending = models.BigIntegerField()  # what the pending jobs under the node ask for
+    admitted = models.IntegerField()  # jobs under the node holding some of the resource
+
+    class Meta:
+        constraints = [
+            # One sample per interval; also the index a chart reads its node's range by.
+            models.UniqueConstraint(fields=["node", "at", "resource"], name="usage_sample_once")
+        ]
+        indexes = [BrinIndex(fields=["at"], name="usage_sample_at")]
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.resource} at {self.at:%Y-%m-%d %H:%M}: {self.used}"
+
+
 # Table names for raw SQL, from the models, so that a rename cannot leave a query behind.
 JOBS = Job._meta.db_table
 JOB_EVENTS = JobEvent._meta.db_table
 PENDING_BLOCKS = PendingBlock._meta.db_table
+USAGE_SAMPLES = UsageSample._meta.db_table

@@ -24,7 +24,14 @@ from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 from rest_framework.fields import empty
 
-from kube.quantity import MAX_UNITS, ResourceList, add, format_resources, parse_resources
+from kube.quantity import (
+    MAX_UNITS,
+    ResourceList,
+    add,
+    format_resources,
+    parse_resources,
+    scale,
+)
 
 from .fields import (
     INVALID,
@@ -47,6 +54,7 @@ from .fields import (
     refuse,
     unknown_fields,
 )
+from .history import RANGES
 from .models import LIVE, Job, JobEvent, State
 from .spec import AUTOSCALER_RESOURCES
 from .validation import (
@@ -191,7 +199,7 @@ class JobDraft:
     script: str = ""
     script_filename: str = "main.py"
     priority: int = 0
-    run_seconds: float = 60
+    run_seconds: float | None = None  # not given: the job declares no expected run time
     pip: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
 
@@ -234,10 +242,13 @@ class JobIn(Reader):
         help_text="higher runs first; members submit at 0 or below",
     )
     run_seconds = Number(
-        default=60,
+        default=None,
+        allow_null=True,
         min_value=MIN_RUN_SECONDS,
         max_value=MAX_RUN_SECONDS,
-        help_text="the expected run time (the simulated cluster runs the job this long)",
+        help_text="the expected run time in seconds, if known: estimates of when jobs start "
+        "use it (else the median of the queue's recent jobs), and the simulated cluster runs "
+        "the job this long (60 s when not given)",
     )
     pip = Pip(
         help_text='Ray on kuberay: requirements for the runtime environment, ["torch==2.4.0"]'
@@ -511,7 +522,6 @@ def job_document(job: Job) -> dict:
         "head" if ray else "master": job.head,
         "workers": job.workers,
         "priority": job.priority,
-        "run_seconds": job.run_seconds,
     }
     if ray:
         document["entrypoint"] = job.entrypoint
@@ -522,6 +532,7 @@ def job_document(job: Job) -> dict:
         "script_filename": job.script_filename if job.script else "",
         "pip": job.pip,
         "env": job.env,
+        "run_seconds": job.run_seconds,
     }
     return document | {name: value for name, value in optional.items() if value}
 
@@ -786,3 +797,56 @@ class QueueDetailOut(QueueOut):
 
     def get_limit(self, queue) -> int:
         return self.context["limit"]
+
+
+# The usage history (jobs/history.py): GET /api/v1/quota-tree/history/ and the CSV.
+
+
+@extend_schema_field(OpenApiTypes.NUMBER)
+class Amount(serializers.Field):
+    """One figure of a history point in its resource's own unit, as /metrics gives them:
+    cpu in cores, any other resource in its base unit (memory in bytes, GPUs in devices)."""
+
+    def __init__(self, figure: str, **kwargs):
+        self.figure = figure
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, point) -> int | float | None:
+        units = getattr(point, self.figure)
+        if units is None:
+            return None
+        per = scale(point.resource)
+        return units // per if units % per == 0 else units / per
+
+
+class UsagePointOut(serializers.Serializer):
+    """One bucket of one resource of a node's usage history: the highest of each figure
+    among the samples in it. The CSV's columns are these fields, in this order."""
+
+    class Meta:
+        ref_name = "UsagePoint"
+
+    at = Time(help_text="the start of the bucket")
+    node = serializers.CharField()
+    resource = serializers.CharField()
+    used = Amount("used", help_text="what the jobs holding quota under the node use")
+    min = Amount("min")
+    max = Amount("max", allow_null=True, help_text="null: no limit")
+    pending = Amount("pending", help_text="what the pending jobs under the node ask for")
+    admitted = serializers.IntegerField(
+        help_text="jobs under the node holding some of the resource"
+    )
+
+
+class UsageHistoryOut(serializers.Serializer):
+    """A node's usage history over the last hour, day or week."""
+
+    class Meta:
+        ref_name = "UsageHistory"
+
+    node = serializers.CharField()
+    range = serializers.ChoiceField(list(RANGES), source="range.name")
+    step_seconds = serializers.IntegerField(help_text="the width of a bucket")
+    since = Time()
+    until = Time()
+    points = UsagePointOut(many=True, help_text="by resource (cpu first), then time")

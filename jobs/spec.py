@@ -15,6 +15,8 @@ from kube.quantity import add, format_resources, parse_resources
 # autoscales; Caldera sets its resources (KubeRay's defaults) so that the quota request
 # and the pod the scheduler places count the same.
 AUTOSCALER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
+# How long the simulated cluster runs a job that declares no expected run time.
+DEFAULT_RUN_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class JobSpec:
     script: str = ""
     script_filename: str = "main.py"
     priority_class: str = ""
-    run_seconds: float = 60
+    run_seconds: float = DEFAULT_RUN_SECONDS
     pip: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     suspend: bool = False

@@ -15,7 +15,7 @@ from .cluster import ObjectRef
 from .cluster.kinds import RESOURCES
 from .manifests.common import object_name
 from .models import IN_CLUSTER, PENDING, Job
-from .spec import JobSpec, PodGroup
+from .spec import DEFAULT_RUN_SECONDS, JobSpec, PodGroup
 
 # Runtimes whose objects have a suspend flag: KubeRay's RayJob, Kubeflow's PyTorchJob.
 SUSPENDABLE = tuple(name for name, kind in RESOURCES.items() if kind.suspend_path)
@@ -37,6 +37,11 @@ def object_ref(job: Job) -> ObjectRef:
     return ObjectRef(object_name(job.name, job.pk), job.namespace, job.runtime)
 
 
+def head_group(kind: str) -> str:
+    """The name of a job's main pod group: a PyTorch job's master, a Ray job's head."""
+    return "master" if kind == Job.Kind.PYTORCH else "head"
+
+
 def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpec:
     """The plain description of a job that manifests and backends take."""
     return JobSpec(
@@ -48,7 +53,7 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
         runtime=job.runtime,
         image=job.image,
         head=PodGroup(
-            name="master" if job.kind == Job.Kind.PYTORCH else "head",
+            name=head_group(job.kind),
             replicas=1,
             resources=dict(job.head.get("resources", {})),
         ),
@@ -66,7 +71,7 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
         command=tuple(job.command),
         script=job.script,
         script_filename=job.script_filename,
-        run_seconds=job.run_seconds,
+        run_seconds=DEFAULT_RUN_SECONDS if job.run_seconds is None else job.run_seconds,
         pip=tuple(job.pip),
         env=dict(job.env),
         enqueued_at=job.enqueued_at,

@@ -8,14 +8,18 @@ from celery import shared_task
 
 from .admission import admission_cycle
 from .cluster import ClusterUnavailable, Rejected
+from .estimate import estimates_refresh
+from .history import usage_record
 from .reconcile import jobs_reconcile, quota_publish
 from .sync import cluster_sync
 from .task_names import (
     ADMIT_TASK,
+    ESTIMATES_TASK,
     PUBLISH_QUOTA_TASK,
     RECONCILE_TASK,
     SYNC_TASK,
     USAGE_AUDIT_TASK,
+    USAGE_HISTORY_TASK,
 )
 from .triggers import ADMIT, SYNC
 from .usage_audit import usage_audit as audit_usage
@@ -120,3 +124,16 @@ def usage_audit() -> None:
     """Recompute every node's usage and every queue's pending count; log what is wrong."""
 
     audit_usage()
+
+
+@shared_task(name=USAGE_HISTORY_TASK, ignore_result=True, **IDEMPOTENT)
+def usage_history() -> None:
+    """Record this interval's usage sample of every node; delete samples past retention."""
+
+    usage_record()
+
+
+@shared_task(name=ESTIMATES_TASK, ignore_result=True, **IDEMPOTENT)
+def estimates() -> None:
+    """Estimate again when the first pending jobs of every queue start (jobs/estimate.py)."""
+    estimates_refresh()

@@ -14,7 +14,10 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/priority/", views.job_priority, name="job-priority"),
     path("jobs/<int:pk>/move-to-head/", views.job_move_to_head, name="job-move-to-head"),
+    path("jobs/<int:pk>/log/", views.job_log, name="job-log"),
+    path("jobs/<int:pk>/log/download/", views.job_log_download, name="job-log-download"),
     path("queues/", views.queue_list, name="queue-list"),
     path("queues/<str:name>/", views.queue_detail, name="queue-detail"),
     path("quota/", views.quota_tree, name="quota-tree"),
+    path("quota/history.csv", views.quota_history_csv, name="quota-history-csv"),
 ]

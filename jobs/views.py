@@ -8,9 +8,11 @@ finished job gets ``HttpResponseStopPolling`` (286) with the final fragment.
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import re
 from collections.abc import Mapping
-from datetime import timedelta
+from functools import partial
 from urllib.parse import urlencode
 
 import yaml
@@ -21,19 +23,21 @@ from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from kube.quantity import human
 from queues import selectors as queue_selectors
-from queues.selectors import queues_for_user, tree_nodes
+from queues.quota import Balance
+from queues.selectors import queues_for_user
 
-from . import bulk, listing, selectors, services
-from .cluster import SCHEDULING_FAILURES
+from . import bulk, charts, estimate, history, listing, logs, selectors, services, waiting
+from .cluster import ClusterUnavailable, LogUnavailable
 from .forms import SubmitForm, form_data
 from .manifests import build_manifests
 from .models import LIVE, Job, State
-from .schema import JobPriorityIn, job_document, job_parse
+from .schema import JobPriorityIn, UsagePointOut, bound, job_document, job_parse, writer
 from .specs import job_spec_full
 from .validation import PRIORITY_RANGE, JobInvalid, page_window
 
@@ -60,6 +64,30 @@ def _resource_rows(
                 "max_units": limit or 0,
                 "used_units": used.get(name, 0),
                 "borrowing": used.get(name, 0) > minimum.get(name, 0),
+            }
+        )
+    return rows
+
+
+def _path_rows(told: waiting.Waiting | None, request: Mapping[str, int]) -> list[dict]:
+    """The why-it-waits table in readable quantities, the blocking row marked."""
+    if told is None:
+        return []
+    rows = []
+    for row, blocks in told.rows():
+        r = row.resource
+        rows.append(
+            {
+                "where": row.where,
+                "resource": r,
+                "asks": human(r, request.get(r, 0)),
+                "min": "" if row.min is None else human(r, row.min),
+                "max": "no limit" if row.max is None else human(r, row.max),
+                "used": human(r, row.used),
+                "borrowed": human(r, row.borrowed) if row.borrowed else "",
+                "lent": human(r, row.lent) if row.lent else "",
+                "free": "" if row.free is None else human(r, row.free),
+                "blocks": blocks,
             }
         )
     return rows
@@ -195,26 +223,28 @@ def _stop_polling(response: HttpResponse) -> HttpResponse:
 @require_GET
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = selectors.job_get_for_user(request.user, pk)
-    events = list(selectors.job_events(job))
-    grouped = selectors.events_by_cycle(events)
+    position = selectors.job_position(job)
+    try:
+        wanted_page = int(request.GET["events"]) if "events" in request.GET else None
+    except ValueError:
+        raise BadRequest("events: a page number is required") from None
+    timeline = selectors.event_timeline(selectors.job_events(job))
+    rows, events_page, events_pages = selectors.timeline_page(timeline, wanted_page)
     context = {
         "job": job,
-        "position": selectors.job_position(job),
+        "position": position,
         "request_text": _request_text(job.request),
-        "events": grouped.get(None, []),
-        "cycles": sorted((cycle, rows) for cycle, rows in grouped.items() if cycle is not None),
+        "timeline": rows,
+        "events_page": events_page,
+        "events_pages": events_pages,
+        # A reader of an earlier page keeps it while the page refreshes.
+        "events_query": f"?events={events_page}" if events_page < events_pages else "",
         "polling": not job.is_terminal,
         "start_timeout_attempts": settings.START_TIMEOUT_ATTEMPTS,
     }
-    if job.state == State.ADMITTED and job.start_clock_at is not None:
-        # Released in the cluster, its pods not all running yet: the cluster's last word on
-        # why, and when the start timeout takes it out of the cluster (later if the cluster
-        # stops answering meanwhile).
-        failures = [e for e in events if e.reason in SCHEDULING_FAILURES]
-        context["last_failure"] = max(failures, key=lambda e: (e.created_at, e.pk), default=None)
-        context["start_deadline"] = job.start_clock_at + timedelta(
-            seconds=settings.START_TIMEOUT_SECONDS
-        )
+    context["waiting"] = told = waiting.job_waiting(job)
+    context["path_rows"] = _path_rows(told, job.request)
+    context["estimate"] = estimate.job_estimate(job, position)
     if request.htmx:
         response = render(request, "jobs/job_detail.html#job-status", context)
         return _stop_polling(response) if job.is_terminal else response
@@ -379,9 +409,12 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
         "queue": queue,
         "counts": counts,
         "pending_total": pending,
-        "pending": selectors.queue_pending_page(queue, offset=offset, limit=QUEUE_PAGE_SIZE),
+        "pending": _with_waiting(
+            queue, selectors.queue_pending_page(queue, offset=offset, limit=QUEUE_PAGE_SIZE)
+        ),
         "in_cluster": selectors.queue_in_cluster(queue),
         "resources": _resource_rows(queue.node.min, queue.node.max, selectors.queue_usage(queue)),
+        "usage_chart": usage_chart(request, queue.node.path),
         "offset": offset,
         "previous_offset": max(offset - QUEUE_PAGE_SIZE, 0) if offset else None,
         "next_offset": offset + QUEUE_PAGE_SIZE if offset + QUEUE_PAGE_SIZE < pending else None,
@@ -392,11 +425,72 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, template, context)
 
 
+def _with_waiting(queue, page: list[tuple[int, Job]]) -> list[tuple]:
+    """(position, job, why it waits, about when it starts) for a page of the queue's
+    pending jobs."""
+    for _position, job in page:
+        job.queue = queue
+    jobs, positions = [job for _position, job in page], {job.pk: at for at, job in page}
+    told = waiting.jobs_waiting(jobs, positions=positions)
+    starts = estimate.estimates(jobs, positions)
+    return [(at, job, told.get(job.pk), starts.get(job.pk)) for at, job in page]
+
+
+QUOTA_POLL_SECONDS = 5
+
+
+def _balance_rows(balances: Mapping[str, Balance]) -> list[dict]:
+    """The tree page's row of each resource: readable figures, and its bar."""
+    rows = []
+    for name, b in balances.items():
+        h = partial(human, name)
+        rows.append(
+            {
+                "name": name,
+                "used": h(b.used),
+                "min": h(b.min or 0),
+                "max": "no limit" if b.max is None else h(b.max),
+                "borrowed": h(b.borrowed),
+                "lent": h(b.lent),
+                "free": "no limit" if b.free is None else h(b.free),
+                "pending": h(b.pending),
+                "borrowing": b.borrowed > 0,
+                "bar": charts.bar(b),
+            }
+        )
+    return rows
+
+
+def _query_without(request: HttpRequest, *names: str, **values: str) -> str:
+    """The request's query string without ``names`` and with ``values`` set."""
+    params = request.GET.copy()
+    for name in names:
+        params.pop(name, None)
+    for name, value in values.items():
+        params[name] = value
+    return f"?{params.urlencode()}" if params else ""
+
+
 @login_required
 @require_GET
 def quota_tree(request: HttpRequest) -> HttpResponse:
-    usage = selectors.usage_by_path()
-    nodes = sorted(tree_nodes().values(), key=lambda node: node.path.split("/"))
+    """Every node's bars per resource (used, borrowed, lent, min, max, pending demand),
+    refreshed every QUOTA_POLL_SECONDS, and the usage charts of one node (``?node=``, the
+    root by default, over ``?range=``). Anyone signed in sees the whole tree.
+
+    The bars' fragment is polled with the fingerprint of what it shows (``seen``): a tree
+    that has not changed answers 204, which htmx does not swap, so focus and selection in
+    it survive the refresh.
+    """
+    figures = history.tree_figures()
+    nodes = sorted(figures.tree.values(), key=lambda node: node.path.split("/"))
+    root = next((node.path for node in nodes if node.parent is None), None)
+    query = None  # no tree yet: nothing to chart
+    if root is not None:
+        try:
+            query = history.history_query(request.GET, default_node=root)
+        except JobInvalid as invalid:
+            raise BadRequest(str(invalid)) from None  # handler400 shows it
     # Leaves link to their queue page where the user may see it.
     queue_names = dict(
         queues_for_user(request.user).filter(active=True).values_list("node__path", "name")
@@ -406,8 +500,196 @@ def quota_tree(request: HttpRequest) -> HttpResponse:
             "node": node,
             "depth": node.path.count("/"),
             "queue_name": queue_names.get(node.path),
-            "resources": _resource_rows(node.min, node.max, usage.get(node.path, {})),
+            "chosen": query is not None and node.path == query.node,
+            "history_url": _query_without(request, "seen", node=node.path) + "#usage-history",
+            "resources": _balance_rows(figures.balances[node.path]),
         }
         for node in nodes
     ]
-    return render(request, "jobs/quota_tree.html", {"rows": rows})
+    seen = hashlib.blake2b(repr(rows).encode(), digest_size=8).hexdigest()
+    context = {
+        "rows": rows,
+        "seen": seen,
+        "poll_url": request.path + _query_without(request, "seen"),
+        "poll_seconds": QUOTA_POLL_SECONDS,
+    }
+    if request.htmx:
+        if request.GET.get("seen") == seen:
+            return HttpResponse(status=204)
+        return render(request, "jobs/quota_tree.html#quota-bars", context)
+    if query is not None:
+        context["usage_chart"] = usage_chart(
+            request, query.node, level=2, choices=[node.path for node in nodes]
+        )
+    return render(request, "jobs/quota_tree.html", context)
+
+
+def usage_chart(
+    request: HttpRequest, path: str, *, level: int = 3, choices: list[str] | None = None
+) -> dict:
+    """What ``jobs/_usage_chart.html`` draws: the usage of the node at ``path`` over the
+    range the request names (``?range=``), one chart per resource, with links to the other
+    ranges, the CSV and the API; ``level`` is its heading's, and ``choices`` the nodes it
+    offers to show instead (a form that works without JavaScript).
+
+    A polled fragment (htmx) gets a placeholder, read from nothing: htmx puts back the
+    charts already on the page in its place (``hx-preserve``), as they change once a
+    sample, not at every poll.
+    """
+    if request.htmx:
+        return {"preserved": True}
+    try:
+        window = history.range_parse(request.GET.get("range"))
+    except JobInvalid as invalid:
+        raise BadRequest(str(invalid)) from None
+    series = history.usage_series(node=path, window=window)
+    data = urlencode({"node": path, "range": window.name})
+    return {
+        "node": path,
+        "level": level,
+        "range": window,
+        "ranges": [
+            {
+                "name": name,
+                "url": _query_without(request, "seen", range=name) + "#usage-history",
+                "current": name == window.name,
+            }
+            for name in history.RANGES
+        ],
+        "charts": [
+            charts.chart(
+                node=path,
+                resource=resource,
+                points=points,
+                window=window,
+                since=series.since,
+                until=series.until,
+                step=series.step,
+            )
+            for resource, points in series.by_resource().items()
+        ],
+        "csv_url": f"{reverse('quota-history-csv')}?{data}",
+        "api_url": f"{reverse('api-quota-history')}?{data}",
+        "every": settings.USAGE_HISTORY_SECONDS,
+        "bucket": _duration(series.step_seconds),
+        "choices": choices or [],
+    }
+
+
+def _duration(seconds: int) -> str:
+    """``5 minutes``, ``1 hour``, ``90 seconds``."""
+    for unit, size in (("hour", 3600), ("minute", 60), ("second", 1)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{seconds} seconds"
+
+
+@login_required
+@require_GET
+def quota_history_csv(request: HttpRequest) -> HttpResponse:
+    """A node's usage history (``?node=``, ``?range=``) as CSV: the API's points, one row
+    each, its fields as the columns. A bad parameter answers 400 naming it."""
+    try:
+        query = history.history_query(request.GET)
+    except JobInvalid as invalid:
+        return HttpResponse(f"{invalid}\n", content_type="text/plain; charset=utf-8", status=400)
+    series = history.usage_series(node=query.node, window=query.range)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    name = f"usage-{query.node.replace('/', '-')}-{query.range.name}.csv"
+    response["Content-Disposition"] = content_disposition_header(True, name)
+    columns, write = list(bound(UsagePointOut).fields), writer(UsagePointOut)
+    out = csv.writer(response)
+    out.writerow(columns)
+    for point in series.points:
+        row = write(point)
+        out.writerow(["" if row[column] is None else row[column] for column in columns])
+    return response
+
+
+# The most of a log's tail the job page shows: more than a person reads there, and a
+# program that writes no newline (a progress bar) cannot make each refresh heavy.
+PAGE_LOG_BYTES = 256 * 1024
+
+
+def _log_context(job: Job) -> dict:
+    """The Log section's fragment: the tail of the job's main pod's log, or why there is
+    none, with the status a plain-text answer gives that reason (409, 503)."""
+    context: dict = {"job": job, "tail_lines": settings.JOB_LOG_TAIL_LINES}
+    try:
+        context["log"] = logs.job_log(
+            job=job,
+            tail_lines=settings.JOB_LOG_TAIL_LINES,
+            limit_bytes=min(PAGE_LOG_BYTES, settings.JOB_LOG_LIMIT_BYTES),
+        )
+    except LogUnavailable as error:
+        context |= {"reason": str(error), "status": 409}
+    except ClusterUnavailable as error:
+        context |= {"reason": f"The cluster did not answer: {error}", "status": 503}
+    return context
+
+
+def _plain(text: str, status: int = 200) -> HttpResponse:
+    return HttpResponse(text, content_type="text/plain; charset=utf-8", status=status)
+
+
+@login_required
+@require_GET
+def job_log(request: HttpRequest, pk: int) -> HttpResponse:
+    """The job page's Log section (``jobs/_log.html``): the last JOB_LOG_TAIL_LINES lines of
+    the job's main pod's log, or why there are none.
+
+    The section asks for it (htmx) as the page loads, then every 2 s while the job is live,
+    naming what it shows (``?shown=``): an unchanged answer is 204, which htmx does not
+    swap, so a selection in the lines survives the refresh. Once the job has ended the
+    answer is 286, which stops the polling; if the lines on the page can no longer be read
+    then (the cluster removed the pods with the job's objects), they stay, and only the
+    note above them, swapped out of band, says why. Without JavaScript, the same lines (or
+    the reason, with 409 or 503) as plain text.
+    """
+    job = selectors.job_get_for_user(request.user, pk)
+    context = _log_context(job)
+    if not request.htmx:
+        if "reason" in context:
+            return _plain(context["reason"] + "\n", status=context["status"])
+        return _plain(context["log"].text)
+    log = context.get("log")
+    shown = (log.pod, log.text, log.truncated) if log else context["reason"]
+    context["shown"] = hashlib.blake2b(repr(shown).encode(), digest_size=8).hexdigest()
+    if not job.is_terminal:
+        if request.GET.get("shown") == context["shown"]:
+            return HttpResponse(status=204)
+        return render(request, "jobs/_log.html#log-lines", context)
+    if log is None and request.GET.get("lines"):
+        response = _stop_polling(
+            render(request, "jobs/_log.html#log-note", context | {"oob": True})
+        )
+        response["HX-Reswap"] = "none"
+        return response
+    return _stop_polling(render(request, "jobs/_log.html#log-lines", context))
+
+
+@login_required
+@require_GET
+def job_log_download(request: HttpRequest, pk: int) -> HttpResponse:
+    """The whole log of the job's main pod as a file, up to JOB_LOG_LIMIT_BYTES; a log cut
+    there ends with a line that says so. When there is no log to give, the reason as plain
+    text: 409, or 503 when the cluster does not answer."""
+    job = selectors.job_get_for_user(request.user, pk)
+    try:
+        log = logs.job_log(job=job, tail_lines=None)
+    except LogUnavailable as error:
+        return _plain(f"{error}\n", status=409)
+    except ClusterUnavailable as error:
+        return _plain(f"The cluster did not answer: {error}\n", status=503)
+    text = log.text
+    if log.truncated:
+        limit = settings.JOB_LOG_LIMIT_BYTES
+        text += "" if text.endswith("\n") else "\n"
+        text += (
+            f"[Caldera: the log goes on; this file holds its first {limit} bytes "
+            "(JOB_LOG_LIMIT_BYTES).]\n"
+        )
+    response = _plain(text)
+    response["Content-Disposition"] = content_disposition_header(True, f"{log.pod}.log")
+    return response

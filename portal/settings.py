@@ -16,7 +16,14 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from jobs.task_names import ADMIT_TASK, PUBLISH_QUOTA_TASK, SYNC_TASK, USAGE_AUDIT_TASK
+from jobs.task_names import (
+    ADMIT_TASK,
+    ESTIMATES_TASK,
+    PUBLISH_QUOTA_TASK,
+    SYNC_TASK,
+    USAGE_AUDIT_TASK,
+    USAGE_HISTORY_TASK,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = Path(os.environ.get("CALDERA_STATE_DIR", BASE_DIR / ".caldera"))
@@ -343,7 +350,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_WORKER_PREFETCH_MULTIPLIER = 4
 # Late acknowledgement (a message is acknowledged once its task ended, so a task cut off
 # by a killed worker runs again) is only safe for idempotent tasks: it is set on each task
-# in jobs/tasks.py that is (all four today), and off for any other.
+# in jobs/tasks.py that is (all of them today), and off for any other.
 CELERY_TASK_ACKS_LATE = False
 # A late-acknowledged task whose pool process died (SIGKILL, out of memory) is put back in
 # the queue and run again, rather than acknowledged as failed.
@@ -360,6 +367,26 @@ SYNC_BEAT_SECONDS = env_float("SYNC_BEAT_SECONDS", 1.0)
 # How often beat recomputes every node's usage and every queue's pending count from the
 # jobs and logs any node above its limit or any count that drifted (jobs/usage_audit.py).
 USAGE_AUDIT_SECONDS = env_float("USAGE_AUDIT_SECONDS", 300.0)
+# The usage history (jobs/history.py): beat records every node's used, min, max, pending
+# demand and admitted jobs per resource once per USAGE_HISTORY_SECONDS (one sample per
+# interval, however many beats or workers), and deletes samples older than
+# USAGE_HISTORY_DAYS. Rows kept: nodes x resources x 1,440 a day at the default.
+USAGE_HISTORY_SECONDS = env_int("USAGE_HISTORY_SECONDS", 60)
+USAGE_HISTORY_DAYS = env_int("USAGE_HISTORY_DAYS", 14)
+if USAGE_HISTORY_SECONDS < 1 or USAGE_HISTORY_DAYS < 1:
+    raise ImproperlyConfigured(
+        "USAGE_HISTORY_SECONDS and USAGE_HISTORY_DAYS must be at least 1, got "
+        f"{USAGE_HISTORY_SECONDS} and {USAGE_HISTORY_DAYS}"
+    )
+# How often beat replays the admission rule forward to estimate when the first
+# ESTIMATE_DEPTH pending jobs of every queue start (jobs/estimate.py); pages read the result.
+ESTIMATE_SECONDS = env_float("ESTIMATE_SECONDS", 10.0)
+ESTIMATE_DEPTH = env_int("ESTIMATE_DEPTH", 200)
+if ESTIMATE_SECONDS <= 0 or ESTIMATE_DEPTH < 1:
+    raise ImproperlyConfigured(
+        "ESTIMATE_SECONDS must be above 0 and ESTIMATE_DEPTH at least 1, got "
+        f"{ESTIMATE_SECONDS:g} and {ESTIMATE_DEPTH}"
+    )
 CELERY_BEAT_SCHEDULE = {
     "admit": {
         "task": ADMIT_TASK,
@@ -375,6 +402,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": USAGE_AUDIT_TASK,
         "schedule": USAGE_AUDIT_SECONDS,
         "options": {"expires": USAGE_AUDIT_SECONDS * 0.9},
+    },
+    "usage-history": {
+        "task": USAGE_HISTORY_TASK,
+        "schedule": float(USAGE_HISTORY_SECONDS),
+        "options": {"expires": USAGE_HISTORY_SECONDS * 0.9},
+    },
+    "estimates": {
+        "task": ESTIMATES_TASK,
+        "schedule": ESTIMATE_SECONDS,
+        "options": {"expires": ESTIMATE_SECONDS * 0.9},
     },
 }
 
@@ -450,6 +487,17 @@ START_TIMEOUT_ATTEMPTS = env_int("START_TIMEOUT_ATTEMPTS", 5)
 if START_TIMEOUT_ATTEMPTS < 1:
     raise ImproperlyConfigured(
         f"START_TIMEOUT_ATTEMPTS must be at least 1, got {START_TIMEOUT_ATTEMPTS}"
+    )
+# A job's log, its head or master pod's: the job page shows its last JOB_LOG_TAIL_LINES
+# lines, refreshed while the job runs; a download or an API read takes at most
+# JOB_LOG_LIMIT_BYTES of it (the answer says when it is cut there). Logs are read while a
+# person waits, so the cluster is given JOB_LOG_TIMEOUT_SECONDS and one try.
+JOB_LOG_TAIL_LINES = env_int("JOB_LOG_TAIL_LINES", 100)
+JOB_LOG_LIMIT_BYTES = env_int("JOB_LOG_LIMIT_BYTES", 10 * 2**20)
+JOB_LOG_TIMEOUT_SECONDS = env_float("JOB_LOG_TIMEOUT_SECONDS", 5.0)
+if min(JOB_LOG_TAIL_LINES, JOB_LOG_LIMIT_BYTES, JOB_LOG_TIMEOUT_SECONDS) <= 0:
+    raise ImproperlyConfigured(
+        "JOB_LOG_TAIL_LINES, JOB_LOG_LIMIT_BYTES and JOB_LOG_TIMEOUT_SECONDS must be above 0"
     )
 # Simulated cluster nodes: "COUNTxRESOURCES" groups separated by ";", resources as
 # name=quantity pairs separated by ",". Default: 4 nodes of 16 cpu, 64Gi, 4 GPUs.

@@ -14,6 +14,7 @@ from .sign_in import LoginPage, ProviderCallback, ProviderSignIn, admin_login
 
 api_v1 = [
     path("quota-tree/", queues_api.QuotaTreeView.as_view(), name="api-quota-tree"),
+    path("quota-tree/history/", jobs_api.QuotaHistoryView.as_view(), name="api-quota-history"),
     path("departments/", queues_api.DepartmentListView.as_view(), name="api-departments"),
     path(
         "departments/<slug:name>/members/",
@@ -37,6 +38,7 @@ api_v1 = [
     ),
     path("jobs/<int:pk>/events/", jobs_api.JobEventsView.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/manifest/", jobs_api.JobManifestView.as_view(), name="api-job-manifest"),
+    path("jobs/<int:pk>/log/", jobs_api.JobLogView.as_view(), name="api-job-log"),
     path("queues/", jobs_api.QueueListView.as_view(), name="api-queues"),
     path("queues/<path:name>/", jobs_api.QueueDetailView.as_view(), name="api-queue"),
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from kube.quantity import ResourceList, add, human
 
@@ -32,8 +33,14 @@ class Node:
 
 def path_to_root(path: str) -> list[str]:
     """``root/algorithm/video`` -> ``[root/algorithm/video, root/algorithm, root]``."""
+    return list(_ancestors(path))
+
+
+@lru_cache(maxsize=16_384)
+def _ancestors(path: str) -> tuple[str, ...]:
+    """Asked for the same few leaves over and over (every candidate of every cycle)."""
     parts = path.split("/")
-    return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+    return tuple("/".join(parts[:i]) for i in range(len(parts), 0, -1))
 
 
 def validate_tree(nodes: Iterable[Node]) -> list[str]:
@@ -211,3 +218,143 @@ def breaches(
                 if node_used.get(resource, 0) > limit:
                     found.append(Breach("cluster", resource, node_used.get(resource, 0), limit))
     return found
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where one node (or the cluster) stands on one resource: what the why-it-waits table
+    shows for each node on a job's path."""
+
+    where: str  # a node's path, or "cluster"
+    resource: str
+    min: int | None  # None: the cluster, which guarantees nothing to anyone
+    max: int | None  # None: not limited here
+    used: int
+    lent: int = 0
+
+    @property
+    def borrowed(self) -> int:
+        """What it uses above its own min: idle capacity of others, lent to it."""
+        return 0 if self.min is None else max(self.used - self.min, 0)
+
+    @property
+    def free(self) -> int | None:
+        return None if self.max is None else max(self.max - self.used, 0)
+
+
+def lent_by_node(
+    tree: Mapping[str, Node], used: Mapping[str, Mapping[str, int]]
+) -> dict[str, ResourceList]:
+    """What each node lends: the part of its min it leaves unused that its siblings use
+    above their own mins. What siblings borrow is drawn first from the part of their
+    parent's min given to no child (``min(P) - sum(min(C))``: no one's guarantee, so
+    borrowing it lends nothing; the seed's root keeps 16 cpu so), then from the siblings
+    that leave min unused, shared in proportion to what each leaves unused (rounded down),
+    so the siblings lend no more in total than is borrowed. The root has no siblings and
+    lends nothing."""
+    children: dict[str, list[str]] = {}
+    for path, node in tree.items():
+        if node.parent is not None:
+            children.setdefault(node.parent, []).append(path)
+    lent: dict[str, ResourceList] = {}
+    for parent, kids in children.items():
+        resources = {r for kid in kids for r in tree[kid].min} | {
+            r for kid in kids for r in used.get(kid, {})
+        }
+        for resource in resources:
+            unused, borrowed = {}, 0
+            for kid in kids:
+                low, amount = tree[kid].min.get(resource, 0), used.get(kid, {}).get(resource, 0)
+                borrowed += max(amount - low, 0)
+                if low > amount:
+                    unused[kid] = low - amount
+            unassigned = tree[parent].min.get(resource, 0) if parent in tree else 0
+            unassigned -= sum(tree[kid].min.get(resource, 0) for kid in kids)
+            borrowed = max(borrowed - max(unassigned, 0), 0)
+            idle = sum(unused.values())
+            for kid, spare in unused.items():
+                if borrowed:
+                    share = min(spare, borrowed * spare // idle)
+                    lent.setdefault(kid, {})[resource] = share
+    return lent
+
+
+def path_standing(
+    *,
+    leaf: str,
+    request: Mapping[str, int],
+    tree: Mapping[str, Node],
+    used: Mapping[str, Mapping[str, int]],
+    allocatable: Mapping[str, int] | None,
+    lent: Mapping[str, Mapping[str, int]] | None = None,
+) -> list[Standing]:
+    """For each node from the leaf to the root, then the cluster (when its allocatable is
+    known), how it stands on each resource the request asks for."""
+    lent = lent_by_node(tree, used) if lent is None else lent
+    wanted = sorted((r for r, amount in request.items() if amount), key=lambda r: (r != "cpu", r))
+    rows = []
+    for path in path_to_root(leaf):
+        node, node_used = tree[path], used.get(path, {})
+        rows += [
+            Standing(
+                path, r, node.min.get(r, 0), node.max.get(r), node_used.get(r, 0),
+                lent.get(path, {}).get(r, 0),
+            )
+            for r in wanted
+        ]  # fmt: skip
+    if allocatable is not None:
+        root_used = used.get(path_to_root(leaf)[-1], {})
+        rows += [
+            Standing("cluster", r, None, allocatable.get(r, 0), root_used.get(r, 0)) for r in wanted
+        ]
+    return rows
+
+
+# The quota tree page's figures: each node's standing on every resource, with the demand
+# of the jobs waiting under it.
+
+
+@dataclass(frozen=True)
+class Balance(Standing):
+    """A node's standing on one resource (``borrowed``, ``lent`` and ``free`` as above)
+    and its pending demand: what the queued and backed-off jobs under it ask for."""
+
+    pending: int = 0
+
+    @property
+    def unused(self) -> int:
+        """The part of its min it does not use: lent (``lent``) or idle."""
+        return max((self.min or 0) - self.used, 0)
+
+
+def balances(
+    *,
+    tree: Mapping[str, Node],
+    used: Mapping[str, Mapping[str, int]],
+    pending: Mapping[str, Mapping[str, int]],
+) -> dict[str, dict[str, Balance]]:
+    """Every node's ``Balance`` per resource it names (in ``min`` or ``max``) or that is
+    used or asked for under it, cpu first.
+
+    ``used`` and ``pending`` are per node, summed over its subtree (``rollup`` of what the
+    jobs holding quota use, and of what the pending jobs ask for, per leaf).
+    """
+    lent = lent_by_node(tree, used)
+    answer: dict[str, dict[str, Balance]] = {}
+    for path, node in tree.items():
+        node_used, node_pending = used.get(path, {}), pending.get(path, {})
+        names = set(node.min) | set(node.max)
+        names |= {r for r, n in node_used.items() if n} | {r for r, n in node_pending.items() if n}
+        answer[path] = {
+            r: Balance(
+                where=path,
+                resource=r,
+                min=node.min.get(r, 0),
+                max=node.max.get(r),
+                used=node_used.get(r, 0),
+                lent=lent.get(path, {}).get(r, 0),
+                pending=node_pending.get(r, 0),
+            )
+            for r in sorted(names, key=lambda name: (name != "cpu", name))
+        }
+    return answer

@@ -77,6 +77,17 @@ def _clean_triggers():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_backend():
+    """The cluster backend is made once from the settings and kept: a test that changed
+    them (a smaller simulated cluster) may have had it made again by a page it rendered.
+    Set up first, this is torn down last, once the settings are back."""
+    from jobs.cluster import get_backend
+
+    yield
+    get_backend.cache_clear()
+
+
 @pytest.fixture
 def tree(db):
     from queues.services import tree_apply

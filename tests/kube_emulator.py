@@ -25,6 +25,7 @@ RESOURCES = [
     "v1/configmaps",
     "v1/events",
     "v1/nodes",
+    "v1/pods",
 ]  # access reviews are answered by ``authorize`` and stored nowhere, as a real server does
 
 
@@ -78,7 +79,9 @@ class Server(kmock.KubernetesEmulator):
     would change another manager's field is a 409 conflict unless forced. An object whose
     pods still run (``Emulator.runs_pods``) deleted in the foreground stays listed, marked
     as being deleted, until its pods are gone (``Emulator.pods_gone``), as the garbage
-    collector keeps it.
+    collector keeps it. A listing honours its label selector (equality, inequality and
+    existence), and a pod's log is served as the API server and the kubelet serve it
+    (``_pod_log``).
     """
 
     def deny(self, check) -> None:
@@ -127,6 +130,73 @@ class Server(kmock.KubernetesEmulator):
             if request.action in (kmock.action.CREATE, kmock.action.UPDATE):
                 self._record(request)
         return await super()._handle(request)
+
+    async def _serve_list(self, request):
+        listing = await super()._serve_list(request)
+        selector = request.params.get("labelSelector")
+        if selector:
+            listing["items"] = [
+                item
+                for item in listing["items"]
+                if selects(selector, (item.get("metadata") or {}).get("labels") or {})
+            ]
+        return listing
+
+    async def _serve_fetch(self, request):
+        if request.resource.plural == "pods" and request.subresource == "log":
+            return self._pod_log(request)
+        return await super()._serve_fetch(request)
+
+    def logs(self) -> dict[tuple[str, str, str], str]:
+        """What each container has written: (namespace, pod, container) -> text."""
+        return self.__dict__.setdefault("written", {})
+
+    def _pod_log(self, request) -> kmock.Response:
+        """GET .../pods/{name}/log as a real server answers it: 404 for a pod that is not
+        there; 400 without a container name when the pod has several, or naming one it
+        does not have; an empty log for a pod on no node yet (the API server has no
+        kubelet to ask); the kubelet's 400 for a container that has not started; else the
+        last ``tailLines`` lines, then the first ``limitBytes`` bytes of those, as text."""
+        name, namespace = request.name, request.namespace
+        found = [
+            obj
+            for (resource, where, named), obj in self._objects.items()
+            if resource.plural == "pods" and (where, named) == (namespace, name) and not obj.deleted
+        ]
+        if not found:
+            return status(404, "NotFound", f'pods "{name}" not found')
+        pod = found[0].raw
+        containers = [c["name"] for c in pod["spec"]["containers"]]
+        container = request.params.get("container")
+        if not container and len(containers) > 1:
+            message = f"a container name must be specified for pod {name}, choose one of: "
+            return status(400, "BadRequest", f"{message}[{' '.join(containers)}]")
+        container = container or containers[0]
+        if container not in containers:
+            return status(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        if not pod["spec"].get("nodeName"):
+            return kmock.Response(status=200, headers=PLAIN_TEXT, payload=b"")
+        states = {
+            s["name"]: s.get("state") or {}
+            for s in (pod.get("status") or {}).get("containerStatuses") or []
+        }
+        if container not in states:
+            message = f'container "{container}" in pod "{name}" is not available'
+            return status(400, "BadRequest", message)
+        if "waiting" in states[container]:
+            reason = states[container]["waiting"].get("reason", "")
+            message = f'container "{container}" in pod "{name}" is waiting to start: {reason}'
+            return status(400, "BadRequest", message)
+        data = self.logs().get((namespace, name, container), "").encode()
+        if request.params.get("tailLines") is not None:
+            # Lines end with "\n" alone; the last may still lack its end.
+            lines = re.findall(rb"[^\n]*\n|[^\n]+\Z", data)
+            wanted = int(request.params["tailLines"])
+            data = b"".join(lines[len(lines) - wanted :]) if 0 < wanted < len(lines) else data
+            data = b"" if wanted == 0 else data
+        if request.params.get("limitBytes") is not None:
+            data = data[: int(request.params["limitBytes"])]
+        return kmock.Response(status=200, headers=PLAIN_TEXT, payload=data)
 
     def _manager(self, request) -> str:
         """The field manager: as given, else the client's name (its user agent's product)."""
@@ -317,6 +387,52 @@ class Emulator:
                 raise
             self.core.patch_namespaced_event(name, namespace, body)
 
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        labels: dict[str, str],
+        containers: tuple[str, ...] = ("main",),
+        node: str = "node-1",
+        waiting: str = "",
+        created: str = "2026-11-23T10:00:00Z",
+    ) -> None:
+        """A pod as an operator makes it and the kubelet runs it: placed on ``node`` ("":
+        not placed yet), its containers running, or all ``waiting`` with that reason."""
+        state = {"waiting": {"reason": waiting}} if waiting else {"running": {"startedAt": created}}
+        running = bool(node) and not waiting
+        self.core.create_namespaced_pod(
+            namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name, "namespace": namespace, "labels": labels,
+                    "creationTimestamp": created,
+                },
+                "spec": {
+                    "nodeName": node,
+                    "containers": [{"name": c, "image": "busybox"} for c in containers],
+                },
+                "status": {
+                    "phase": "Running" if running else "Pending",
+                    "containerStatuses": [
+                        {"name": c, "image": "busybox", "imageID": "", "restartCount": 0,
+                         "ready": running, "state": state}
+                        for c in containers
+                    ] if node else [],
+                },
+            },
+        )  # fmt: skip
+
+    def write_log(self, namespace: str, pod: str, text: str, *, container: str = "") -> None:
+        """What the pod's container (its first, unless named) has written so far."""
+        if not container:
+            stored = self.core.read_namespaced_pod(pod, namespace)
+            container = stored.spec.containers[0].name
+        self.server.logs()[(namespace, pod, container)] = text
+
     def add_namespace(self, name: str, *, phase: str = "Active") -> None:
         """A namespace that reads back (kmock's paths take ``namespaces/<name>`` as the scope
         of a namespaced resource, so a Namespace is served by a reaction; others are 404).
@@ -362,6 +478,8 @@ class Emulator:
             plural = request.resource.plural or ""
             if not plural or plural.endswith(("accessreviews", "rulesreviews")):
                 return None  # discovery and self reviews: every identity's
+            if request.subresource:  # to RBAC, pods/log is a resource of its own
+                plural = f"{plural}/{request.subresource}"
             verb = VERBS[request.action] if request.method.value != "PUT" else "update"
             if request.method.value == "PATCH":
                 verb = "patch"
@@ -384,8 +502,11 @@ class Emulator:
             if named_review(request):
                 return named_review(request)
             attributes = request.data["spec"]["resourceAttributes"]
+            resource = "/".join(
+                filter(None, (attributes["resource"], attributes.get("subresource")))
+            )
             allowed = rbac.allows(
-                attributes["verb"], attributes.get("group", ""), attributes["resource"],
+                attributes["verb"], attributes.get("group", ""), resource,
                 attributes.get("namespace"), attributes.get("name"),
             )  # fmt: skip
             return {**request.data, "status": {"allowed": allowed}}
@@ -574,6 +695,29 @@ class Rbac:
             and (not rule.get("resourceNames") or name in rule["resourceNames"])
             for rule in self.rules(namespace)
         )
+
+
+PLAIN_TEXT = {"Content-Type": "text/plain"}
+
+
+def selects(selector: str, labels: dict) -> bool:
+    """Whether a label selector (``a=b,c!=d,e,!f``: equality, inequality, existence and
+    absence, the forms Caldera sends) selects these labels."""
+    for term in filter(None, (part.strip() for part in selector.split(","))):
+        if "!=" in term:
+            key, value = (side.strip() for side in term.split("!=", 1))
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = (side.strip() for side in re.split("==?", term, maxsplit=1))
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
 
 
 def status(code: int, reason: str, message: str) -> kmock.Response:

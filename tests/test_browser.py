@@ -1,5 +1,5 @@
-"""The pages in a real browser: log in, submit a Ray job, follow it into its queue; sign in
-through the company's OpenID provider.
+"""The pages in a real browser: log in, submit a Ray job, follow it into its queue, watch a
+running job's log; sign in through the company's OpenID provider.
 
 Drives Debian's Chromium (``apt-get install chromium``) through Playwright against
 pytest-django's live server. Every test fails on an error in the browser's console, among
@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.db import connection
+from django.utils import timezone
+
+from jobs.admission import admission_cycle
+from jobs.estimate import estimates_refresh
+from jobs.history import usage_record
 
 from .conftest import RAY_JOB
 from .test_job_list import submit
+from .test_job_log import running
 
 pytestmark = pytest.mark.browser
 
@@ -159,6 +168,10 @@ def test_a_manager_cancels_a_filtered_set_and_a_member_only_their_own(
     page.get_by_role("button", name="Filter").click()
     expect(page).to_have_url(re.compile(r"/jobs/\?q=sweep"))
     expect(page.locator(".list-count")).to_have_text("3 jobs")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(live_server.url + "/jobs/?group=state")
+    expect(page.locator(".list-count")).to_have_text("6 jobs")
+    screenshot(page, "caldera-jobs-list.png")
     page.goto(live_server.url + "/jobs/")  # every job, and alice picks two of carol's
     page.get_by_label(re.compile(r"Select other-0")).check()
     page.get_by_label(re.compile(r"Select sweep-0")).check()
@@ -191,3 +204,136 @@ def test_a_researcher_submits_a_copy_of_a_job(live_server, two_sweeps, page):
     page.get_by_role("button", name="Submit job").click()
     expect(page.get_by_role("heading", name=re.compile("sweep-1-again"))).to_be_visible()
     expect(page.locator("#job-status .state")).to_have_text("queued")
+
+
+@pytest.fixture
+def running_job(transactional_db, member):
+    """alice's Ray job, running on the simulated cluster for 3 seconds: its head pod has
+    written its start line, and writes its first progress line at 5 seconds."""
+    return running(member, ago=3)
+
+
+def test_a_running_jobs_log_lines_appear_on_its_page(live_server, running_job, page):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    page.goto(f"{live_server.url}/jobs/{running_job.pk}/")
+
+    lines = page.locator("#job-log pre.log")
+    expect(lines).to_contain_text(f"Started rayjob-video-{running_job.pk}-head-0 on node-")
+    # The section asks again every 2 s while the job runs: the next line arrives by itself.
+    expect(lines).to_contain_text("step 1: 5 s of 600 s, 0%", timeout=10_000)
+    expect(page.get_by_role("link", name="Download the whole log")).to_have_attribute(
+        "href", f"/jobs/{running_job.pk}/log/download/"
+    )
+    screenshot(page, "caldera-job-log.png")
+
+
+def submit_and_close(*args, **changes) -> None:
+    submit(*args, **changes)
+    connection.close()  # this thread's
+
+
+@pytest.fixture
+def busy_hour(transactional_db, member, intern):
+    """An hour of the usage history, a sample a minute, as the queues filled: video runs a
+    12-cpu job from 45 minutes ago, the interns borrow from 30 minutes ago while video's
+    second job waits, and a third video job has waited for the last 15 minutes."""
+    now = timezone.now()
+
+    def minutes(first: int, last: int) -> None:
+        for ago in range(first, last - 1, -1):
+            usage_record(now=now - timedelta(minutes=ago))
+
+    minutes(60, 46)
+    submit(member, RAY_JOB, name="video-a")
+    admission_cycle()
+    minutes(45, 31)
+    submit(member, RAY_JOB, name="video-b")
+    submit(intern, RAY_JOB, name="intern-a", queue="root/interns/intern-video")
+    admission_cycle()
+    minutes(30, 16)
+    submit(member, RAY_JOB, name="video-c")
+    submit(intern, RAY_JOB, name="intern-b", queue="root/interns/intern-text")
+    admission_cycle()
+    minutes(15, 1)
+
+
+def test_the_quota_tree_shows_bars_that_refresh_and_usage_charts(
+    live_server, busy_hour, member, page
+):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(live_server.url + "/quota/?range=hour")
+
+    video = page.locator("table.tree tbody.node").filter(has_text="root/algorithm/video")
+    cpu = video.get_by_role("img", name="cpu of root/algorithm/video: used")
+    expect(cpu).to_have_attribute("aria-label", re.compile("used 12 of max 14, min 12, "))
+    expect(cpu.locator("rect.seg-used")).to_have_attribute("width", "85.71")  # 12 of 14
+    expect(cpu).to_have_attribute("aria-label", re.compile("pending demand 24$"))
+    charts = page.locator("#usage-history figure.usage-chart")
+    expect(charts).to_have_count(3)
+    expect(page.get_by_role("img", name="cpu of root over the last hour")).to_be_visible()
+    expect(charts.first.locator("path.used-line")).to_have_attribute("d", re.compile("^M"))
+    screenshot(page, "caldera-quota-tree.png")
+
+    # The bars follow the queues by themselves: a fourth job raises the pending demand.
+    # (Submitted from another thread: Playwright's loop runs in this one.)
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(submit_and_close, member, RAY_JOB, name="video-d").result()
+    expect(cpu).to_have_attribute("aria-label", re.compile("pending demand 36$"), timeout=10_000)
+
+    video.get_by_role("link", name="usage over time").click()
+    page.get_by_role("navigation", name="Time range").get_by_role("link", name="Week").click()
+    expect(page).to_have_url(re.compile(r"range=week&node=root%2Falgorithm%2Fvideo"))
+    expect(
+        page.get_by_role("img", name="cpu of root/algorithm/video over the last week")
+    ).to_be_visible()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(live_server.url + "/quota/?range=hour")
+    expect(video.locator(".fig-summary").first).to_be_visible()
+    screenshot(page, "caldera-quota-tree-phone.png")
+
+
+@pytest.fixture
+def video_waiting(transactional_db, member, other_member):
+    """alice's first job holds 12 of video's 14 cpu; her second waits for it; carol's
+    waits behind the second."""
+    submit(member, RAY_JOB, name="video-first")
+    second = submit(member, RAY_JOB, name="video-second")
+    admission_cycle()
+    submit(other_member, RAY_JOB, name="video-third")
+    estimates_refresh()
+    return second
+
+
+def test_a_waiting_job_shows_its_path_and_about_when_it_starts(live_server, video_waiting, page):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(f"{live_server.url}/jobs/{video_waiting.pk}/")
+    expect(page.locator("p.waiting")).to_contain_text(
+        "waits for cpu in root/algorithm/video: used 12 of max 14; it asks for 12"
+    )
+    path = page.get_by_role("table", name="Its path from its leaf to the root")
+    blocking = path.locator("tr.blocks")
+    expect(blocking).to_have_count(1)
+    expect(blocking).to_contain_text("root/algorithm/video")
+    expect(blocking).to_contain_text("blocks it")
+    expect(page.locator("dd.estimate")).to_contain_text(
+        re.compile(r"about 10 min: 1 running job expected to end by \d\d:\d\d")
+    )
+    screenshot(page, "caldera-waiting-job.png")
+
+    # The queue page says the same of every waiting job, and when each should start.
+    page.get_by_role("link", name="root-algorithm-video").first.click()
+    third = page.locator("#queue-lists table.pending tbody tr").filter(has_text="video-third")
+    expect(third).to_contain_text("1 job ahead; the first backs off until")
+    expect(third.locator("td time[title^='about 20 min']")).to_have_text(re.compile(r"^\d\d:\d\d$"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/jobs/{video_waiting.pk}/")
+    expect(path).to_be_visible()
+    screenshot(page, "caldera-waiting-job-phone.png")

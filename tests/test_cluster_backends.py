@@ -654,11 +654,13 @@ def test_cluster_check_names_every_missing_crd_permission_and_namespace(tree):
     )
     assert (
         "ok   may list, watch, create, delete, patch rayjobs.ray.io; list, watch, create, delete, "
-        "patch pytorchjobs.kubeflow.org; create, delete configmaps; list events in video"
+        "patch pytorchjobs.kubeflow.org; create, delete configmaps; list events; list pods; "
+        "get pods/log in video"
     ) in lines
     assert (
         "FAIL may list, watch, create, delete, patch rayjobs.ray.io; list, watch, create, delete, "
-        "patch pytorchjobs.kubeflow.org; create, delete configmaps; list events in text: not "
+        "patch pytorchjobs.kubeflow.org; create, delete configmaps; list events; list pods; "
+        "get pods/log in text: not "
         "allowed: create configmaps, delete configmaps"
     ) in lines
     assert not any("volcano" in line for line in lines)  # not a runtime of this cluster
@@ -765,6 +767,8 @@ def test_cluster_rbac_prints_the_roles_of_the_trees_namespaces(tree):
         },
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "delete"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     ]
 
 

@@ -18,9 +18,11 @@ import yaml
 from jobs.cluster import ObjectRef
 from jobs.cluster.access import BASE_GRANTS, rbac_documents
 from jobs.cluster.kubernetes import KubernetesBackend, Settings
+from kube.names import LABEL_MANAGED_BY, MANAGER
 
 from .conftest import wait_for
 from .kube_emulator import APPLY_PATCH, emulator
+from .test_kubernetes_logs import play_operator
 from .test_manifests import pytorch_spec, ray_spec
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes"
@@ -83,15 +85,18 @@ def test_the_settings_configmap_sets_only_settings_caldera_reads():
     assert all(isinstance(value, str) for value in data.values())
 
 
-def test_only_the_worker_carries_the_service_account_token():
+def test_the_worker_and_the_web_server_carry_the_service_account_token_and_beat_does_not():
+    """The worker drives the cluster; the web server reads the logs of jobs' pods for the
+    job page and the API; beat never talks to the cluster."""
     deployments = by_kind("Deployment")
-    worker = deployments["caldera-worker"]["spec"]["template"]["spec"]
-    assert worker["serviceAccountName"] == "caldera"
-    assert worker.get("automountServiceAccountToken", True) is True
-    for name in ("caldera-web", "caldera-beat"):
-        assert (
-            deployments[name]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
-        )
+    for name in ("caldera-worker", "caldera-web"):
+        pod = deployments[name]["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == "caldera"
+        assert pod.get("automountServiceAccountToken", True) is True
+    assert (
+        deployments["caldera-beat"]["spec"]["template"]["spec"]["automountServiceAccountToken"]
+        is False
+    )
     [binding] = by_kind("ClusterRoleBinding").values()
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "caldera", "namespace": "caldera-system"}
@@ -101,7 +106,7 @@ def test_only_the_worker_carries_the_service_account_token():
 
 _PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<namespace>[^/]+))?"
-    r"/(?P<plural>[^/?]+)(?P<name>/[^/?]+)?"
+    r"/(?P<plural>[^/?]+)(?P<name>/[^/?]+)?(?P<subresource>/[^/?]+)?"
 )
 _DISCOVERY = re.compile(r"^/apis/[^/]+/[^/]+/?$")
 _VERBS = {"POST": "create", "PATCH": "patch", "DELETE": "delete", "PUT": "update"}
@@ -113,7 +118,9 @@ def permissions(request) -> set[tuple]:
     """(namespace, apiGroup, resource, verb, name) of one request, as the API server's
     authorizer sees it (namespace None at the cluster scope; the name only of a get). A
     server-side apply is a patch, and a create too when the object is missing (it is then
-    authorized as ``create``: Kubernetes' "Patch and apply")."""
+    authorized as ``create``: Kubernetes' "Patch and apply"). A subresource is a resource
+    of its own (``pods/log``), read by the name of a pod its operator made up, which no
+    rule can name."""
     method, path = request.method.value, request.url.path
     if _DISCOVERY.match(path):
         return set()  # every identity may read what the server serves
@@ -124,13 +131,14 @@ def permissions(request) -> set[tuple]:
     verbs = {_VERBS.get(method) or ("get" if name else "watch" if watching else "list")}
     if APPLY_PATCH in request.headers.get("Content-Type", ""):
         verbs.add("create")
+    subresource = match["subresource"] or ""
     return {
         (
             match["namespace"],
             match["group"] or "",
-            match["plural"],
+            match["plural"] + subresource,
             verb,
-            name if verb == "get" else "",
+            name if verb == "get" and not subresource else "",
         )
         for verb in verbs
     }
@@ -168,23 +176,31 @@ def deployed_with_generated_roles() -> list[dict]:
 @pytest.fixture
 def used():
     """Every request the backend makes, under the deploy's RBAC enforced by the emulator:
-    each runtime created, released, listed with its events, deleted; the nodes read; the
-    quota tree written twice, a leaf gone between; every readiness check."""
+    each runtime created, released, listed with its events, its head or master pod's log
+    read, deleted; the nodes read; the quota tree written twice, a leaf gone between; every
+    readiness check."""
     with emulator() as kube:
         kube.server.resources["scheduling.sigs.k8s.io/v1beta1/elasticquotatrees"] = {}
         kube.server.resources["scheduling.volcano.sh/v1beta1/queues"] = {}
         for namespace in WHERE:
             kube.add_namespace(namespace)
         kube.add_node("node-1", {"cpu": "16", "memory": "64Gi", "pods": "110"})
+        volcano = ray_spec(id=11, object_name="rayjob-video-11", runtime="volcano")
+        for spec in (ray_spec(), pytorch_spec(), volcano):
+            play_operator(kube, spec)
         before = len(list(kube.server))
         kube.rbac(deployed_with_generated_roles())
         backend = KubernetesBackend(
             Settings(runtimes=RUNTIMES, host=kube.url, timeout_seconds=2, watch=True)
         )
-        volcano = ray_spec(id=11, object_name="rayjob-video-11", runtime="volcano")
         backend.apply([ray_spec(suspend=True), pytorch_spec(suspend=True), volcano], now=NOW)
         backend.apply([ray_spec(), pytorch_spec()], now=NOW)
         backend.observe(now=NOW, namespaces=WHERE)
+        for spec in (ray_spec(), pytorch_spec(), volcano):
+            ref = ObjectRef(spec.object_name, spec.namespace, spec.runtime)
+            backend.pod_log(
+                ref, job_id=spec.id, head=spec.head.name, tail_lines=10, limit_bytes=999, now=NOW
+            )
         wait_for(lambda: all(i.items() is not None for i in backend._informers.values()))
         backend.close()
         backend.allocatable()
@@ -197,7 +213,8 @@ def used():
             now=NOW,
         )
         tree = {"metadata": {"name": "elasticquotatree", "namespace": "kube-system"}}
-        queues = [{"metadata": {"name": name}} for name in ("root-a", "root-b")]
+        managed = {LABEL_MANAGED_BY: MANAGER}  # what Caldera lists its queues by
+        queues = [{"metadata": {"name": n, "labels": managed}} for n in ("root-a", "root-b")]
         backend.publish_quota(tree=tree, queues=queues)
         backend.publish_quota(tree=tree, queues=queues[:1])
         checks = backend.checks(namespaces=WHERE, publish=PUBLISH)
@@ -227,7 +244,7 @@ def test_cluster_check_asks_about_every_permission_the_backend_uses(used):
         (
             attributes.get("namespace"),
             attributes["group"],
-            attributes["resource"],
+            "/".join(filter(None, (attributes["resource"], attributes.get("subresource")))),
             attributes["verb"],
             attributes.get("name", ""),
         )

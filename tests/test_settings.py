@@ -49,6 +49,20 @@ def test_an_unknown_runtime_stops_the_process_and_names_the_setting(value):
         ),
         ({"START_TIMEOUT_ATTEMPTS": "0"}, "START_TIMEOUT_ATTEMPTS must be at least 1, got 0"),
         ({"START_TIMEOUT_ATTEMPTS": "five"}, "START_TIMEOUT_ATTEMPTS must be an integer"),
+        (
+            {"JOB_LOG_LIMIT_BYTES": "0"},
+            "JOB_LOG_TAIL_LINES, JOB_LOG_LIMIT_BYTES and JOB_LOG_TIMEOUT_SECONDS must be above 0",
+        ),
+        ({"JOB_LOG_TIMEOUT_SECONDS": "soon"}, "JOB_LOG_TIMEOUT_SECONDS must be a number"),
+        (
+            {"USAGE_HISTORY_SECONDS": "0"},
+            "USAGE_HISTORY_SECONDS and USAGE_HISTORY_DAYS must be at least 1, got 0 and 14",
+        ),
+        ({"USAGE_HISTORY_DAYS": "a week"}, "USAGE_HISTORY_DAYS must be an integer"),
+        (
+            {"ESTIMATE_DEPTH": "0"},
+            "ESTIMATE_SECONDS must be above 0 and ESTIMATE_DEPTH at least 1, got 10 and 0",
+        ),
     ],
 )
 def test_a_bad_cluster_setting_stops_the_process_and_names_it(overrides, message):
@@ -76,4 +90,6 @@ def test_publishing_the_quota_tree_adds_its_beat_entry():
     )
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['admit', 'publish-quota', 'sync', 'usage-audit']"
+    assert done.stdout.strip() == (
+        "['admit', 'estimates', 'publish-quota', 'sync', 'usage-audit', 'usage-history']"
+    )

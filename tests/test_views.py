@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.admission import admission_cycle
+from jobs.estimate import estimates_refresh
 from jobs.models import Job, JobEvent
 from jobs.schema import job_parse
 from jobs.services import job_cancel, job_submit
@@ -180,9 +181,10 @@ def test_it_shows_positions_and_backoff_reasons_on_the_queue_page(client, member
     result = admission_cycle()
     assert result.admitted == [first.pk] and result.backed_off == [second.pk]
     third = submit(other_member, name="third")
+    estimates_refresh()
     response = login(client, member).get(reverse("queue-detail", args=["root-algorithm-video"]))
     assert response.status_code == 200
-    assert [(position, job.pk) for position, job in response.context["pending"]] == [
+    assert [(row[0], row[1].pk) for row in response.context["pending"]] == [
         (1, second.pk),
         (2, third.pk),
     ]
@@ -194,7 +196,15 @@ def test_it_shows_positions_and_backoff_reasons_on_the_queue_page(client, member
     )
     assert '<td class="num position">1</td>' in html
     assert '<td class="num position">2</td>' in html
-    assert "1 job ahead of it in the queue" in html
+    # Each row says why, as the rule would answer now: the head backs off and meets the
+    # leaf's max; the job behind it is told so.
+    now_meets = "waits for cpu in root/algorithm/video: used 12 of max 14; it asks for 12"
+    assert f"tried now, it {now_meets}" in html
+    assert "1 job ahead; the first backs off until" in html
+    _, _, told, estimate = response.context["pending"][1]
+    assert told.reason == "behind" and told.head_id == second.pk
+    # No run time declared, no finished job in the queue: 10 minutes each (the fallback).
+    assert estimate.basis.startswith("about 20 min: 1 job ahead, 1 running job expected to end")
     assert 'hx-trigger="every 2s"' in html
     # Used of max for the queue's quota: 12 cpu of 14 are admitted.
     cpu = next(row for row in response.context["resources"] if row["name"] == "cpu")
@@ -237,10 +247,13 @@ def test_it_shows_the_job_with_position_events_by_cycle_and_manifest(client, mem
     assert response.context["position"] == 1
     html = response.content.decode()
     assert '<dd class="position">1</dd>' in html
-    assert "next in line: tried at the next admission cycle" in html
+    assert "It fits now: it is dequeued at the next admission cycle" in html
     assert "Scheduling cycle 3" in html
     assert '<tr class="event warning">' in html
-    assert [event.reason for event in response.context["events"]] == ["Enqueued"]
+    assert [getattr(row, "reason", "cycles") for row in response.context["timeline"]] == [
+        "Enqueued",
+        "cycles",
+    ]
     assert "kind: RayJob" in response.context["manifest"]
     assert "kind: RayJob" in html
     assert 'hx-trigger="every 2s"' in html
@@ -254,9 +267,12 @@ def test_it_shows_the_backoff_reason_and_next_try_on_the_job_page(client, member
     admission_cycle()
     response = login(client, member).get(reverse("job-detail", args=[second.pk]))
     html = response.content.decode()
-    assert "Insufficient quota in root/algorithm/video" in html
     second.refresh_from_db()
-    assert f'Next try at <time datetime="{second.next_attempt_at.isoformat()}"' in html
+    retry = timezone.localtime(second.next_attempt_at)
+    assert (
+        f"It backs off until {retry:%H:%M:%S} (sooner if capacity frees) after: Insufficient "
+        "quota in root/algorithm/video"
+    ) in html
 
 
 def test_it_polls_an_active_job_and_stops_with_286_once_it_is_terminal(client, member):
@@ -404,6 +420,7 @@ def test_it_reads_the_dashboard_and_queue_page_in_a_constant_number_of_queries(
     login(client, member)
     pages = [reverse("dashboard"), reverse("queue-detail", args=["root-algorithm-video"])]
     submit(member)
+    submit(member)  # one behind the other: the head's explanation is read too
     few = [queries(url) for url in pages]
     for index in range(5):
         submit(member, name=f"more-{index}")
@@ -587,22 +604,21 @@ def test_an_admitted_job_whose_pods_wait_says_what_the_cluster_last_said_and_unt
         jobs_reconcile([job.pk], now=now)
         cluster_sync(now=now)
         cluster_sync(now=now + timedelta(seconds=5))
+        job.refresh_from_db()
+        html = login(client, member).get(reverse("job-detail", args=[job.pk])).content.decode()
     finally:
         get_backend.cache_clear()
-    job.refresh_from_db()
-
-    html = login(client, member).get(reverse("job-detail", args=[job.pk])).content.decode()
 
     starting = html[html.index('<p class="waiting starting"') :]
     starting = " ".join(starting[: starting.index("</p>")].split())
-    deadline = job.dequeued_at + timedelta(seconds=120)
-    assert "dequeued, its quota held; the cluster is placing its pods." in starting
+    deadline = timezone.localtime(job.dequeued_at + timedelta(seconds=120))
+    assert "It is dequeued and holds its quota; the cluster is placing its pods." in starting
     assert (
-        "The cluster's last word (scheduling cycle 2): "
-        f'<span class="mono">rayjob-video-{job.pk}-small-group-worker-1 in gang failed to be '
-        "scheduled in cycle 2: 0/2 nodes are available: 2 Insufficient cpu.</span>."
+        "The cluster&#x27;s last word (scheduling cycle 2): "
+        f"rayjob-video-{job.pk}-small-group-worker-1 in gang failed to be "
+        "scheduled in cycle 2: 0/2 nodes are available: 2 Insufficient cpu. "
     ) in starting
-    assert f"{deadline:%Y-%m-%d %H:%M:%S}</time>, it leaves the cluster" in starting
+    assert f"running by {deadline:%H:%M:%S}, it leaves the cluster" in starting
 
 
 def test_every_page_sends_a_policy_without_inline_script_or_style(client, member, staff):

@@ -12,8 +12,10 @@ from .base import (
     WATCHED_REASONS,
     ClusterBackend,
     ClusterUnavailable,
+    LogUnavailable,
     ObjectRef,
     Phase,
+    PodLog,
     Refusal,
     Rejected,
 )
@@ -26,8 +28,10 @@ __all__ = [
     "WATCHED_REASONS",
     "ClusterBackend",
     "ClusterUnavailable",
+    "LogUnavailable",
     "ObjectRef",
     "Phase",
+    "PodLog",
     "Refusal",
     "Rejected",
     "get_backend",
@@ -51,6 +55,7 @@ def get_backend() -> ClusterBackend:
                 timeout_seconds=settings.KUBERNETES_TIMEOUT_SECONDS,
                 attempts=settings.KUBERNETES_ATTEMPTS,
                 watch=settings.KUBERNETES_WATCH,
+                log_timeout_seconds=settings.JOB_LOG_TIMEOUT_SECONDS,
             )
         )
     raise ValueError(f"CLUSTER_BACKEND={settings.CLUSTER_BACKEND!r} is not a known backend")

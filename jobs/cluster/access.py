@@ -2,10 +2,11 @@
 are generated from (``manage.py cluster_rbac``), that ``cluster_check`` asks the API server
 about, and that it compares what is granted with.
 
-Caldera needs its job objects, their script ConfigMaps and their events only in the
-namespaces the quota tree binds; the ElasticQuotaTree only in ``kube-system``; and
-cluster-wide nothing but reading the nodes, reading the tree's namespaces, its own access
-reviews and, when it publishes them, Volcano queues (which have no namespace).
+Caldera needs its job objects, their script ConfigMaps, their events and the logs of their
+pods only in the namespaces the quota tree binds; the ElasticQuotaTree only in
+``kube-system``; and cluster-wide nothing but reading the nodes, reading the tree's
+namespaces, its own access reviews and, when it publishes them, Volcano queues (which have
+no namespace).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class Grant:
         return rule
 
 
+# Reading a job's log: its head or master pod found by its labels, then that pod's log.
+LOG_GRANTS = (Grant("", "pods", ("list",)), Grant("", "pods/log", ("get",)))
+
+
 def leaf_grants(runtimes: Iterable[str]) -> list[Grant]:
     """What Caldera does in each namespace the tree binds."""
     jobs = [
@@ -47,7 +52,12 @@ def leaf_grants(runtimes: Iterable[str]) -> list[Grant]:
         )
         for r in (kinds.RESOURCES[runtime] for runtime in runtimes)
     ]
-    return [*jobs, Grant("", "configmaps", ("create", "delete")), Grant("", "events", ("list",))]
+    return [
+        *jobs,
+        Grant("", "configmaps", ("create", "delete")),
+        Grant("", "events", ("list",)),
+        *LOG_GRANTS,
+    ]
 
 
 def quota_grants(publish: Iterable[str]) -> list[Grant]:

@@ -20,6 +20,18 @@ class ClusterUnavailable(Exception):
     """The cluster could not be reached or answered with a transient error; retry later."""
 
 
+class LogUnavailable(Exception):
+    """A pod's log cannot be read: the pod is not there, has not started, or the API server
+    refused to read it. The message is a plain sentence for the person looking at the job.
+
+    ``missing``: no such pod exists (not created yet, or gone), which the caller can word
+    from what it knows of the job (``jobs.logs``)."""
+
+    def __init__(self, reason: str, *, missing: bool = False):
+        super().__init__(reason)
+        self.missing = missing
+
+
 class Rejected(Exception):
     """The API server refused a request (400, 404 on create, 422, an admission 403...).
 
@@ -107,6 +119,19 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class PodLog:
+    """The end of one pod's log as the cluster gave it.
+
+    ``truncated``: the text is not the whole log, because lines before the last
+    ``tail_lines`` were left out or the text was cut at ``limit_bytes`` (then its last line
+    may be cut short too)."""
+
+    pod: str
+    text: str
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
 class Check:
     """One readiness check of ``ClusterBackend.checks``: what was asked, and the answer.
     A ``warning`` is worth an admin's look but does not stop Caldera from working."""
@@ -145,6 +170,25 @@ class ClusterBackend(ABC):
     def observe(self, *, now: datetime, namespaces: Collection[str]) -> Observation:
         """The status of every job object in these namespaces (those the tree binds, and
         those where jobs still hold quota), and their new events."""
+
+    @abstractmethod
+    def pod_log(
+        self,
+        ref: ObjectRef,
+        *,
+        job_id: int,
+        head: str,
+        tail_lines: int | None,
+        limit_bytes: int,
+        now: datetime,
+    ) -> PodLog:
+        """The log of the job's main pod: the Ray head or the PyTorch master, whose pod
+        group the job names ``head`` ("head" or "master"). Its last ``tail_lines`` lines
+        (None: from the start), at most ``limit_bytes`` bytes of them, as the API server's
+        ``tailLines`` and ``limitBytes`` read them: the tail first, then the bytes from
+        its start. LogUnavailable with a plain reason when the pod has not started, is
+        gone or its log cannot be read; ClusterUnavailable when the cluster does not
+        answer."""
 
     @abstractmethod
     def publish_quota(self, *, tree: dict | None, queues: list[dict] | None) -> None:

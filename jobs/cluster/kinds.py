@@ -54,6 +54,14 @@ VOLCANO_QUEUE = Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", 
 
 _CYCLE = re.compile(r"\bin cycle (\d+)\b")
 
+# The labels the operators put on the pods they create, which tell a job's main pod (the
+# Ray head, the PyTorch master) from its workers.
+RAY_NODE_TYPE = "ray.io/node-type"
+KUBEFLOW_JOB_NAME = "training.kubeflow.org/job-name"
+KUBEFLOW_REPLICA_TYPE = "training.kubeflow.org/replica-type"
+VOLCANO_JOB_NAME = "volcano.sh/job-name"
+VOLCANO_TASK = "volcano.sh/task-spec"
+
 
 def phase_of(runtime: str, obj: Mapping) -> tuple[str, str]:
     """(phase, message) of one object: Suspended, Pending, Running, Succeeded or Failed."""
@@ -220,3 +228,38 @@ def _event_time(event: Mapping) -> datetime | None:
             except ValueError:
                 continue
     return None
+
+
+def main_pod_selector(runtime: str, *, object_name: str, job_id: int, head: str) -> str:
+    """The label selector of a job's main pod (the Ray head, the PyTorch master).
+
+    Every runtime copies the labels of the pod templates Caldera writes onto its pods, so
+    ``caldera.io/job-id`` keeps the search to the job's own pods; the operator's label then
+    picks the main one. KubeRay marks the head ``ray.io/node-type=head`` within a RayCluster
+    it names itself (``<job>-<random>``, in the RayJob's ``status.rayClusterName``): the job
+    label finds it without reading the RayJob first. Kubeflow marks the master
+    ``training.kubeflow.org/replica-type=master`` (lower case), Volcano each pod with its
+    task, which Caldera names ``head`` or ``master`` (``jobs.manifests.volcano``).
+    """
+    own = f"{LABEL_JOB_ID}={job_id}"
+    if runtime == "kuberay":
+        return f"{own},{RAY_NODE_TYPE}=head"
+    if runtime == "kubeflow":
+        return f"{own},{KUBEFLOW_JOB_NAME}={object_name},{KUBEFLOW_REPLICA_TYPE}=master"
+    if runtime == "volcano":
+        return f"{own},{VOLCANO_JOB_NAME}={object_name},{VOLCANO_TASK}={head}"
+    raise ValueError(f"no main pod known for runtime {runtime!r}")
+
+
+def main_pod(pods: Iterable[Mapping]) -> Mapping | None:
+    """The pod to read among those the selector found: one not being deleted before one
+    that is (an operator replacing a pod makes the new one while the old one goes), then
+    the newest."""
+    return max(
+        pods,
+        key=lambda pod: (
+            not (pod.get("metadata") or {}).get("deletionTimestamp"),
+            (pod.get("metadata") or {}).get("creationTimestamp") or "",
+        ),
+        default=None,
+    )

@@ -47,9 +47,11 @@ from .base import (
     ClusterBackend,
     ClusterEvent,
     ClusterUnavailable,
+    LogUnavailable,
     ObjectRef,
     ObjectStatus,
     Observation,
+    PodLog,
     Refusal,
     Rejected,
 )
@@ -86,6 +88,9 @@ class Settings:
     # Keep each namespace's objects in memory through a watch (jobs.cluster.watch) instead
     # of listing them at every sync.
     watch: bool = False
+    # A pod log is read while a person waits for the page (JOB_LOG_TIMEOUT_SECONDS): one
+    # try, this patient; the page asks again at its next refresh.
+    log_timeout_seconds: float = 5.0
 
 
 def api_client(settings: Settings) -> client.ApiClient:
@@ -122,18 +127,28 @@ class KubernetesBackend(ClusterBackend):
 
     # -- calls ---------------------------------------------------------------------------
 
-    def _call(self, what: str, fn: Callable[..., T], *args, **kwargs) -> T:
+    def _call(
+        self,
+        what: str,
+        fn: Callable[..., T],
+        *args,
+        timeout: float | None = None,
+        attempts: int | None = None,
+        **kwargs,
+    ) -> T:
         """One API call with the timeout; transient failures retried, then ClusterUnavailable.
 
         404 and 409 come back as ``client.ApiException`` for the caller to judge. 401, and
         a 403 from the authorizer, say Caldera's credentials or RBAC are wrong, which no job
         should fail for: the cluster is unavailable until an admin fixes them. Other
-        refusals (an admission 403 included) are ``Rejected``.
+        refusals (an admission 403 included) are ``Rejected``. ``timeout`` and ``attempts``
+        replace the settings' for a call someone waits for (a pod's log).
         """
-        timeout = self.settings.timeout_seconds
+        timeout = timeout or self.settings.timeout_seconds
+        attempts = attempts or self.settings.attempts
         pause = self.settings.retry_pause_seconds
         operation = fn.__name__
-        for attempt in range(1, self.settings.attempts + 1):
+        for attempt in range(1, attempts + 1):
             started = time.perf_counter()
             try:
                 answer = fn(*args, _request_timeout=(timeout, timeout), **kwargs)
@@ -154,8 +169,8 @@ class KubernetesBackend(ClusterBackend):
             else:
                 _measure(operation, started, "ok")
                 return answer
-            if attempt < self.settings.attempts:
-                log.info("%s; attempt %d of %d", failure, attempt, self.settings.attempts)
+            if attempt < attempts:
+                log.info("%s; attempt %d of %d", failure, attempt, attempts)
                 time.sleep(pause * 2 ** (attempt - 1))
         raise ClusterUnavailable(failure)
 
@@ -396,6 +411,74 @@ class KubernetesBackend(ClusterBackend):
                 if error.status != 404:
                     raise Rejected(error.status, _api_message(error)) from None
 
+    # -- a job's log -----------------------------------------------------------------------
+
+    def pod_log(
+        self,
+        ref: ObjectRef,
+        *,
+        job_id: int,
+        head: str,
+        tail_lines: int | None,
+        limit_bytes: int,
+        now: datetime,
+    ) -> PodLog:
+        """The log of the job's main pod, found by its labels (``kinds.main_pod_selector``),
+        read from its first container (the head's or master's own; KubeRay puts its
+        autoscaler after it). One try of each call within ``log_timeout_seconds``: a person
+        waits for the answer, and the page asks again.
+
+        One line and one byte more than asked for are read, so that whether the log goes
+        on beyond what is shown is known rather than guessed."""
+        what = f"the {head} pod of {ref.name} in {ref.namespace}"
+        patience = {"timeout": self.settings.log_timeout_seconds, "attempts": 1}
+        selector = kinds.main_pod_selector(
+            ref.runtime, object_name=ref.name, job_id=job_id, head=head
+        )
+        try:
+            listed = self._call(
+                f"list {what}",
+                self.core.list_namespaced_pod,
+                ref.namespace,
+                label_selector=selector,
+                _preload_content=False,
+                **patience,
+            )
+        except (client.ApiException, Rejected) as error:
+            reason = error.message if isinstance(error, Rejected) else _api_message(error)
+            raise LogUnavailable(f"The pods of {ref.name} cannot be listed: {reason}.") from None
+        pod = kinds.main_pod(json.loads(listed.data).get("items") or [])
+        if pod is None:
+            raise LogUnavailable(f"{what.capitalize()} is not there.", missing=True)
+        name = pod["metadata"]["name"]
+        spec = pod.get("spec") or {}
+        if not spec.get("nodeName"):
+            # The API server answers such a pod's log with nothing at all, not an error.
+            raise LogUnavailable(
+                f"Pod {name} has no log yet: it waits for the scheduler to place it on a node."
+            )
+        window = {"limit_bytes": limit_bytes + 1}
+        if tail_lines is not None:
+            window["tail_lines"] = tail_lines + 1
+        try:
+            answer = self._call(
+                f"read the log of pod {name} in {ref.namespace}",
+                self.core.read_namespaced_pod_log,
+                name,
+                ref.namespace,
+                container=(spec.get("containers") or [{}])[0].get("name"),
+                _preload_content=False,
+                **window,
+                **patience,
+            )
+        except client.ApiException as error:  # 404: deleted since it was listed
+            reason = _api_message(error)
+            raise LogUnavailable(f"Pod {name} is gone: {reason}.", missing=True) from None
+        except Rejected as error:  # 400: its container is waiting to start, ...
+            reason = error.message
+            raise LogUnavailable(f"The log of pod {name} cannot be read: {reason}.") from None
+        return log_window(name, answer.data, tail_lines=tail_lines, limit_bytes=limit_bytes)
+
     # -- the quota tree, for the cluster's own schedulers -------------------------------
 
     def publish_quota(self, *, tree: dict | None, queues: list[dict] | None) -> None:
@@ -520,11 +603,10 @@ class KubernetesBackend(ClusterBackend):
             for grant in grants:
                 for verb in grant.verbs:
                     for name in grant.names or (None,):
-                        attributes = {
-                            "group": grant.group,
-                            "resource": grant.resource,
-                            "verb": verb,
-                        }
+                        # A subresource (pods/log) is its own attribute in a review.
+                        resource, _, subresource = grant.resource.partition("/")
+                        attributes = {"group": grant.group, "resource": resource, "verb": verb}
+                        attributes |= {"subresource": subresource} if subresource else {}
                         attributes |= {"namespace": namespace} if namespace else {}
                         attributes |= {"name": name} if name else {}
                         status = self._review(
@@ -654,6 +736,24 @@ def node_shapes(nodes: Iterable[dict]) -> list[ResourceList]:
         except QuantityError as error:
             log.warning("node %s: %s", (node.get("metadata") or {}).get("name"), error)
     return usable
+
+
+def log_window(pod: str, data: bytes, *, tail_lines: int | None, limit_bytes: int) -> PodLog:
+    """A log read with one line and one byte more than asked for, cut to what was asked:
+    a byte past ``limit_bytes`` says the log was cut there; a line past ``tail_lines``
+    (which the server gives first) says earlier lines were left out. The text is decoded
+    as UTF-8, a character cut in two at the limit replaced. Lines end with a newline alone,
+    as the kubelet counts them (a progress bar's carriage returns stay inside a line)."""
+    truncated = len(data) > limit_bytes
+    data = data[:limit_bytes]
+    if tail_lines is not None and not truncated:
+        lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+        start = -1
+        for _ in range(lines - tail_lines):
+            start = data.index(b"\n", start + 1)
+        truncated = start >= 0
+        data = data[start + 1 :]
+    return PodLog(pod=pod, text=data.decode("utf-8", errors="replace"), truncated=truncated)
 
 
 def _measure(operation: str, started: float, result: str) -> None:

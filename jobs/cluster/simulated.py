@@ -23,13 +23,16 @@ from .base import (
     Check,
     ClusterBackend,
     ClusterEvent,
+    LogUnavailable,
     ObjectRef,
     ObjectStatus,
     Observation,
     Phase,
+    PodLog,
     Refusal,
     Rejected,
 )
+from .simulated_log import Timeline, simulated_log
 
 PodPhase = SimulatedPod.Phase
 
@@ -350,6 +353,40 @@ class SimulatedBackend(ClusterBackend):
         """Every job's pods: the simulated cluster has no namespaces to tell apart."""
         with self._cluster() as cluster:
             return cluster.tick(now=now)
+
+    def pod_log(
+        self,
+        ref: ObjectRef,
+        *,
+        job_id: int,
+        head: str,
+        tail_lines: int | None,
+        limit_bytes: int,
+        now: datetime,
+    ) -> PodLog:
+        """The log the job's first pod (its head or master) has written by ``now``
+        (``jobs.cluster.simulated_log``), read without the cluster's lock: it changes
+        nothing."""
+        pod = SimulatedPod.objects.filter(object_name=ref.name, index=0).first()
+        if pod is None:
+            raise LogUnavailable(f"The {head} pod of {ref.name} is not there.", missing=True)
+        if pod.phase == PodPhase.SUSPENDED:
+            raise LogUnavailable(
+                f"Pod {pod.name} has not started: its job is suspended until it leaves its queue."
+            )
+        if pod.started_at is None:
+            raise LogUnavailable(
+                f"Pod {pod.name} has no log yet: it waits for the scheduler to place the "
+                "job's pods on nodes."
+            )
+        timeline = Timeline(pod.name, pod.node, pod.requests, pod.started_at, pod.run_seconds)
+        return simulated_log(
+            timeline,
+            finished=pod.phase == PodPhase.SUCCEEDED,
+            now=now,
+            tail_lines=tail_lines,
+            limit_bytes=limit_bytes,
+        )
 
     def publish_quota(self, *, tree: dict | None, queues: list[dict] | None) -> None:
         """Refused: the simulated cluster places gangs and reads no quota objects, so the
