@@ -38,7 +38,7 @@ def _stamp(run: dict) -> list[str]:
 
 
 def _seconds(value: float) -> str:
-    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+    return f"{value:.0f} s" if abs(value) >= 10 else f"{value:.1f} s"
 
 
 def _ms(value) -> str:
@@ -191,13 +191,13 @@ def render_estimate(run: dict) -> list[str]:
     figures = run["estimate"]
     lines = [
         "| class | estimates | without one | mean absolute error | p90 absolute error "
-        "| mean wait estimated |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| mean error (below 0: early) | mean actual wait after the estimate |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for group, row in figures["classes"].items():
         cells = [
-            _seconds(row[key]) if row[key] is not None else "-"
-            for key in ("mae_seconds", "p90_seconds", "mean_wait_seconds")
+            _seconds(row[key]) if row.get(key) is not None else "-"
+            for key in ("mae_seconds", "p90_seconds", "bias_seconds", "mean_wait_seconds")
         ]
         lines.append(f"| {group} | {row['estimates']} | {row['without']} | {' | '.join(cells)} |")
     lines += [
