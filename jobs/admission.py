@@ -144,7 +144,7 @@ def holding_jobs() -> tuple[list[Admitted], list[Admitted]]:
             job = Admitted(
                 key=job_id,
                 leaf=path,
-                request={k: int(v) for k, v in json.loads(request).items()},
+                request=request_units(request),
                 priority=priority,
                 admitted_at=dequeued_at,
             )
@@ -212,10 +212,11 @@ def pending_heads(limit: int) -> list[PendingRow]:
             """,
             [list(PENDING), limit],
         )
-        return [PendingRow(*row[:7], _units(row[7]), *row[8:]) for row in cursor.fetchall()]
+        return [PendingRow(*row[:7], request_units(row[7]), *row[8:]) for row in cursor.fetchall()]
 
 
-def _units(request: str) -> ResourceList:
+def request_units(request: str) -> ResourceList:
+    """A job's ``request`` column read as text (``request::text``) as base units."""
     return {resource: int(amount) for resource, amount in json.loads(request).items()}
 
 

@@ -369,7 +369,7 @@ class JobDetailView(APIView):
         job = selectors.job_get_for_user(request.user, pk)
         position = selectors.job_position(job)
         answer = job_out(job, position)
-        told = waiting.job_waiting(job)
+        told = waiting.job_waiting(job, position)
         answer["waiting"] = None if told is None else WaitingOut(told).data
         start = estimate.job_estimate(job, position)
         answer["estimated_start_at"] = start and start.at and start.at.isoformat()

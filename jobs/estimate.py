@@ -16,7 +16,6 @@ a job sooner) and jobs submitted later at a higher priority (they can start it l
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,7 +30,7 @@ from queues.quota import Node, path_to_root
 from queues.selectors import QUEUES, QUOTA_NODES, tree_nodes
 
 from .admission import HEADS_PER_QUEUE as WINDOW  # what a round offers of each queue
-from .admission import pending_heads
+from .admission import pending_heads, request_units
 from .cluster import get_backend
 from .locks import ESTIMATES, advisory_lock
 from .models import HOLDING, JOBS, LEAVING, PENDING, StartEstimate, State
@@ -326,7 +325,7 @@ def _holders(now: datetime, holds: Mapping[int, Holds]) -> list[Holder]:
         for key, leaf, request, state, queue_id, run_seconds, since in cursor.fetchall():
             hold = holds.get(queue_id, Holds()).expected(run_seconds)
             ends = now if state in LEAVING or since is None else since + hold
-            holders.append(Holder(key, leaf, _units(request), ends))
+            holders.append(Holder(key, leaf, request_units(request), ends))
         return holders
 
 
@@ -338,7 +337,3 @@ def _lines(depth: int, holds: Mapping[int, Holds]) -> list[Line]:
         waiter = Waiter(row.id, row.request, row.priority, run)
         grouped.setdefault(row.leaf, (row.policy, []))[1].append(waiter)
     return [Line(leaf, policy, jobs) for leaf, (policy, jobs) in grouped.items()]
-
-
-def _units(request: str) -> ResourceList:
-    return {resource: int(amount) for resource, amount in json.loads(request).items()}

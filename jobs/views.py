@@ -242,7 +242,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "polling": not job.is_terminal,
         "start_timeout_attempts": settings.START_TIMEOUT_ATTEMPTS,
     }
-    context["waiting"] = told = waiting.job_waiting(job)
+    context["waiting"] = told = waiting.job_waiting(job, position)
     context["path_rows"] = _path_rows(told, job.request)
     context["estimate"] = estimate.job_estimate(job, position)
     if request.htmx:

@@ -331,8 +331,10 @@ def jobs_waiting(
     return answers
 
 
-def job_waiting(job: Job, *, now: datetime | None = None) -> Waiting | None:
-    return jobs_waiting([job], now=now).get(job.pk)
+def job_waiting(job: Job, position: int | None) -> Waiting | None:
+    """Why ``job`` waits; ``position`` is its place in its queue (``job_position``)."""
+    positions = {} if position is None else {job.pk: position}
+    return jobs_waiting([job], positions=positions).get(job.pk)
 
 
 def _last_failures(job_ids: list[int]) -> dict[int, JobEvent]:
