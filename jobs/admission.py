@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from kube.quantity import ResourceList, add, human
@@ -26,7 +26,7 @@ from queues.quota import Breach, Node, breaches, rollup
 from queues.selectors import QUEUES, QUOTA_NODES, tree_nodes
 
 from .cluster import get_backend
-from .locks import ADMISSION, advisory_lock
+from .locks import ADMISSION, advisory_lock, lock_jobs, retrying
 from .models import (
     HOLDING,
     IN_CLUSTER,
@@ -358,23 +358,33 @@ def plan_write(
     from the jobs and judged where the dequeues added to it (``queues.quota.breaches``).
     A breach rolls the whole cycle back and logs the plan that caused it; nothing of it is
     committed and the next cycle plans again from the database. ``leaf_of`` gives each
-    candidate's leaf.
+    candidate's leaf. Every job the plan changes is locked first, by id (``lock_jobs``),
+    so the write waits for a bulk action or a sync instead of deadlocking with it.
     """
+
+    def write() -> CycleWrite:
+        lock_jobs(
+            [p.victim.key for p in plan.preempted]
+            + [c.key for c in plan.admitted]
+            + list(plan.refused)
+        )
+        preempted = _write_preemptions(plan.preempted, now)
+        dequeued = _write_dequeues([c.key for c in plan.admitted], now)
+        backed_off = _write_backoffs(plan.refused, now)
+        if dequeued:
+            added: dict[str, ResourceList] = {}
+            requests = {c.key: c.request for c in plan.admitted}
+            for key in dequeued:
+                added[leaf_of[key]] = add(added.get(leaf_of[key], {}), requests[key])
+            found = breaches(
+                added=added, tree=tree, used=rollup(leaf_usage()), allocatable=allocatable
+            )
+            if found:
+                raise QuotaBreached(found)
+        return CycleWrite(dequeued, backed_off, preempted, plan.more)
+
     try:
-        with transaction.atomic():
-            preempted = _write_preemptions(plan.preempted, now)
-            dequeued = _write_dequeues([c.key for c in plan.admitted], now)
-            backed_off = _write_backoffs(plan.refused, now)
-            if dequeued:
-                added: dict[str, ResourceList] = {}
-                requests = {c.key: c.request for c in plan.admitted}
-                for key in dequeued:
-                    added[leaf_of[key]] = add(added.get(leaf_of[key], {}), requests[key])
-                found = breaches(
-                    added=added, tree=tree, used=rollup(leaf_usage()), allocatable=allocatable
-                )
-                if found:
-                    raise QuotaBreached(found)
+        return retrying(write)
     except QuotaBreached as breach:
         log.error(
             "admission cycle rolled back, it would have broken the quota promise (%s); "
@@ -386,7 +396,6 @@ def plan_write(
             ", ".join(f"{p.victim.key} of {p.victim.leaf}" for p in plan.preempted) or "none",
         )
         return CycleWrite([], [], [], more=False)
-    return CycleWrite(dequeued, backed_off, preempted, plan.more)
 
 
 def _shown(request: ResourceList) -> str:
@@ -455,6 +464,7 @@ def _write_backoffs(refused: dict, now: datetime) -> list[int]:
                    q.backoff_base_seconds, q.backoff_max_seconds
             FROM {JOBS} j JOIN {QUEUES} q ON q.id = j.queue_id
             WHERE j.id = ANY(%s) AND j.state = ANY(%s)
+            ORDER BY j.id
             FOR UPDATE OF j
             """,
             [list(refused), moving(State.BACKOFF, PENDING)],

@@ -7,6 +7,9 @@ as a new submission of the user's (``job_resubmit``). A request that is wrong as
 whole (an unknown action, a priority out of range, too many jobs) changes nothing; a job
 that its action refuses is named with the reason and the others go ahead, each change an
 event on its job. All of it commits together, so a failure half-way leaves nothing done.
+The chosen jobs are locked at once, by id, the order in which the admission cycle locks
+its own (``jobs.locks``), so a bulk action and a cycle wait for each other instead of
+deadlocking; one that still loses to contention is tried again.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .listing import JobFilter
+from .locks import lock_jobs, retrying
 from .models import Job
 from .selectors import jobs_for_user
 from .services import (
@@ -111,10 +115,14 @@ def jobs_bulk(
     if action == "priority" and (priority is None or not low <= priority <= high):
         raise JobInvalid({"priority": f"a priority between {low} and {high} is required"})
     now = now or timezone.now()
-    outcome = BulkOutcome(action=action)
-    if not_visible:
-        outcome.refused[NOT_VISIBLE] = list(not_visible)
-    with transaction.atomic():
+
+    def act() -> BulkOutcome:
+        outcome = BulkOutcome(action=action)
+        if not_visible:
+            outcome.refused[NOT_VISIBLE] = list(not_visible)
+        # Every chosen job at once, by id, as the admission cycle locks its jobs: the
+        # services below then lock rows this transaction already holds.
+        lock_jobs([job.pk for job in jobs])
         for job in jobs:
             try:
                 with transaction.atomic():  # what a refused job began is undone alone
@@ -130,4 +138,6 @@ def jobs_bulk(
                 outcome.refused.setdefault(str(refusal), []).append(job.pk)
             else:
                 outcome.done.append(job.pk)
-    return outcome
+        return outcome
+
+    return retrying(act)

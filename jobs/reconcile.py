@@ -25,6 +25,7 @@ from queues.selectors import queue_departments
 from .admission import LEFT_FOR_BACKOFF, capacity_changed, leave_for_backoff
 from .cluster import ClusterUnavailable, get_backend
 from .cluster_health import cluster_unavailable
+from .locks import lock_jobs
 from .models import LEAVING, Job, JobEvent, State, sources_of
 from .specs import ABSENT, SUSPENDED, job_spec, object_ref, object_wanted
 from .triggers import request_admission, request_reconcile, request_sync
@@ -75,9 +76,11 @@ def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
 def start_clocks(job_ids: list[int], *, now: datetime) -> None:
     """Admitted jobs whose objects the cluster now holds, released: their start timeout
     begins to count (``jobs.start_timeouts``), once, at the first reconcile that did it."""
-    Job.objects.filter(pk__in=job_ids, state=State.ADMITTED, start_clock_at__isnull=True).update(
-        start_clock_at=now
-    )
+    with transaction.atomic():
+        lock_jobs(job_ids)
+        Job.objects.filter(
+            pk__in=job_ids, state=State.ADMITTED, start_clock_at__isnull=True
+        ).update(start_clock_at=now)
 
 
 def jobs_refused(reasons: dict[int, str], *, now: datetime) -> list[int]:
@@ -108,6 +111,7 @@ def jobs_deferred(reasons: dict[int, str], *, now: datetime) -> list[int]:
             Job.objects.select_for_update(of=("self",))
             .select_related("queue")
             .filter(pk__in=list(reasons), state=State.ADMITTED)
+            .order_by("pk")
         )
         for job in jobs:
             leave_for_backoff(job, reason=reasons[job.pk], attempts=job.backoff_count + 1, now=now)
@@ -141,6 +145,7 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
         moved = list(
             Job.objects.filter(pk__in=job_ids, state__in=LEAVING)
             .select_for_update(of=("self",))
+            .order_by("pk")
             .values_list("pk", "state", "queue__name")
         )
         if not moved:
@@ -198,6 +203,7 @@ def jobs_transition(target: str, messages: dict[int, str], now: datetime, reason
         moved = list(
             Job.objects.select_for_update()
             .filter(pk__in=list(messages), state__in=sources_of(target))
+            .order_by("pk")
             .values_list("pk", flat=True)
         )
         Job.objects.filter(pk__in=moved).update(state=target, **stamps)

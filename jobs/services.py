@@ -396,9 +396,10 @@ def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
     if job_may_act(user, job) not in (queue_selectors.MANAGER, queue_selectors.STAFF):
         raise JobPermissionDenied("only the department's managers and staff may move a job")
     with transaction.atomic():
-        # Lock the queue's row so two moves to the head cannot both compute the same top.
-        Queue.objects.select_for_update().get(pk=job.queue_id)
         locked = _lock_pending(job)
+        # Lock the queue's row so two moves to the head cannot both compute the same top;
+        # after the job's, as a bulk action has locked its jobs before any queue.
+        Queue.objects.select_for_update().get(pk=job.queue_id)
         top = (
             Job.objects.filter(queue_id=locked.queue_id, state__in=PENDING)
             .exclude(pk=locked.pk)

@@ -28,7 +28,11 @@ def start_clocks_resume(*, outage_since: datetime, now: datetime) -> int:
             f"""
             UPDATE {JOBS} SET start_clock_at = start_clock_at
                 + (%(now)s - GREATEST(start_clock_at, %(since)s))
-            WHERE state = %(admitted)s AND start_clock_at < %(now)s
+            WHERE id IN (
+                SELECT id FROM {JOBS}
+                WHERE state = %(admitted)s AND start_clock_at < %(now)s
+                ORDER BY id FOR UPDATE
+            )
             """,
             {"now": now, "since": outage_since, "admitted": State.ADMITTED},
         )
@@ -68,6 +72,7 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
             Job.objects.select_for_update(of=("self",))
             .select_related("queue")
             .filter(pk__in=late, state=State.ADMITTED)
+            .order_by("pk")
         )
         events = []
         for job in jobs:

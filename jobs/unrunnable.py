@@ -60,6 +60,7 @@ def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = No
             moved = list(
                 Job.objects.select_for_update(of=("self",))
                 .filter(state__in=PENDING, **shape)
+                .order_by("pk")
                 .values_list("pk", flat=True)
             )
             Job.objects.filter(pk__in=moved).update(

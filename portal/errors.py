@@ -22,12 +22,18 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
+from jobs.locks import is_contention
+
 log = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
 # How long a client should wait before trying again when a backing service is down:
 # about the time PostgreSQL or Redis takes to restart.
 RETRY_AFTER_SECONDS = 10
+# A transaction that lost to others' locks was already tried again (jobs.locks.retrying);
+# the same request a moment later finds the rows free.
+BUSY_RETRY_AFTER_SECONDS = 1
+BUSY_DETAIL = "busy: other changes to the same jobs went first; try again"
 DATABASE = "database"
 BROKER = "broker"
 # The errors that mean "the service did not answer", not "the request was wrong".
@@ -45,7 +51,12 @@ def is_api(request: HttpRequest) -> bool:
 
 
 def unavailable_component(error: BaseException | None) -> str | None:
-    """``database`` or ``broker`` when ``error`` says that service is down, else None."""
+    """``database`` or ``broker`` when ``error`` says that service is down, else None.
+
+    A deadlock or a serialization failure is an OperationalError too, but the database
+    answered it: that is contention (``busy``), not an outage."""
+    if is_contention(error):
+        return None
     for types, component in UNAVAILABLE:
         if isinstance(error, types):
             return component
@@ -83,6 +94,19 @@ def service_unavailable(request: HttpRequest, component: str) -> HttpResponse:
     return response
 
 
+def busy(request: HttpRequest) -> HttpResponse:
+    """503 for a request whose transaction kept losing to others' locks: nothing of it was
+    committed, and the same request shortly succeeds."""
+    if is_api(request):
+        response = JsonResponse({"detail": BUSY_DETAIL, "reason": "busy"}, status=503)
+    else:
+        response = _page(
+            503, "Busy", BUSY_DETAIL[:1].upper() + BUSY_DETAIL[1:] + ". Nothing was changed."
+        )
+    response["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
+    return response
+
+
 def _detail(request: HttpRequest, status: int, detail: str, title: str) -> HttpResponse:
     if is_api(request):
         return JsonResponse({"detail": detail}, status=status)
@@ -106,7 +130,10 @@ def not_found_handler(request: HttpRequest, exception: Exception) -> HttpRespons
 
 
 def server_error_handler(request: HttpRequest) -> HttpResponse:
-    """handler500: a database or broker outage outside a view is still a 503."""
+    """handler500: a database or broker outage outside a view is still a 503, and so is
+    contention (``busy``)."""
+    if is_contention(sys.exc_info()[1]):
+        return busy(request)
     component = unavailable_component(sys.exc_info()[1])
     if component is not None:
         return service_unavailable(request, component)

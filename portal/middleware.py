@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator
 
 from django.http import HttpRequest, HttpResponse
 
+from jobs.locks import is_contention
+
 from . import errors
 from .input import pairs_problem, text_problem
 
@@ -59,7 +61,8 @@ class RefuseUnstorableText:
 
 
 class ServiceUnavailable:
-    """A view that finds the database or the broker down answers 503 with Retry-After.
+    """A view that finds the database or the broker down answers 503 with Retry-After;
+    one whose transaction kept losing to others' locks answers 503 "busy" (``errors.busy``).
 
     Only errors that say a service did not answer are caught (``errors.UNAVAILABLE``);
     any other exception is still a 500 and logged as one.
@@ -72,6 +75,9 @@ class ServiceUnavailable:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if is_contention(exception):
+            log.warning("%s %s: busy: %s", request.method, request.path, exception)
+            return errors.busy(request)
         component = errors.unavailable_component(exception)
         if component is None:
             return None
