@@ -171,6 +171,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Leaves the device cookie on a successful sign-in's answer (portal/device_cookie.py).
+    "portal.device_cookie.DeviceCookieMiddleware",
     # Last: its lockout answer replaces the login page's (django-axes' own advice).
     "axes.middleware.AxesMiddleware",
     "portal.middleware.ServiceUnavailable",
@@ -240,11 +242,23 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
-# Login throttling (django-axes), on the login page and the admin's: LOGIN_FAILURE_LIMIT
-# failed logins for one username, or from one address, refuse that username or address
-# for LOGIN_COOLOFF_MINUTES after the last failure; a success clears the count. API tokens
-# are not logins and are not counted. Behind a proxy, every client shares its address: set
-# AXES_IPWARE_* (django-axes' settings) or raise the limit.
+# Login throttling (django-axes, portal/login_throttle.py), on the login page and the
+# admin's. Failed password logins refuse later ones, right password or not, so that the
+# guesser is held back and not the person guessed at:
+# - LOGIN_FAILURE_LIMIT failures for one username from one address refuse that pair only:
+#   the person still logs in from elsewhere, and others behind the same address (a proxy)
+#   are not held back;
+# - LOGIN_USERNAME_FAILURE_LIMIT failures for one username from all addresses together
+#   (many addresses guessing one password) refuse it from everywhere, except in a browser
+#   the person has logged in with before: a successful login leaves a signed device cookie
+#   naming them (portal/device_cookie.py), so guessers cannot lock them out;
+# - a failure counts for LOGIN_COOLOFF_MINUTES; refused logins are not failures, so a lock
+#   lifts one cool-off after the failure that reached the limit, however often it is
+#   knocked on; a success clears its pair's failures.
+# Staff see the failures under "Access attempts" in the admin, and delete them to lift a
+# lock early. Sign-in through the identity provider is not counted (its own protections
+# apply), nor are API tokens. Behind a proxy, set AXES_IPWARE_* (django-axes' settings) so
+# that the address counted is the client's.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: it refuses a locked-out login
     "portal.sign_in.LocalAccounts",  # username and password, while LOCAL_LOGIN is on
@@ -270,11 +284,16 @@ OIDC_LEEWAY_SECONDS = 60  # clock skew allowed between the provider and Caldera
 # the provider signs people in, and API tokens keep working.
 LOCAL_LOGIN = env_bool("LOCAL_LOGIN", True)
 
+AXES_HANDLER = "portal.login_throttle.LoginThrottle"  # adds the limit per username
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair, together
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
+LOGIN_USERNAME_FAILURE_LIMIT = env_int("LOGIN_USERNAME_FAILURE_LIMIT", 50)
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("LOGIN_COOLOFF_MINUTES", 15.0))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
+AXES_WHITELIST_CALLABLE = "portal.login_throttle.is_not_a_password_login"
 AXES_LOCKOUT_CALLABLE = "portal.login_throttle.lockout_response"
+AXES_ENABLE_ADMIN = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
