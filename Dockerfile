@@ -35,8 +35,11 @@ RUN useradd --system --uid 10001 --no-create-home --home-dir /app caldera
 USER caldera
 
 # Each process's Prometheus figures go here, for a scrape to add up (portal/process_metrics.py).
+# gunicorn's arbiter answers GET /livez on PROBE_PORT, outside the request workers' queue
+# (portal/web_server.py); /livez on PORT stays for callers that want the workers' answer.
 ENV PORT=8000 \
+    PROBE_PORT=8001 \
     PROMETHEUS_MULTIPROC_DIR=/tmp/caldera-metrics
-EXPOSE 8000
+EXPOSE 8000 8001
 
 CMD ["sh", "-c", "exec gunicorn portal.wsgi:application -c python:portal.gunicorn --bind 0.0.0.0:${PORT} --workers 2 --threads 4 --access-logfile -"]

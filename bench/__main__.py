@@ -19,7 +19,9 @@ The parts:
 - cluster: the Kubernetes backend against the emulated API server: objects stored per
   second, and a sync pass at 1k and 10k live jobs (cluster.py);
 - estimate: the estimated start of pending jobs against their actual start, over the
-  baseline scenario replayed through the service (estimates.py).
+  baseline scenario replayed through the service (estimates.py);
+- broker: submit latency and the probes with Redis answering and with it stopped by
+  SIGSTOP (broker.py).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from .services import REPO, bench_environment, flush_redis, recreate_database, w
 
 RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
-PARTS = ["kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate"]
+PARTS = ["kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker"]
 IDLE_REACTION_ROUNDS = 30
 # 60,000 jobs due within 0.4 s cannot be submitted one request at a time on 2 cores: the
 # large-scale scenario is submitted as a CI pipeline submits a sweep, in batches.
@@ -106,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         run["cluster"] = cluster_part(env)
     if "estimate" in parts:
         run["estimate"] = estimate_part(env, args.scale)
+    if "broker" in parts:
+        run["broker"] = broker_part(env, seconds)
 
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(run, indent=2))
@@ -214,6 +218,20 @@ def mixed_part(env: dict, seconds: float) -> dict:
     with worker(run_env), web(run_env, port=PORT) as url:
         result = measure(scenario, user=user, base_url=url, env=run_env, seconds=seconds)
     print(f"bench: mixed {json.dumps(result)}", flush=True)
+    return result
+
+
+def broker_part(env: dict, seconds: float) -> dict:
+    from .broker import measure
+    from .kueue import load
+    from .replay import prepare
+
+    print("bench: a hung broker, submissions and probes", flush=True)
+    scenario = load("baseline")
+    fresh(env)
+    user = prepare(scenario)
+    result = measure(scenario, user=user, env=env, port=PORT, seconds=seconds)
+    print(f"bench: broker {json.dumps(result)}", flush=True)
     return result
 
 

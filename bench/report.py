@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .kueue import KUEUE_BASELINE, KUEUE_LARGE_SCALE_LIMIT_SECONDS
 
-SECTIONS = ("kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate")
+SECTIONS = ("kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker")
 
 
 def start(section: str) -> str:
@@ -216,6 +216,39 @@ def render_estimate(run: dict) -> list[str]:
     return lines
 
 
+def render_broker(run: dict) -> list[str]:
+    figures = run["broker"]
+    lines = [
+        "| Redis | request | clients | requests / s | p50 | p99 | max | errors |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in figures["submit"]:
+        lines.append(
+            f"| {row['broker']} | `POST /api/v1/jobs/` | {row['clients']} "
+            f"| {row['requests_per_second']:,.1f} | {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} "
+            f"| {_ms(row['max_ms'])} | {row['errors']} |"
+        )
+    for row in figures["livez_under_load"]:
+        lines.append(
+            f"| {row['broker']} | `GET /livez` on the {row['where']}, beside the submits "
+            f"| {row['clients']} | - | {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} "
+            f"| {_ms(row['max_ms'])} | - |"
+        )
+    for row in figures["probes"]:
+        statuses = ", ".join(f"{n} x {s}" for s, n in sorted(row["statuses"].items()))
+        lines.append(
+            f"| {row['broker']} | `GET {row['path']}` ({statuses}) | 1 | - "
+            f"| {_ms(row['p50_ms'])} | {_ms(row['p99_ms'])} | {_ms(row['max_ms'])} | - |"
+        )
+    lines += [
+        "",
+        "Redis stopped by SIGSTOP keeps its port open and answers nothing. gunicorn runs "
+        "with the image's configuration file (`-c python:portal.gunicorn`, the arbiter's "
+        "/livez on the probe port) and 4 sync workers; no Celery worker runs.",
+    ]
+    return lines
+
+
 def render_reaction(rows: list[tuple[str, dict]]) -> list[str]:
     lines = [
         "| workers | reaction to | rounds | p50 | p99 | max |",
@@ -250,6 +283,7 @@ RENDERERS = {
     "mixed": (lambda run: run.get("mixed"), render_mixed),
     "cluster": (lambda run: run.get("cluster"), render_cluster),
     "estimate": (lambda run: run.get("estimate"), render_estimate),
+    "broker": (lambda run: run.get("broker"), render_broker),
     # Measured by the probe beside the baseline replay, so written by the kueue part.
     "reaction-under-load": (
         _reactions_under_load,

@@ -86,11 +86,13 @@ def worker(env: dict[str, str], *, concurrency: int = 2) -> Iterator[None]:
 
 
 @contextmanager
-def web(env: dict[str, str], *, port: int, workers: int = 4) -> Iterator[str]:
-    """gunicorn serving the portal on loopback; yields its base URL."""
+def web(env: dict[str, str], *, port: int, workers: int = 4, config: bool = False) -> Iterator[str]:
+    """gunicorn serving the portal on loopback; yields its base URL. ``config``: with the
+    image's configuration (``-c python:portal.gunicorn``: its limits and hooks)."""
     process = _start(
         [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind",
-         f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning"],
+         f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning",
+         *(["-c", "python:portal.gunicorn"] if config else [])],
         env,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

@@ -1,7 +1,9 @@
 """The probes.
 
 - GET /livez: 200 while the process answers requests; it reads nothing, so a database or
-  broker outage never restarts a web process (the liveness probe).
+  broker outage never restarts a web process. The Deployment's liveness probe asks the
+  same question of gunicorn's arbiter on the probe port instead (portal/web_server.py),
+  so that it is answered even while every request worker is busy.
 - GET /readyz: 200 when the database and the broker answer, else 503 naming the one
   that does not (the readiness probe: a pod that cannot serve leaves the Service).
 - GET /healthz: 200 when the web process and the database answer, with a body that also
@@ -11,12 +13,18 @@
 Each is cheap enough for a flood of probes: at most one ``SELECT 1``, one Redis round
 trip that counts the workers' heartbeats (portal/heartbeat.py; it also proves the broker
 answers), and the cluster's last recorded answer, with no call to a worker or the cluster.
+Each dependency gets PROBE_TIMEOUT_SECONDS: a stopped Redis (it accepts connections and
+never answers) or a PostgreSQL stuck on a statement costs a probe that much, not the
+broker's own timeout, so a probe always answers well inside its own timeout.
 """
 
 from __future__ import annotations
 
+from functools import cache
+
 import redis
-from django.db import Error, connection
+from django.conf import settings
+from django.db import Error, connection, transaction
 from django.http import HttpRequest, JsonResponse
 
 from jobs.selectors import cluster_trouble
@@ -24,9 +32,24 @@ from jobs.selectors import cluster_trouble
 from .heartbeat import live_workers
 
 
+@cache
+def _redis(url: str, timeout: float) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+
+
+def probe_redis() -> redis.Redis:
+    """The probes' Redis client: PROBE_TIMEOUT_SECONDS to connect and to read. One per
+    URL and timeout, so a changed setting takes effect at the next probe."""
+    return _redis(settings.REDIS_URL, settings.PROBE_TIMEOUT_SECONDS)
+
+
 def _database() -> bool:
     try:
-        with connection.cursor() as cursor:
+        with transaction.atomic(), connection.cursor() as cursor:
+            # Local to this transaction: the connection goes back to the request's
+            # other work without the limit.
+            milliseconds = max(1, round(settings.PROBE_TIMEOUT_SECONDS * 1000))
+            cursor.execute("SELECT set_config('statement_timeout', %s, true)", [str(milliseconds)])
             cursor.execute("SELECT 1")
         return True
     except Error:  # the body says "down"; the status 503
@@ -34,9 +57,9 @@ def _database() -> bool:
 
 
 def _workers() -> int | None:
-    """The live workers, or None when Redis does not answer."""
+    """The live workers, or None when Redis does not answer in time."""
     try:
-        return live_workers()
+        return live_workers(probe_redis())
     except redis.RedisError:
         return None
 

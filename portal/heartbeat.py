@@ -47,9 +47,12 @@ def beat(hostname: str) -> None:
     redis_client().eval(_BEAT, 1, WORKERS_KEY, hostname, _time_to_live())
 
 
-def live_workers() -> int:
-    """How many workers beat within the last BEATS_TO_LIVE beats. Raises redis errors."""
-    return int(redis_client().eval(_LIVE, 1, WORKERS_KEY, _time_to_live()))
+def live_workers(client: redis.Redis | None = None) -> int:
+    """How many workers beat within the last BEATS_TO_LIVE beats, read through ``client``
+    (the probes pass one with a short timeout; default: the process's). Raises redis
+    errors."""
+    client = client or redis_client()
+    return int(client.eval(_LIVE, 1, WORKERS_KEY, _time_to_live()))
 
 
 class WorkerHeartbeat(bootsteps.StartStopStep):

@@ -52,6 +52,8 @@ REASON = JobEvent.Reason
 # Kueue's evicted_workloads_total counts a workload sent out of the cluster for any reason;
 # Caldera's jobs leave by a reclaim or priority preemption, or by a start timeout.
 EVICTIONS = (REASON.PREEMPTED, REASON.START_TIMEOUT)
+# The status label of caldera_pending_jobs for each pending state, as Kueue names them.
+PENDING_STATUS = {State.QUEUED: "active", State.BACKOFF: "inadmissible"}
 
 
 class DatabaseCollector:
@@ -63,6 +65,9 @@ class DatabaseCollector:
         yield from self._quota()
 
     def _pending(self) -> Metric:
+        """Every active queue, with 0 where nothing waits (as Kueue's gauge does), so a
+        graph or an alert sees an empty queue rather than a missing one; a retired queue
+        only while jobs still wait in it."""
         pending = GaugeMetricFamily(
             "caldera_pending_jobs",
             "Jobs waiting in each queue: active (queued, to be tried) or inadmissible "
@@ -72,16 +77,18 @@ class DatabaseCollector:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"""
-                SELECT q.name, j.state, COUNT(*) FROM {JOBS} j
-                JOIN {QUEUES} q ON q.id = j.queue_id
-                WHERE j.state = ANY(%s) GROUP BY q.name, j.state
+                SELECT q.name, j.state, COUNT(j.id) FROM {QUEUES} q
+                LEFT JOIN {JOBS} j ON j.queue_id = q.id AND j.state = ANY(%s)
+                WHERE q.active OR j.id IS NOT NULL
+                GROUP BY q.name, j.state
                 """,
                 [list(PENDING)],
             )
             rows = cursor.fetchall()
-        for queue, state, count in sorted(rows):
-            status = "active" if state == State.QUEUED else "inadmissible"
-            pending.add_metric([queue, status], count)
+        counts = {(queue, state): count for queue, state, count in rows}
+        for queue in sorted({queue for queue, _, _ in rows}):
+            for state, status in PENDING_STATUS.items():
+                pending.add_metric([queue, status], counts.get((queue, state), 0))
         return pending
 
     def _admissions(self) -> Iterator[Metric]:

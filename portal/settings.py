@@ -354,8 +354,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # and reconnected after brpop_timeout + 2 x this (about 21 s).
     "socket_keepalive": True,
     "health_check_interval": 10,
-    # A command that timed out once on a live connection is sent again before failing.
-    "retry_on_timeout": True,
+    # A command that timed out is not sent again by the Redis client: on a stopped (not
+    # refusing) broker its retries held one publish for 20 s instead of 5 (redis-py retries
+    # a timeout three times, with backoff). Celery's own retry policy still retries the
+    # publishes that ask for it; the web tier's requests go through a sender thread that
+    # drops them instead (jobs/triggers.py).
+    "retry_on_timeout": False,
     # An unacknowledged message (its worker was killed or lost its connection) is delivered
     # again after this long. It must outlast the longest task, else a second copy starts
     # beside it: an admit task that keeps cycling under a stream of submits, a reconcile of
@@ -532,6 +536,14 @@ DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", True)
 # Each Celery worker writes a heartbeat to Redis this often; /healthz counts the workers
 # heard from within three beats (portal/heartbeat.py) instead of pinging them.
 WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 5.0)
+# /readyz and /healthz give each dependency this long (seconds): Redis's connect and its
+# one read, PostgreSQL's statement (statement_timeout). A stopped Redis then costs a probe
+# this much, well inside the probes' own timeouts, instead of the broker's 2 s timeout.
+PROBE_TIMEOUT_SECONDS = env_float("PROBE_TIMEOUT_SECONDS", 0.5)
+if not 0 < PROBE_TIMEOUT_SECONDS <= 2:
+    raise ImproperlyConfigured(
+        f"PROBE_TIMEOUT_SECONDS must be above 0 and at most 2, got {PROBE_TIMEOUT_SECONDS:g}"
+    )
 
 LOGGING = {
     "version": 1,

@@ -1,16 +1,21 @@
 """The probes: /healthz (the web process and database answer; the broker and workers are
-reported), /livez (the process answers) and /readyz (the database and the broker answer)."""
+reported), /livez (the process answers) and /readyz (the database and the broker answer),
+each dependency within PROBE_TIMEOUT_SECONDS. The arbiter's /livez on the probe port is in
+tests/test_web_server.py."""
 
 import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobs.triggers import redis_client
 from portal.celery import app as celery_app
+from portal.health import probe_redis
 from portal.heartbeat import WORKERS_KEY, beat, live_workers
 
-from .test_unavailable import broker_down, database_down
+from .support.outages import broker_down, broker_hung, database_down
 
 pytestmark = pytest.mark.django_db
 
@@ -66,11 +71,14 @@ def test_a_worker_that_stopped_beating_ages_out(settings):
     assert wait_for(lambda: live_workers() == 0, seconds=10)
 
 
-def test_it_reads_the_database_once_and_asks_no_worker(client, django_assert_num_queries):
+def test_it_reads_the_database_once_and_asks_no_worker(client):
     beat("some-worker@host")
-    with django_assert_num_queries(2):  # SELECT 1 and the cluster's last answer
+    with CaptureQueriesContext(connection) as queries:
         body = client.get("/healthz").json()
     assert body["workers"] == 1
+    statements = [q["sql"] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
+    # The statement timeout, SELECT 1 and the cluster's last answer.
+    assert len(statements) == 3 and statements[1] == "SELECT 1"
 
 
 # -- the probes ------------------------------------------------------------------------
@@ -101,3 +109,24 @@ def test_readyz_names_the_database_that_does_not_answer(client, transactional_db
         response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["database"] == "down"
+
+
+@pytest.mark.parametrize("path", ["/readyz", "/healthz"])
+def test_a_hung_broker_is_reported_down_after_the_probe_timeout(path, client, settings):
+    """A stopped Redis accepts the connection and never answers: the probe's client gives
+    up after PROBE_TIMEOUT_SECONDS, not after the broker's own timeout."""
+    settings.PROBE_TIMEOUT_SECONDS = 0.2
+    with broker_hung(settings):
+        response = client.get(path)
+        used = probe_redis().connection_pool.connection_kwargs
+    assert response.json()["broker"] == "down" and response.json()["database"] == "ok"
+    assert response.status_code == (503 if path == "/readyz" else 200)
+    assert used["socket_timeout"] == used["socket_connect_timeout"] == 0.2
+
+
+def test_the_database_check_runs_under_the_probe_timeout(client, settings):
+    settings.PROBE_TIMEOUT_SECONDS = 0.25
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/readyz").status_code == 200
+    [limit] = [q["sql"] for q in queries.captured_queries if "statement_timeout" in q["sql"]]
+    assert "'250'" in limit and "true" in limit  # 250 ms, for this transaction only

@@ -26,6 +26,7 @@ from jobs.services import job_submit
 from jobs.sync import cluster_sync
 from portal.metrics import DatabaseCollector
 from portal.process_metrics import serve_process_metrics
+from queues.models import Queue
 
 from .conftest import RAY_JOB, ROOT
 from .kube_emulator import emulator
@@ -76,7 +77,9 @@ def test_the_metrics_match_the_database_after_a_reclaim(client, member, intern):
     for job in Job.objects.filter(state__in=[State.QUEUED, State.BACKOFF]).select_related("queue"):
         key = (job.queue.name, "active" if job.state == State.QUEUED else "inadmissible")
         expected[key] = expected.get(key, 0) + 1
-    assert pending == expected and sum(expected.values()) == 3  # video's three wait
+    assert {key: count for key, count in pending.items() if count} == expected
+    assert sum(expected.values()) == 3  # video's three wait
+    assert pending[("root-algorithm-text", "active")] == 0  # an empty queue, not a missing one
     admitted = {
         labels[0][1]: value for labels, value in figures["caldera_admitted_jobs_total"].items()
     }
@@ -105,6 +108,21 @@ def test_the_metrics_match_the_database_after_a_reclaim(client, member, intern):
     assert (
         figures["caldera_quota_min"][(("node", "root/algorithm/video"), ("resource", "cpu"))] == 12
     )
+
+
+def test_every_active_queue_reports_its_pending_jobs_with_0_where_none_wait(client, member):
+    job_submit(user=member, draft=job_parse(copy.deepcopy(RAY_JOB)), now=timezone.now())
+    Queue.objects.filter(name="root-interns-intern-video").update(active=False)  # retired
+
+    figures = scrape(client)["caldera_pending_jobs"]
+
+    pending = {(labels[0][1], labels[1][1]): count for labels, count in figures.items()}
+    active = set(Queue.objects.filter(active=True).values_list("name", flat=True))
+    assert {queue for queue, _ in pending} == active
+    assert {status for _, status in pending} == {"active", "inadmissible"}
+    assert len(pending) == 2 * len(active)
+    assert pending.pop(("root-algorithm-video", "active")) == 1
+    assert set(pending.values()) == {0}
 
 
 def test_the_metrics_need_the_token_from_another_machine(client, settings, tree):

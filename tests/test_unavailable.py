@@ -1,68 +1,29 @@
-"""A backing service that is down: 503 with Retry-After and the component, never a 500.
+"""A backing service that is down: 503 with Retry-After and the component, never a 500;
+a broker that hangs: writes answer without waiting on it.
 
 The database is taken away for one request by pointing the connection at a port nothing
 listens on; the broker by making a Celery app on such a port the current one and pointing
-REDIS_URL there. Both are restored before the test ends, so no other test sees them.
+REDIS_URL there, or at a socket that accepts and never answers (tests/support/outages.py).
+Both are restored before the test ends, so no other test sees them.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import socket
-from contextlib import contextmanager
+import threading
 
 import pytest
 import redis
-from celery import Celery
-from django.db import connection
 from django.test import RequestFactory
 from django.utils import timezone
 
 from jobs.models import Job, State
-from jobs.triggers import redis_client
-from portal.celery import app as portal_app
 from portal.errors import RETRY_AFTER_SECONDS
 from portal.middleware import ServiceUnavailable
 
-from .conftest import RAY_JOB
-
-
-def closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@contextmanager
-def database_down():
-    """The next queries of this thread find no PostgreSQL; restored on exit."""
-    port = connection.settings_dict["PORT"]
-    connection.close()
-    connection.settings_dict["PORT"] = closed_port()
-    try:
-        yield
-    finally:
-        connection.close()
-        connection.settings_dict["PORT"] = port
-
-
-@contextmanager
-def broker_down(settings):
-    """Celery sends to, and the triggers write to, a Redis nothing answers on."""
-    dead = f"redis://127.0.0.1:{closed_port()}/0"
-    settings.REDIS_URL = dead
-    redis_client.cache_clear()
-    dead_app = Celery("dead-broker", broker=dead, set_as_current=True)
-    # kombu tries to connect for broker_connection_timeout before giving up (4 s by
-    # default); a shorter try keeps the test quick and changes nothing else.
-    dead_app.conf.broker_connection_timeout = 0.5
-    try:
-        yield
-    finally:
-        portal_app.set_current()
-        redis_client.cache_clear()
+from .conftest import RAY_JOB, wait_for
+from .support.outages import broker_down, broker_hung, connections_to, database_down
 
 
 def test_it_answers_an_api_client_503_json_with_retry_after_when_the_database_is_down(
@@ -133,4 +94,32 @@ def test_it_cancels_a_running_job_while_the_broker_is_down(api, member, settings
     assert response.json()["state"] == "stopping"
     job = Job.objects.get(pk=job_id)
     assert job.state == State.STOPPING  # cancelled once the sync sees its objects gone
+    assert job.events.filter(reason="Cancelled").exists()
+
+
+def test_a_submit_a_priority_change_and_a_cancel_leave_a_hung_broker_to_the_sender(
+    api, member, settings, transactional_db
+):
+    """A stopped Redis accepts connections and never answers. Committed for real
+    (transactional_db), so each request's after-commit requests for the worker run in the
+    request, as in production, where each waited out the broker's timeout."""
+    client = api(member)
+    with broker_hung(settings) as port, connections_to(port) as connected:
+        created = client.post("/api/v1/jobs/", copy.deepcopy(RAY_JOB), format="json")
+        assert created.status_code == 201, created.content
+        job_id = created.json()["id"]
+        lowered = client.patch(f"/api/v1/jobs/{job_id}/", {"priority": -1}, format="json")
+        assert lowered.status_code == 200, lowered.content
+        # Admitted: cancelling it asks the cluster to remove its objects (a reconcile).
+        Job.objects.filter(pk=job_id).update(state=State.ADMITTED, dequeued_at=timezone.now())
+        cancelled = client.post(f"/api/v1/jobs/{job_id}/cancel/")
+        assert cancelled.status_code == 200, cancelled.content
+
+        # No request opened a connection to the broker: each handed its request for the
+        # worker to the sender thread, which is the one that connects and waits.
+        assert threading.get_ident() not in {ident for ident, _ in connected}
+        wait_for(lambda: {name for _, name in connected} == {"caldera-broker-sender"})
+
+    job = Job.objects.get(pk=job_id)
+    assert job.state == State.STOPPING and job.priority == -1
     assert job.events.filter(reason="Cancelled").exists()

@@ -1,0 +1,1 @@
+"""Helpers shared by the test modules (each module imports from here, not from another)."""
