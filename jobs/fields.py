@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Any, NamedTuple
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.fields import empty
@@ -27,7 +28,15 @@ from rest_framework.settings import api_settings
 
 from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
 
-from .validation import MAX_ENV, MAX_INTEGER_DIGITS, MAX_PIP, JobInvalid
+from .validation import (
+    IMAGE_EXAMPLE,
+    IMAGE_MAX,
+    IMAGE_PATTERN,
+    MAX_ENV,
+    MAX_INTEGER_DIGITS,
+    MAX_PIP,
+    JobInvalid,
+)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DIGITS = re.compile(r"-?\d+")
@@ -119,6 +128,26 @@ class Text(serializers.CharField):
     def run_validation(self, data=empty) -> str:
         value = _text(data, required=self.required, limit=self.limit, strip=self.strip)
         return value or self.fallback
+
+
+class ImageReference(Text):
+    """A container image as the kubelet pulls it: ``[registry[:port]/]path[:tag][@digest]``.
+    Its pattern and length are declared in the schema too (the check is here)."""
+
+    _reference = re.compile(IMAGE_PATTERN)
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("validators", [RegexValidator(IMAGE_PATTERN)])
+        super().__init__(limit=IMAGE_MAX, max_length=IMAGE_MAX, **kwargs)
+
+    def run_validation(self, data=empty) -> str:
+        value = super().run_validation(data)
+        if value and not self._reference.match(value):
+            raise ValidationError(
+                f"{value[:80]!r} is not an image reference ([registry[:port]/]path[:tag]"
+                f"[@digest], such as {IMAGE_EXAMPLE})"
+            )
+        return value
 
 
 class Choice(serializers.ChoiceField):

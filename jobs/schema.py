@@ -39,6 +39,7 @@ from .fields import (
     Choice,
     Command,
     Env,
+    ImageReference,
     Integer,
     Nullable,
     Number,
@@ -66,6 +67,8 @@ from .validation import (
     PRIORITY_RANGE,
     RUNTIMES,
     autoscales,
+    pod_count,
+    pods_request,
     runtimes_offered,
 )
 
@@ -192,7 +195,8 @@ class JobDraft:
     head: dict
     workers: list[dict]
     # Every pod of the gang, summed: an autoscaling worker group counts at its replicas
-    # (KubeRay's minReplicas), as DESIGN.md section 3 and kube-queue count it.
+    # (KubeRay's minReplicas), as DESIGN.md section 3 and kube-queue count it; ``pods``
+    # counts the pods themselves.
     request: ResourceList
     entrypoint: str = ""
     command: list[str] = field(default_factory=list)
@@ -227,14 +231,23 @@ class JobIn(Reader):
         max_length=NAME_MAX,
         help_text=f"lowercase letters, digits and '-', at most {NAME_MAX} characters",
     )
-    image = Text(required=True)
+    image = ImageReference(
+        required=True, help_text="[registry[:port]/]path[:tag][@digest]: rayproject/ray:2.36.1"
+    )
     entrypoint = Text(limit=10_000, help_text="Ray: the command to run")
     command = Command(help_text="PyTorch: a list of arguments or one shell-style string")
     script = Text(limit=MAX_SCRIPT_BYTES, strip=False, help_text="mounted as a ConfigMap")
     script_filename = Text(limit=100, default="main.py")
     head = PodIn(required=False, help_text="Ray: the head pod")
     master = PodIn(required=False, help_text="PyTorch: the master pod")
-    workers = WorkerGroupIn(many=True, required=False)
+    workers = WorkerGroupIn(
+        many=True,
+        required=False,
+        max_length=settings.JOB_MAX_WORKER_GROUPS,
+        help_text=f"at most {settings.JOB_MAX_WORKER_GROUPS} groups (JOB_MAX_WORKER_GROUPS), "
+        f"and at most {settings.JOB_MAX_PODS} pods in all (JOB_MAX_PODS): the head or master "
+        "and every worker, an autoscaling group at its max_replicas",
+    )
     priority = Integer(
         default=0,
         min_value=PRIORITY_RANGE[0],
@@ -320,6 +333,7 @@ class JobIn(Reader):
         )
         if head is not INVALID:
             request = add(request, head.units)
+        request = add(request, pods_request(workers))
         if autoscales(runtime, workers):
             # KubeRay's autoscaler runs beside the head: part of the gang that starts.
             request = add(request, parse_resources("autoscaler", AUTOSCALER_RESOURCES))
@@ -391,6 +405,10 @@ class JobIn(Reader):
         if not isinstance(data, list):
             refuse(errors, key, "must be a list of worker groups")
             return [], {}
+        most = settings.JOB_MAX_WORKER_GROUPS
+        if len(data) > most:  # refused before any group is read
+            refuse(errors, key, f"a job has at most {most} worker groups, got {len(data)}")
+            return [], {}
         reader = self.fields["workers"].child
         groups, request, names = [], {}, set()
         for index, raw in enumerate(data):
@@ -406,6 +424,15 @@ class JobIn(Reader):
                 names.add(name)  # only a checked name: an object or a list is unhashable
             groups.append(group)
             request = add(request, per_pod, times=group["replicas"])
+        pods, most = pod_count(groups, most=True), settings.JOB_MAX_PODS
+        if pods > most:
+            refuse(
+                errors,
+                key,
+                f"a job has at most {most} pods, its head or master and every worker; this "
+                f"one has {pods}"
+                + (" at its groups' max_replicas" if autoscales(runtime, groups) else ""),
+            )
         if kind == Job.Kind.PYTORCH and len(groups) > 1:
             refuse(errors, key, "a PyTorchJob has one worker group")
         if runtime == Job.Runtime.VOLCANO and len(groups) > 1 and key not in errors:

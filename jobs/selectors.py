@@ -35,6 +35,7 @@ from .models import (
     PendingBlock,
     State,
 )
+from .validation import pod_count
 
 QUEUE_ORDER = ("-priority", "ticket")
 # What a queue's page shows of each job (not its script, pod groups or manifest fields).
@@ -306,3 +307,42 @@ def pending_counts(queue_ids: list[int]) -> dict[int, int]:
 def cluster_trouble():
     """The cluster's current failure (a ``ClusterHealth`` with its error), or None."""
     return ClusterHealth.objects.filter(pk=1).exclude(error="").first()
+
+
+@dataclass(frozen=True)
+class PodGroupRow:
+    name: str  # "head", "master" or the worker group's name
+    pods: int
+    asks: str  # each pod's resources: "cpu 4, memory 4G"
+
+
+@dataclass(frozen=True)
+class PodsSummary:
+    """A job's pods as a page shows them, bounded whatever the job's size: the head or
+    master, the first ``shown`` worker groups, and how many groups and pods are left."""
+
+    pods: int
+    rows: list[PodGroupRow]
+    more_groups: int
+    more_pods: int
+
+
+def job_pods_summary(job: Job, *, shown: int) -> PodsSummary:
+    head = "master" if job.kind == Job.Kind.PYTORCH else "head"
+    rows = [PodGroupRow(head, 1, _asks(job.head))]
+    rows += [
+        PodGroupRow(str(group.get("name", "")), group.get("replicas", 0), _asks(group))
+        for group in job.workers[:shown]
+    ]
+    left = job.workers[shown:]
+    return PodsSummary(
+        pods=pod_count(job.workers),
+        rows=rows,
+        more_groups=len(left),
+        more_pods=sum(group.get("replicas", 0) for group in left),
+    )
+
+
+def _asks(group: dict) -> str:
+    resources = group.get("resources") or {}
+    return ", ".join(f"{name} {amount}" for name, amount in sorted(resources.items()))

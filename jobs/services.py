@@ -160,9 +160,11 @@ def _job_for(
     if too_big is not None:
         raise JobInvalid({"request": f"can never be admitted: {too_big.message()}"})
     pods = job_pods(kind=draft.kind, runtime=draft.runtime, head=draft.head, workers=draft.workers)
-    nowhere = unplaceable(pods=pods, nodes=nodes, path_nodes=path_nodes.values())
+    nowhere = unplaceable(
+        pods=pods, nodes=nodes, path_nodes=path_nodes.values(), request=draft.request
+    )
     if nowhere is not None:
-        raise JobInvalid({f"{nowhere.pod}.resources": f"can never run: {nowhere.reason}"})
+        raise JobInvalid({nowhere.field: f"can never run: {nowhere.reason}"})
     job = Job(
         name=draft.name,
         kind=draft.kind,

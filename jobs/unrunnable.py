@@ -41,14 +41,14 @@ def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = No
     shapes = (
         Job.objects.filter(state__in=PENDING)
         .order_by()  # DISTINCT over the shapes alone, not the default ordering's id too
-        .values_list("queue__node__path", "kind", "runtime", "head", "workers")
+        .values_list("queue__node__path", "kind", "runtime", "head", "workers", "request")
         .distinct()
     )
     refused = []
-    for leaf, kind, runtime, head, workers in shapes:
+    for leaf, kind, runtime, head, workers, request in shapes:
         pods = job_pods(kind=kind, runtime=runtime, head=head, workers=workers)
         path_nodes = [tree[path] for path in path_to_root(leaf) if path in tree]
-        nowhere = unplaceable(pods=pods, nodes=nodes, path_nodes=path_nodes)
+        nowhere = unplaceable(pods=pods, nodes=nodes, path_nodes=path_nodes, request=request)
         if nowhere is not None:
             shape = dict(queue__node__path=leaf, kind=kind, runtime=runtime, head=head)
             refused.append((shape | {"workers": workers}, nowhere.reason))

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from django.conf import settings
 
-from kube.quantity import ResourceList, add, parse_resources
+from kube.quantity import PODS, ResourceList, add, parse_resources
 
 from .models import Job
 from .spec import AUTOSCALER_RESOURCES
@@ -28,6 +28,17 @@ MAX_ENV = 100
 MAX_INTEGER_DIGITS = 18  # every integer field fits far inside; a bigint holds 18 digits
 PAGE_MAX = 500  # the most entries one page of a list holds
 OFFSET_MAX = 10_000_000  # far past the deepest queue; a larger OFFSET overflowed a bigint
+# An OCI image reference, as the distribution project's reference grammar (the one
+# containerd and the kubelet parse) reads it: [registry[:port]/]path[:tag][@digest].
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_REGISTRY = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_PATTERN = rf"^(?:{_REGISTRY}/)?{_PATH_PART}(?:/{_PATH_PART})*(?::{_TAG})?(?:@{_DIGEST})?$"
+IMAGE_MAX = 500  # a name of 255, a tag of 128 and a digest, with room to spare
+IMAGE_EXAMPLE = "rayproject/ray:2.36.1, or registry.example.com:5000/team/train@sha256:<hex>"
+
 # The runtimes each kind can run on; a cluster offers some of them (settings.CLUSTER_RUNTIMES).
 RUNTIMES = {
     Job.Kind.RAY: (Job.Runtime.KUBERAY, Job.Runtime.VOLCANO),
@@ -53,6 +64,23 @@ def autoscales(runtime: str, workers: Sequence[Mapping]) -> bool:
     return runtime == Job.Runtime.KUBERAY and any(
         (g.get("max_replicas") or 0) > g.get("replicas", 0) for g in workers
     )
+
+
+def pod_count(workers: Sequence[Mapping], *, most: bool = False) -> int:
+    """A job's pods: its head or master and every worker. An autoscaling group counts at
+    its replicas, the gang that starts (what quota holds), or with ``most`` at its
+    max_replicas, the most it can run (what JOB_MAX_PODS bounds)."""
+    return 1 + sum(
+        max(group.get("replicas", 0), group.get("max_replicas") or 0)
+        if most
+        else group.get("replicas", 0)
+        for group in workers
+    )
+
+
+def pods_request(workers: Sequence[Mapping]) -> ResourceList:
+    """The part of a job's request that counts its pods (``pods``, as a ResourceQuota)."""
+    return {PODS: pod_count(workers)}
 
 
 def job_pods(

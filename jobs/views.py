@@ -29,7 +29,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from kube.quantity import human
 from queues import selectors as queue_selectors
-from queues.quota import Balance
+from queues.quota import Balance, shown_resources
 from queues.selectors import queues_for_user
 
 from . import bulk, charts, estimate, history, listing, logs, selectors, services, waiting
@@ -46,11 +46,11 @@ MY_JOBS_LIMIT = 20
 QUEUE_PAGE_SIZE = 50
 
 
-def _resource_rows(
-    minimum: Mapping[str, int], maximum: Mapping[str, int], used: Mapping[str, int]
-) -> list[dict]:
-    """One row per resource named anywhere, with readable quantities and the raw numbers."""
-    names = sorted(set(minimum) | set(maximum) | set(used), key=lambda n: (n != "cpu", n))
+def _resource_rows(node, used: Mapping[str, int]) -> list[dict]:
+    """One row per resource the node names or its jobs use (``shown_resources``), with
+    readable quantities and the raw numbers."""
+    minimum, maximum = node.min, node.max
+    names = sorted(shown_resources(node, used), key=lambda n: (n != "cpu", n))
     rows = []
     for name in names:
         limit = maximum.get(name)
@@ -105,9 +105,7 @@ def _queue_rows(user) -> list[dict]:
         {
             "queue": queue,
             "pending": counts.get(queue.pk, 0),
-            "resources": _resource_rows(
-                queue.node.min, queue.node.max, usage.get(queue.node.path, {})
-            ),
+            "resources": _resource_rows(queue.node, usage.get(queue.node.path, {})),
         }
         for queue in queues
     ]
@@ -248,7 +246,13 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx:
         response = render(request, "jobs/job_detail.html#job-status", context)
         return _stop_polling(response) if job.is_terminal else response
-    context["manifest"] = yaml.safe_dump_all(build_manifests(job_spec_full(job)), sort_keys=False)
+    # Bounded whatever the job's size: a job from before JOB_MAX_WORKER_GROUPS may have
+    # thousands of groups, which the API's manifest still gives whole.
+    shown = settings.JOB_MAX_WORKER_GROUPS
+    context["pods"] = selectors.job_pods_summary(job, shown=shown)
+    if len(job.workers) <= shown:
+        manifests = build_manifests(job_spec_full(job))
+        context["manifest"] = yaml.safe_dump_all(manifests, sort_keys=False)
     context["priority_range"] = PRIORITY_RANGE
     # The services' own rule (members act on their own jobs only). Hiding the buttons is a
     # courtesy; the services still check on POST.
@@ -413,7 +417,7 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
             queue, selectors.queue_pending_page(queue, offset=offset, limit=QUEUE_PAGE_SIZE)
         ),
         "in_cluster": selectors.queue_in_cluster(queue),
-        "resources": _resource_rows(queue.node.min, queue.node.max, selectors.queue_usage(queue)),
+        "resources": _resource_rows(queue.node, selectors.queue_usage(queue)),
         "usage_chart": usage_chart(request, queue.node.path),
         "offset": offset,
         "previous_offset": max(offset - QUEUE_PAGE_SIZE, 0) if offset else None,

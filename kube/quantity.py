@@ -32,6 +32,11 @@ _RESOURCE_NAME = re.compile(
 )
 
 ResourceList = dict[str, int]
+# The count of pods, as a ResourceQuota and a node's allocatable name it: every pod of a job
+# asks for one, so a job's request counts its pods and the quota tree may limit them.
+PODS = "pods"
+# A kubelet's default maxPods: what a node holds that does not say (a simulated node).
+KUBELET_MAX_PODS = 110
 # Sums of quantities are taken in PostgreSQL as bigint; anything larger is no real amount.
 MAX_UNITS = 2**63 - 1
 MAX_QUANTITY_LENGTH = 64  # long digit strings would only cost time (or hit int()'s limit)

@@ -522,6 +522,14 @@ if min(JOB_LOG_TAIL_LINES, JOB_LOG_LIMIT_BYTES, JOB_LOG_TIMEOUT_SECONDS) <= 0:
     raise ImproperlyConfigured(
         "JOB_LOG_TAIL_LINES, JOB_LOG_LIMIT_BYTES and JOB_LOG_TIMEOUT_SECONDS must be above 0"
     )
+# How large one job may be, so that no member's job can slow another's page or take the
+# cluster's pods: worker groups per job (the submit form's 8) and pods per job (the head or
+# master and every worker; an autoscaling group at its max_replicas). Both are declared
+# in the API's schema; quota may also limit pods per department (``pods`` in min and max).
+JOB_MAX_WORKER_GROUPS = env_int("JOB_MAX_WORKER_GROUPS", 8)
+JOB_MAX_PODS = env_int("JOB_MAX_PODS", 1000)
+if min(JOB_MAX_WORKER_GROUPS, JOB_MAX_PODS) < 1:
+    raise ImproperlyConfigured("JOB_MAX_WORKER_GROUPS and JOB_MAX_PODS must be at least 1")
 # Simulated cluster nodes: "COUNTxRESOURCES" groups separated by ";", resources as
 # name=quantity pairs separated by ",". Default: 4 nodes of 16 cpu, 64Gi, 4 GPUs.
 SIMULATED_CLUSTER_NODES = env_str(

@@ -171,21 +171,35 @@ def _newest_first(moment: Any) -> float:
 def within_guarantee(
     leaf: str, request: Mapping[str, int], tree: Mapping[str, Node], used: Mapping
 ) -> bool:
-    """True when admitting ``request`` keeps every node below the root within its own min."""
+    """True when admitting ``request`` keeps every node below the root within its own min,
+    for each resource the node names (``governs``)."""
     for path in path_to_root(leaf)[:-1]:
-        minimum = tree[path].min
+        node = tree[path]
         node_used = used.get(path, {})
         for resource, amount in request.items():
-            if amount and node_used.get(resource, 0) + amount > minimum.get(resource, 0):
+            if not (amount and governs(node, resource)):
+                continue
+            if node_used.get(resource, 0) + amount > node.min.get(resource, 0):
                 return False
     return True
 
 
+def governs(node: Node, resource: str) -> bool:
+    """Whether the node's quota speaks of ``resource`` (in its ``min`` or its ``max``).
+
+    One it does not name is not guaranteed there, nor borrowed: it is limited only by the
+    ancestors that name it and by the cluster. Every job asks for ``pods``, and a tree that
+    does not name them leaves a job's guarantee and a department's share to the resources
+    it does name."""
+    return resource in node.min or resource in node.max
+
+
 def dominant_share(node: Node, used: Mapping[str, int]) -> float:
-    """The largest used/min ratio over the node's resources (infinite above a min of 0)."""
+    """The largest used/min ratio over the resources the node names (infinite above a min
+    of 0)."""
     share = 0.0
     for resource, amount in used.items():
-        if amount <= 0:
+        if amount <= 0 or not governs(node, resource):
             continue
         minimum = node.min.get(resource, 0)
         share = max(share, amount / minimum if minimum else math.inf)

@@ -12,6 +12,11 @@ since the scheduler places pods only on what nodes advertise (and the admission 
 counts every resource against the cluster's allocatable); the reason then says that the
 tree offers it, which points the admin at the tree or the nodes.
 
+A gang starts whole or not at all, so a job whose request, summed over its pods, is more
+than all the nodes hold together can never run either: most often its number of pods
+(``pods``; a node holds a kubelet's maxPods, 110 by default), or a gang of many pods
+that each fit a node but not all at once.
+
 Plain numbers, no database: the callers read the tree and ask the cluster for its nodes.
 """
 
@@ -29,9 +34,14 @@ from .quota import Node
 class Unplaceable:
     """Why a job can never run: the pod that fits no node, the resource, and the numbers."""
 
-    pod: str  # "head", "master", "workers[0]"
+    pod: str  # "head", "master", "workers[0]"; "" for the whole gang
     resource: str
     reason: str  # "head asks for cpu 20; the largest node has 16"
+
+    @property
+    def field(self) -> str:
+        """The field of the job document to name: the pod's resources, or the request."""
+        return f"{self.pod}.resources" if self.pod else "request"
 
 
 def _offered_by_tree(path_nodes: Iterable[Node]) -> set[str]:
@@ -50,8 +60,10 @@ def unplaceable(
     pods: Mapping[str, Mapping[str, int]],
     nodes: Sequence[Mapping[str, int]] | None,
     path_nodes: Iterable[Node],
+    request: Mapping[str, int] | None = None,
 ) -> Unplaceable | None:
-    """None when every pod fits some node, else why the first pod that fits none does not.
+    """None when every pod fits some node, else why the first pod that fits none does not;
+    then, given the job's whole ``request``, why the gang is more than every node holds.
 
     ``pods`` maps each pod's name ("head", "workers[0]"...) to its request in base units,
     in the order to report them; ``nodes`` is each schedulable node's allocatable
@@ -62,8 +74,8 @@ def unplaceable(
     if not nodes:
         return None
     offered = _offered_by_tree(path_nodes)
-    for pod, request in pods.items():
-        asked = {r: amount for r, amount in sorted(request.items()) if amount > 0}
+    for pod, pod_request in pods.items():
+        asked = {r: amount for r, amount in sorted(pod_request.items()) if amount > 0}
         on_nodes: dict[str, tuple[int, int]] = {}  # resource: (asked, most on one node)
         for resource, amount in asked.items():
             largest = max(node.get(resource, 0) for node in nodes)
@@ -98,6 +110,21 @@ def unplaceable(
             f"{pod} asks for {asks} on one node; no node has all of it: the closest has "
             f"{resource} {human(resource, closest.get(resource, 0))}",
         )
+    return _beyond_the_nodes(request or {}, nodes)
+
+
+def _beyond_the_nodes(
+    request: Mapping[str, int], nodes: Sequence[Mapping[str, int]]
+) -> Unplaceable | None:
+    for resource, amount in sorted(request.items()):
+        together = sum(node.get(resource, 0) for node in nodes)
+        if together and amount > together:
+            return Unplaceable(
+                "",
+                resource,
+                f"the job asks for {resource} {human(resource, amount)} in all; the "
+                f"{len(nodes)} nodes hold {human(resource, together)} together",
+            )
     return None
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kube.quantity import ResourceList, add, human
+from kube.quantity import PODS, ResourceList, add, human
 
 
 @dataclass(frozen=True)
@@ -327,6 +327,14 @@ class Balance(Standing):
         return max((self.min or 0) - self.used, 0)
 
 
+def shown_resources(node, *figures: Mapping[str, int]) -> set[str]:
+    """The resources a page shows for ``node`` (a ``Node`` or a stored node): those it
+    names in its ``min`` or ``max``, and those ``figures`` (its usage, its demand) hold.
+    Every job asks for ``pods``, so they are shown only where the tree names them."""
+    held = {r for amounts in figures for r, n in amounts.items() if n}
+    return set(node.min) | set(node.max) | (held - {PODS})
+
+
 def balances(
     *,
     tree: Mapping[str, Node],
@@ -334,7 +342,7 @@ def balances(
     pending: Mapping[str, Mapping[str, int]],
 ) -> dict[str, dict[str, Balance]]:
     """Every node's ``Balance`` per resource it names (in ``min`` or ``max``) or that is
-    used or asked for under it, cpu first.
+    used or asked for under it (``pods`` only where named), cpu first.
 
     ``used`` and ``pending`` are per node, summed over its subtree (``rollup`` of what the
     jobs holding quota use, and of what the pending jobs ask for, per leaf).
@@ -343,8 +351,7 @@ def balances(
     answer: dict[str, dict[str, Balance]] = {}
     for path, node in tree.items():
         node_used, node_pending = used.get(path, {}), pending.get(path, {})
-        names = set(node.min) | set(node.max)
-        names |= {r for r, n in node_used.items() if n} | {r for r, n in node_pending.items() if n}
+        names = shown_resources(node, node_used, node_pending)
         answer[path] = {
             r: Balance(
                 where=path,

@@ -74,7 +74,7 @@ def test_a_cancelled_job_holds_its_quota_until_the_sync_sees_its_objects_gone(me
     )
     # Its objects are still in the cluster as far as Caldera knows: nothing takes its place.
     assert admission_cycle(now=now + timedelta(seconds=2, milliseconds=1)).admitted == []
-    assert queue_usage(first.queue) == {"cpu": 12000, "memory": 12_000_000_000}
+    assert queue_usage(first.queue) == {"cpu": 12000, "memory": 12_000_000_000, "pods": 3}
 
 
 def test_after_the_cancelled_job_is_gone_the_second_is_dequeued_without_waiting_for_backoff(

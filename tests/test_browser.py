@@ -337,3 +337,30 @@ def test_a_waiting_job_shows_its_path_and_about_when_it_starts(live_server, vide
     page.goto(f"{live_server.url}/jobs/{video_waiting.pk}/")
     expect(path).to_be_visible()
     screenshot(page, "caldera-waiting-job-phone.png")
+
+
+def test_a_large_jobs_page_shows_a_bounded_summary_of_its_pods(
+    live_server, transactional_db, member, page
+):
+    """A job from before JOB_MAX_WORKER_GROUPS may hold thousands of groups: its page shows
+    the first ones and how many more, at a desk and on a phone, never one row per pod."""
+    from playwright.sync_api import expect
+
+    tiny = {"cpu": "10m", "memory": "1Mi"}
+    job = submit(member, RAY_JOB, name="wide", head={"resources": tiny}, workers=[])
+    job.workers = [{"name": f"g{n}", "replicas": 2, "resources": tiny} for n in range(5_000)]
+    job.save(update_fields=["workers"])
+
+    log_in(page, live_server.url, "alice")
+    for width, height, name in (
+        (1366, 900, "caldera-large-job.png"),
+        (390, 844, "caldera-large-job-phone.png"),
+    ):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{live_server.url}/jobs/{job.pk}/")
+        pods = page.get_by_role("table", name="Its pods")
+        expect(pods.locator("tbody tr")).to_have_count(1 + 8 + 1)  # the head, 8 groups, the rest
+        expect(pods.locator("tr.more")).to_contain_text("and 4992 more groups (9984 pods)")
+        expect(page.get_by_text("its Kubernetes objects are at")).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        screenshot(page, name)

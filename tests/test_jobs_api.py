@@ -24,7 +24,7 @@ def test_it_submits_the_seeds_rayjob(api, member):
     assert data["state"] == "queued"
     assert data["queue"] == "root-algorithm-video"
     assert data["position"] == 1
-    assert data["request"] == {"cpu": "12", "memory": "12G"}
+    assert data["request"] == {"cpu": "12", "memory": "12G", "pods": "3"}
     assert data["enqueued_at"] and data["dequeued_at"] is None
     assert data["backoff_reason"] is None and data["next_attempt_at"] is None
     assert {"id", "name", "priority"} <= set(data)
@@ -38,7 +38,7 @@ def test_it_submits_a_pytorchjob(api, member):
     assert response.status_code == 201, response.json()
     data = response.json()
     assert data["kind"] == "pytorch" and data["runtime"] == "kubeflow"
-    assert data["request"] == {"cpu": "6", "memory": "24Gi", "nvidia.com/gpu": "3"}
+    assert data["request"] == {"cpu": "6", "memory": "24Gi", "nvidia.com/gpu": "3", "pods": "3"}
     assert data["command"] == ["torchrun", "train.py"]
     assert data["master"] == {"resources": PYTORCH_JOB["master"]["resources"]}
 
@@ -394,7 +394,7 @@ def test_a_ray_job_on_kuberay_autoscales_a_worker_group_up_to_its_max_replicas(a
     assert "max_replicas" not in data["workers"][1]
     # Quota counts the gang that starts: head 4 + 2 workers x 4 + 1 x 2 cpu, and KubeRay's
     # autoscaler beside the head (500m, 512Mi): 14G + 512Mi is 14,196,163Ki exactly.
-    assert data["request"] == {"cpu": "14500m", "memory": "14196163Ki"}
+    assert data["request"] == {"cpu": "14500m", "memory": "14196163Ki", "pods": "4"}
     assert Job.objects.get().workers == workers
     read = api(member).get(f"/api/v1/jobs/{data['id']}/").json()
     assert read["workers"][0]["max_replicas"] == 4 and read["request"] == data["request"]

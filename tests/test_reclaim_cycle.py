@@ -120,7 +120,7 @@ def test_lowering_a_quota_below_its_usage_reclaims_at_the_next_cycle(intern, now
     message = Job.objects.get(pk=interns[3].pk).events.get(reason="Preempted").message
     assert message == (
         "Preempted: the quota of root/interns/intern-video was lowered below its usage; "
-        "released cpu 16, memory 16G"
+        "released cpu 16, memory 16G, pods 4"
     )
 
 

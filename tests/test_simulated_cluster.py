@@ -36,16 +36,19 @@ def phases(observation):
 
 
 def test_it_parses_the_node_setting():
-    nodes = parse_nodes("2xcpu=8,memory=32Gi;cpu=4")
+    nodes = parse_nodes("2xcpu=8,memory=32Gi;cpu=4,pods=20")
     assert list(nodes) == ["node-1", "node-2", "node-3"]
-    assert nodes["node-1"] == {"cpu": 8000, "memory": 32 * 2**30}
-    assert nodes["node-3"] == {"cpu": 4000}
+    # A node that names no pods holds a kubelet's default, 110.
+    assert nodes["node-1"] == {"cpu": 8000, "memory": 32 * 2**30, "pods": 110}
+    assert nodes["node-3"] == {"cpu": 4000, "pods": 20}
 
 
 def test_the_backend_gives_each_nodes_shape_for_the_submit_check():
     backend = SimulatedBackend(parse_nodes("2xcpu=8,memory=32Gi;cpu=4"), cycle_seconds=5)
     shapes = backend.nodes()
-    assert shapes == [{"cpu": 8000, "memory": 32 * 2**30}] * 2 + [{"cpu": 4000}]
+    assert shapes == [{"cpu": 8000, "memory": 32 * 2**30, "pods": 110}] * 2 + [
+        {"cpu": 4000, "pods": 110}
+    ]
     shapes[0]["cpu"] = 1  # a copy: the caller cannot change the cluster
     assert backend.nodes()[0]["cpu"] == 8000 and backend.allocatable()["cpu"] == 20_000
 

@@ -110,8 +110,9 @@ def test_beat_records_the_history_through_the_task(tree, celery_worker):
 
 def test_pending_demand_is_read_for_the_trees_resources(member, one_running_one_waiting):
     loads = leaf_loads(resources=["cpu", "memory"])
-    assert loads.used["root/algorithm/video"] == {"cpu": 12 * CORES, "memory": 12 * GB}
-    assert loads.admitted["root/algorithm/video"] == {"cpu": 1, "memory": 1}
+    # Every resource the running job holds, its pods too; demand only for those asked.
+    assert loads.used["root/algorithm/video"] == {"cpu": 12 * CORES, "memory": 12 * GB, "pods": 3}
+    assert loads.admitted["root/algorithm/video"] == {"cpu": 1, "memory": 1, "pods": 1}
     assert loads.pending == {"root/algorithm/video": {"cpu": 12 * CORES, "memory": 12 * GB}}
     assert leaf_loads(resources=["cpu"]).pending == {"root/algorithm/video": {"cpu": 12 * CORES}}
     assert leaf_loads(resources=[]).pending == {}

@@ -97,7 +97,7 @@ def test_it_submits_a_ray_job_from_the_form_and_redirects_to_it(client, member):
     assert job.owner == member and job.state == "queued"
     assert job.queue.name == "root-algorithm-video"
     assert job.head == RAY_JOB["head"] and job.workers == RAY_JOB["workers"]
-    assert job.request == {"cpu": 12_000, "memory": 12_000_000_000}
+    assert job.request == {"cpu": 12_000, "memory": 12_000_000_000, "pods": 3}
     assert job.entrypoint == RAY_JOB["entrypoint"] and job.run_seconds == 600
     assert job.events.get().reason == "Enqueued"
 
@@ -543,7 +543,7 @@ def test_the_preview_shows_the_objects_a_valid_job_becomes_and_saves_nothing(cli
 
     assert response.status_code == 200
     html = response.content.decode()
-    assert "Ready to submit. Its quota request: cpu 12, memory 12G." in html
+    assert "Ready to submit. Its quota request: cpu 12, memory 12G, pods 3." in html
     configmap, rayjob = yaml.safe_load_all(response.context["manifest"])
     assert configmap["kind"] == "ConfigMap" and configmap["data"] == {"main.py": form["script"]}
     assert rayjob["kind"] == "RayJob" and rayjob["metadata"]["name"] == "rayjob-video-0"

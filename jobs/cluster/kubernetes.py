@@ -38,7 +38,15 @@ from jobs.manifests.common import (
 from jobs.spec import JobSpec
 from jobs.telemetry import CLUSTER_REQUEST_SECONDS, CLUSTER_REQUESTS
 from kube.names import LABEL_MANAGED_BY, MANAGER
-from kube.quantity import QuantityError, ResourceList, human, parse_resources, total
+from kube.quantity import (
+    KUBELET_MAX_PODS,
+    PODS,
+    QuantityError,
+    ResourceList,
+    human,
+    parse_resources,
+    total,
+)
 
 from . import access, kinds
 from .base import (
@@ -732,7 +740,9 @@ def node_shapes(nodes: Iterable[dict]) -> list[ResourceList]:
         if conditions and conditions.get("Ready") != "True":
             continue
         try:
-            usable.append(parse_resources("allocatable", status.get("allocatable") or {}))
+            allocatable = parse_resources("allocatable", status.get("allocatable") or {})
+            # A kubelet always reports its pods; one that did not would hold its default.
+            usable.append({PODS: KUBELET_MAX_PODS} | allocatable)
         except QuantityError as error:
             log.warning("node %s: %s", (node.get("metadata") or {}).get("name"), error)
     return usable

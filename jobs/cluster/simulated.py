@@ -17,7 +17,7 @@ from django.db import connection, transaction
 
 from jobs.models import SimulatedPod
 from jobs.spec import JobSpec
-from kube.quantity import ResourceList, parse_resources, total
+from kube.quantity import KUBELET_MAX_PODS, PODS, ResourceList, parse_resources, total
 
 from .base import (
     Check,
@@ -42,14 +42,15 @@ _SIM_LOCK = 0x5EED_C1A5  # advisory lock id guarding the simulated cluster's row
 def parse_nodes(text: str) -> dict[str, ResourceList]:
     """``"4xcpu=16,memory=64Gi,nvidia.com/gpu=4"`` -> {"node-1": {...}, ..., "node-4": {...}}.
 
-    Groups are separated by ";"; a group without "COUNTx" is one node.
+    Groups are separated by ";"; a group without "COUNTx" is one node. A node that names no
+    ``pods`` holds a kubelet's default, 110, as a real node's allocatable says.
     """
     nodes: dict[str, ResourceList] = {}
     for group in filter(None, (part.strip() for part in text.split(";"))):
         match = re.match(r"^(\d+)x(.*)$", group)
         count, body = (int(match[1]), match[2]) if match else (1, group)
         pairs = dict(pair.split("=", 1) for pair in body.split(",") if "=" in pair)
-        resources = parse_resources("SIMULATED_CLUSTER_NODES", pairs)
+        resources = {PODS: KUBELET_MAX_PODS} | parse_resources("SIMULATED_CLUSTER_NODES", pairs)
         for _ in range(count):
             nodes[f"node-{len(nodes) + 1}"] = resources
     if not nodes:
@@ -123,7 +124,7 @@ class SimulatedCluster:
                 object_name=spec.object_name,
                 job_id=spec.id,
                 index=index,
-                requests=parse_resources("resources", resources),
+                requests=parse_resources("resources", resources) | {PODS: 1},
                 run_seconds=spec.run_seconds,
                 created_at=now,
                 phase=PodPhase.SUSPENDED if spec.suspend else PodPhase.PENDING,
@@ -296,6 +297,11 @@ def _place(pods: Sequence[Pod], free: dict[str, ResourceList]) -> dict[str, str]
     return placement
 
 
+def _insufficient(resource: str, nodes: int) -> str:
+    """kube-scheduler's words for nodes short of a resource (its NodeResourcesFit plugin)."""
+    return f"{nodes} Too many pods" if resource == PODS else f"{nodes} Insufficient {resource}"
+
+
 def _gang_messages(pods: Sequence[Pod], free: dict[str, ResourceList]) -> list[str]:
     """kube-scheduler's summary for each pod: ``0/4 nodes are available: 4 Insufficient cpu.``
 
@@ -317,7 +323,7 @@ def _gang_messages(pods: Sequence[Pod], free: dict[str, ResourceList]) -> list[s
             node = fitting[0]
             for resource, amount in pod.requests.items():
                 trial[node][resource] = trial[node].get(resource, 0) - amount
-        reasons = ", ".join(f"{count} Insufficient {r}" for r, count in sorted(short.items()))
+        reasons = ", ".join(_insufficient(r, count) for r, count in sorted(short.items()))
         if not reasons:
             reasons = f"{len(fitting)} node(s) fit the pod but not the whole gang"
         messages.append(f"0/{len(trial)} nodes are available: {reasons}.")

@@ -23,6 +23,7 @@ from kube.quantity import format_quantity, human
 
 from .. import exchange, selectors, services
 from ..models import QuotaNode
+from ..quota import shown_resources
 from .history import AuditHistoryMixin, audit_url
 from .tree_forms import ChildForm, ChildrenFormSet, QuotaNodeForm
 
@@ -144,7 +145,7 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
         usage = selectors.node_usage()
 
         def resources(node: QuotaNode) -> list[str]:
-            return sorted({*node.min, *node.max, *usage.get(node.path, {})})
+            return sorted(shown_resources(node, usage.get(node.path, {})))
 
         @admin.display(description="min (guaranteed)")
         def min_column(node: QuotaNode) -> str:
@@ -203,7 +204,7 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
                 human(resource, node.max[resource]) if resource in node.max else NONE,
                 human(resource, node.min[resource]) if resource in node.min else NONE,
             )
-            for resource in sorted({*node.min, *node.max, *used})
+            for resource in sorted(shown_resources(node, used))
         ]
         return format_html_join("", "<div>{}: {} of max {} (min {})</div>", rows) or NONE
 
