@@ -289,7 +289,8 @@ def path_standing(
     lent: Mapping[str, Mapping[str, int]] | None = None,
 ) -> list[Standing]:
     """For each node from the leaf to the root, then the cluster (when its allocatable is
-    known), how it stands on each resource the request asks for."""
+    known), how it stands on each resource the request asks for (``pods`` at the nodes
+    that name them, and at the cluster)."""
     lent = lent_by_node(tree, used) if lent is None else lent
     wanted = sorted((r for r, amount in request.items() if amount), key=lambda r: (r != "cpu", r))
     rows = []
@@ -301,6 +302,7 @@ def path_standing(
                 lent.get(path, {}).get(r, 0),
             )
             for r in wanted
+            if r != PODS or r in node.min or r in node.max
         ]  # fmt: skip
     if allocatable is not None:
         root_used = used.get(path_to_root(leaf)[-1], {})

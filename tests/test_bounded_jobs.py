@@ -134,6 +134,9 @@ def test_a_tree_that_names_pods_limits_them_and_is_published_with_them(api, memb
     assert "pods" in too_many.json()["request"][0]
     assert "can never be admitted" in too_many.json()["request"][0]
     assert fits.status_code == 201
+    # Its path names pods where the tree limits them, and at the cluster.
+    path = api(member).get(f"{JOBS_API}{fits.json()['id']}/").json()["waiting"]["path"]
+    assert [row["node"] for row in path if row["resource"] == "pods"] == [VIDEO, "cluster"]
     algorithm = tree_export()["spec"]["root"]["children"][0]
     (published,) = [n for n in algorithm["children"] if n["name"] == "video"]
     assert published["max"]["pods"] == "4"

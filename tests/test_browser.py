@@ -298,9 +298,10 @@ def test_the_quota_tree_shows_bars_that_refresh_and_usage_charts(
 
 
 @pytest.fixture
-def video_waiting(transactional_db, member, other_member):
-    """alice's first job holds 12 of video's 14 cpu; her second waits for it; carol's
-    waits behind the second."""
+def video_waiting(transactional_db, member, other_member, settings):
+    """alice's first job holds 12 of video's 14 cpu; her second waits for it, backing off
+    for longer than the test takes; carol's waits behind the second."""
+    settings.BACKOFF_BASE_SECONDS = 600
     submit(member, RAY_JOB, name="video-first")
     second = submit(member, RAY_JOB, name="video-second")
     admission_cycle()
@@ -339,17 +340,20 @@ def test_a_waiting_job_shows_its_path_and_about_when_it_starts(live_server, vide
     screenshot(page, "caldera-waiting-job-phone.png")
 
 
-def test_a_large_jobs_page_shows_a_bounded_summary_of_its_pods(
-    live_server, transactional_db, member, page
-):
-    """A job from before JOB_MAX_WORKER_GROUPS may hold thousands of groups: its page shows
-    the first ones and how many more, at a desk and on a phone, never one row per pod."""
-    from playwright.sync_api import expect
-
+@pytest.fixture
+def wide_job(transactional_db, member):
+    """A job from before JOB_MAX_WORKER_GROUPS: 5,000 groups of two pods."""
     tiny = {"cpu": "10m", "memory": "1Mi"}
     job = submit(member, RAY_JOB, name="wide", head={"resources": tiny}, workers=[])
     job.workers = [{"name": f"g{n}", "replicas": 2, "resources": tiny} for n in range(5_000)]
     job.save(update_fields=["workers"])
+    return job
+
+
+def test_a_large_jobs_page_shows_a_bounded_summary_of_its_pods(live_server, wide_job, page):
+    """Its page shows the first groups and how many more, at a desk and on a phone, never
+    one row per pod."""
+    from playwright.sync_api import expect
 
     log_in(page, live_server.url, "alice")
     for width, height, name in (
@@ -357,7 +361,7 @@ def test_a_large_jobs_page_shows_a_bounded_summary_of_its_pods(
         (390, 844, "caldera-large-job-phone.png"),
     ):
         page.set_viewport_size({"width": width, "height": height})
-        page.goto(f"{live_server.url}/jobs/{job.pk}/")
+        page.goto(f"{live_server.url}/jobs/{wide_job.pk}/")
         pods = page.get_by_role("table", name="Its pods")
         expect(pods.locator("tbody tr")).to_have_count(1 + 8 + 1)  # the head, 8 groups, the rest
         expect(pods.locator("tr.more")).to_contain_text("and 4992 more groups (9984 pods)")
