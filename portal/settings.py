@@ -220,6 +220,10 @@ DATABASES = {
         env_str("DATABASE_URL"), conn_max_age=60, conn_health_checks=True
     )
 }
+# A new connection to a PostgreSQL that does not answer (stopped, not refusing) gives up
+# after this many seconds instead of holding its request for ever; the request then
+# answers 503. DATABASE_URL's own ?connect_timeout= wins.
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
