@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import importlib
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -20,7 +19,6 @@ from django.apps import apps as django_apps
 from django.db import connection
 from django.test import override_settings
 
-from jobs.cluster import get_backend
 from jobs.cluster.simulated import SimulatedCluster, parse_nodes
 from jobs.models import JOBS, Job
 from jobs.spec import JobSpec, PodGroup
@@ -28,6 +26,7 @@ from queues import exchange
 from queues.services import tree_apply, tree_export
 
 from .conftest import RAY_JOB, seed_tree_document
+from .support.cluster import simulated_nodes
 
 pytestmark = pytest.mark.django_db
 
@@ -49,16 +48,6 @@ def groups(count: int, replicas: int = 1) -> list[dict]:
 
 def submit(api, user, document):
     return api(user).post(JOBS_API, document, format="json")
-
-
-@contextmanager
-def simulated_nodes(text: str):
-    with override_settings(SIMULATED_CLUSTER_NODES=text):
-        get_backend.cache_clear()
-        try:
-            yield
-        finally:
-            get_backend.cache_clear()
 
 
 # -- the limits of one job ------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import io
-from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
@@ -33,6 +32,7 @@ from queues.models import QuotaNode
 
 from .conftest import PYTORCH_JOB, RAY_JOB, client_for, seed_tree_document
 from .kube_emulator import emulator
+from .support.cluster import simulated_nodes
 from .test_admission_cycle import UNPACKABLE, refresh, submit
 from .test_views import RAY_FORM
 
@@ -48,17 +48,6 @@ def ray_job(**changes) -> dict:
 @pytest.fixture
 def now():
     return timezone.now().replace(microsecond=0)
-
-
-@contextmanager
-def simulated_nodes(text: str):
-    """The simulated cluster's nodes replaced, as an operator would resize the cluster."""
-    with override_settings(SIMULATED_CLUSTER_NODES=text):
-        get_backend.cache_clear()
-        try:
-            yield
-        finally:
-            get_backend.cache_clear()
 
 
 # -- refused at submit ---------------------------------------------------------------------
