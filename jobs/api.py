@@ -6,25 +6,25 @@ OpenAPI schema is generated from.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_field,
-)
+import re
+
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kube.quantity import format_quantity
+from queues.api_base import Body, json_parsers, refusals
 from queues.selectors import queues_for_user
 
 from . import bulk, estimate, listing, logs, selectors, services, waiting
 from .cluster import ClusterUnavailable, LogUnavailable
 from .fields import flat
-from .history import RANGES, history_query, usage_series
+from .history import HISTORY_QUERY, history_query, usage_series
 from .manifests import build_manifests
+from .params import EVENTS_PAGE, QUEUE_PAGE
 from .schema import (
     EventOut,
     JobBatchIn,
@@ -44,7 +44,7 @@ from .schema import (
     writer,
 )
 from .specs import job_spec_full
-from .validation import PAGE_MAX, PRIORITY_RANGE, JobInvalid, page_window
+from .validation import OFFSET_MAX, PAGE_MAX, PRIORITY_RANGE, JobInvalid
 
 
 class DetailOut(serializers.Serializer):
@@ -54,28 +54,16 @@ class DetailOut(serializers.Serializer):
 
 
 class JobPagination(LimitOffsetPagination):
-    """Pages of the jobs list: at most PAGE_MAX jobs, offsets bounded (``page_window``)."""
+    """Pages of the jobs list by offset, at the offset and limit ``listing.parse_query`` read."""
 
-    max_limit = PAGE_MAX
-
-    def _window(self, request) -> tuple[int, int]:
-        return page_window(
-            offset=request.query_params.get(self.offset_query_param),
-            limit=request.query_params.get(self.limit_query_param),
-            default_limit=self.default_limit,
-        )
+    def __init__(self, query: listing.JobQuery):
+        self.query = query
 
     def get_limit(self, request) -> int:
-        return self._window(request)[1]
+        return self.query.limit
 
     def get_offset(self, request) -> int:
-        return self._window(request)[0]
-
-
-PAGE_PARAMETERS = [
-    OpenApiParameter("limit", int, description=f"page size, 1 to {PAGE_MAX} (default 50)"),
-    OpenApiParameter("offset", int, description="entries to skip (default 0)"),
-]
+        return self.query.offset or 0
 
 
 def action_responses(ok) -> dict:
@@ -86,46 +74,52 @@ def action_responses(ok) -> dict:
     }
 
 
-LIST_FILTERS = [
-    OpenApiParameter("state", str, description="comma-separated states"),
-    OpenApiParameter("queue", str, description="comma-separated queue names or leaf paths"),
-    OpenApiParameter("owner", str, description="comma-separated usernames"),
-    OpenApiParameter("mine", bool, description="only my jobs"),
-    OpenApiParameter("kind", str, description="comma-separated kinds (ray, pytorch)"),
-    OpenApiParameter("runtime", str, description="comma-separated runtimes"),
-    OpenApiParameter("priority_min", int, description="priority at least"),
-    OpenApiParameter("priority_max", int, description="priority at most"),
-    OpenApiParameter("submitted_after", str, description="ISO date or date-time, inclusive"),
-    OpenApiParameter("submitted_before", str, description="ISO date (the whole day) or date-time"),
-    OpenApiParameter("q", str, description="text in the job's name"),
-]
+# What a submission is refused for that its schema cannot say: by what is stored (the queues
+# the user may submit to, their role there, the quota tree, the cluster's nodes and
+# runtimes) or by its fields together (jobs.schema.JobIn).
+SUBMIT_REFUSALS = {
+    "queue": "no active queue of that name or path that you may submit to",
+    "priority": "above 0 from a member of the queue (managers and staff may raise it)",
+    "runtime": "one this cluster does not offer, or that does not run the job's kind",
+    "entrypoint": "required of a Ray job without a script; a PyTorch job takes a command",
+    "command": "required of a PyTorch job without a script; a Ray job takes an entrypoint",
+    "head": "required of a Ray job, refused on a PyTorch job; or a pod no node can ever hold",
+    "master": "required of a PyTorch job, refused on a Ray job; or a pod no node can hold",
+    "workers": "more pods in all than JOB_MAX_PODS, or more than one group where PyTorch or "
+    "Volcano takes one",
+    "workers[]": "a pod that no node of the cluster can ever hold",
+    "workers[].name": "the name of another group of the job",
+    "workers[].max_replicas": "below replicas, or on a runtime other than kuberay",
+    "pip": "packages on a runtime other than kuberay",
+    "request": "more than the quota tree's max on the queue's path can ever give, or more "
+    "than a sum of quantities can hold",
+    # Names of keys, which no OpenAPI 3.0 schema can state.
+    "env": "a name holding a control character",
+    "env.*": "a name that is not an environment variable's: a letter or _, then letters, "
+    "digits and _",
+    "head.resources": "a name that is not a Kubernetes resource name (cpu, nvidia.com/gpu)",
+    "master.resources": "a name that is not a Kubernetes resource name (cpu, nvidia.com/gpu)",
+    "workers[].resources": "a name that is not a Kubernetes resource name",
+    # Rules of single fields that jobs.schema does not yet write into the schema.
+    "pip[]": "not one requirement: a space in it, or more than 200 characters",
+}
 
 
 class JobListView(APIView):
+    parser_classes = json_parsers()
+
     @extend_schema(
         operation_id="jobs_list",
-        parameters=[
-            *LIST_FILTERS,
-            OpenApiParameter(
-                "sort",
-                str,
-                description=f"one of {', '.join(listing.SORTS)}, '-' first for descending "
-                f"(default {listing.DEFAULT_SORT})",
-            ),
-            OpenApiParameter("after", str, description="the cursor of the page before (in next)"),
-            OpenApiParameter("limit", int, description=f"page size, 1 to {PAGE_MAX} (default 50)"),
-            OpenApiParameter(
-                "offset", int, description="entries to skip instead of a cursor (default 0)"
-            ),
-        ],
+        parameters=listing.API_QUERY.parameters(),
         responses=JobPage,
         summary="Jobs the user may see, filtered and sorted as the jobs page does",
+        extensions=refusals({"after": "a cursor this list did not give"}),
     )
     def get(self, request):
-        query = listing.parse_query(request.query_params)
-        if "offset" in request.query_params:  # pages by offset, as before cursors
+        query = listing.parse_query(request.query_params, declared=listing.API_QUERY)
+        if query.offset is not None:  # pages by offset, as before cursors
             jobs = query.filter.apply(selectors.jobs_for_user(request.user), request.user)
-            paginator = JobPagination()
+            paginator = JobPagination(query)
             page = paginator.paginate_queryset(jobs.order_by("-id"), request, view=self)
             positions = selectors.job_positions(page)
             return paginator.get_paginated_response(jobs_out(page, positions))
@@ -142,7 +136,11 @@ class JobListView(APIView):
         )
 
     @extend_schema(
-        operation_id="jobs_create", request=JobIn, responses={201: JobOut}, summary="Submit"
+        operation_id="jobs_create",
+        request=JobIn,
+        responses={201: JobOut},
+        summary="Submit",
+        extensions=refusals(SUBMIT_REFUSALS),
     )
     def post(self, request):
         draft = job_parse(request.data)
@@ -154,10 +152,21 @@ class BodyTooLarge(serializers.Serializer):
     body = serializers.ListField(child=serializers.CharField())
 
 
+class JobBatchBody(Body, JobBatchIn):
+    """The batch's body with its bounds, as ``services.batch_size_check`` keeps them."""
+
+    class Meta:
+        ref_name = "JobBatch"
+
+    jobs = JobIn(many=True, min_length=1, max_length=services.BATCH_MAX)
+
+
 class JobBatchView(APIView):
+    parser_classes = json_parsers()
+
     @extend_schema(
         operation_id="jobs_batch_create",
-        request=JobBatchIn,
+        request=JobBatchBody,
         responses={
             201: JobBatchOut,
             413: OpenApiResponse(BodyTooLarge, description="The body is too large"),
@@ -166,6 +175,9 @@ class JobBatchView(APIView):
         description="Each job is checked as POST /api/v1/jobs/ checks it. If any is refused, "
         "none is stored and the 400 names each problem as jobs[i].field. The answer lists the "
         "jobs in the order sent; GET /api/v1/jobs/{id}/ gives a job's position.",
+        extensions=refusals(
+            {f"jobs[].{field}": reason for field, reason in SUBMIT_REFUSALS.items()}
+        ),
     )
     def post(self, request):
         length = request.META.get("CONTENT_LENGTH", "")
@@ -175,7 +187,10 @@ class JobBatchView(APIView):
                 {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},
                 status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
-        jobs = request.data.get("jobs") if isinstance(request.data, dict) else None
+        unknown = sorted(name for name in request.data if name != "jobs")
+        if unknown:  # the parser takes objects only
+            raise JobInvalid({name: "unknown field" for name in unknown})
+        jobs = request.data.get("jobs")
         if not isinstance(jobs, list):
             return Response({"jobs": ["must be a list of job objects"]}, status=400)
         submitted = services.job_submit_batch(user=request.user, documents=jobs)
@@ -185,34 +200,86 @@ class JobBatchView(APIView):
         )
 
 
-class JobBulkIn(serializers.Serializer):
+class JsonInteger(serializers.IntegerField):
+    """An integer as JSON writes it: DRF's own takes "5" and 5.0 too, which the schema's
+    ``integer`` does not."""
+
+    def to_internal_value(self, data) -> int:
+        if type(data) is not int:
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(listing.FILTER.object_schema())
+class JobFilterIn(serializers.Field):
+    """A bulk action's filter: the jobs list's filter parameters as they are written in its
+    URL, each a string (``{"state": "queued,backoff", "priority_min": "5"}``), and no other
+    key, since a misspelt one would widen the action to every job."""
+
+    def to_internal_value(self, data) -> listing.JobFilter:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("must be an object of the jobs list's parameters")
+        wrong = {
+            name: ["must be a string"] for name, value in data.items() if type(value) is not str
+        }
+        if wrong:
+            raise serializers.ValidationError(wrong)
+        try:
+            return listing.parse_filter(data)
+        except JobInvalid as invalid:
+            raise serializers.ValidationError(invalid.errors) from None
+
+
+class JobBulkIn(Body):
     """POST /api/v1/jobs/bulk/: the jobs (by id, or by the jobs list's filter) and what to
     do to each."""
 
     ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        child=JsonInteger(min_value=1, max_value=2**63 - 1),
         required=False,
+        min_length=1,
         max_length=bulk.BULK_MAX,
-        help_text="the jobs to act on",
+        help_text=f"the jobs to act on, 1 to {bulk.BULK_MAX}",
     )
-    filter = serializers.DictField(
-        child=serializers.CharField(max_length=200, allow_blank=True),
+    filter = JobFilterIn(
         required=False,
-        help_text="instead of ids: every job this filter of GET /api/v1/jobs/ matches "
-        '(its parameters, {"state": "queued", "owner": "alice"})',
+        help_text=f"instead of ids: every job this filter of GET /api/v1/jobs/ matches, 1 to "
+        f"{bulk.BULK_MAX} of them",
     )
     action = serializers.ChoiceField(bulk.ACTIONS)
-    priority = serializers.IntegerField(
+    priority = JsonInteger(
         required=False,
         min_value=PRIORITY_RANGE[0],
         max_value=PRIORITY_RANGE[1],
-        help_text="the new priority, for action priority",
+        help_text="the new priority: required by action priority",
     )
 
     def validate(self, data):
         if ("ids" in data) == ("filter" in data):
             raise serializers.ValidationError({"ids": ["give either ids or filter"]})
         return data
+
+
+class JobBulkInSchema(OpenApiSerializerExtension):
+    """The bulk body in the schema: its fields, and ``ids`` or ``filter``, not both."""
+
+    target_class = JobBulkIn
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        # A pattern, not an enum, which drf-spectacular would replace by the action's enum.
+        others = "|".join(re.escape(action) for action in bulk.ACTIONS if action != "priority")
+        return schema | {
+            "allOf": [
+                {"oneOf": [{"required": ["ids"]}, {"required": ["filter"]}]},
+                {
+                    "anyOf": [
+                        {"properties": {"action": {"pattern": f"^({others})$"}}},
+                        {"required": ["priority"]},
+                    ]
+                },
+            ]
+        }
 
 
 class RefusedOut(serializers.Serializer):
@@ -234,6 +301,8 @@ class JobBulkOut(serializers.Serializer):
 
 
 class JobBulkView(APIView):
+    parser_classes = json_parsers()
+
     @extend_schema(
         operation_id="jobs_bulk",
         request=JobBulkIn,
@@ -241,6 +310,9 @@ class JobBulkView(APIView):
         summary="Cancel, re-prioritise, move to the head or resubmit many jobs at once",
         description="Each job is checked with the rights of its own action; the answer names "
         "the jobs each reason refused. A request wrong as a whole changes nothing.",
+        extensions=refusals(
+            {"filter": f"matches no job you may see, or more than {bulk.BULK_MAX}"}
+        ),
     )
     def post(self, request):
         body = JobBulkIn(data=request.data)
@@ -250,8 +322,7 @@ class JobBulkView(APIView):
         if "ids" in wanted:
             jobs, unseen = bulk.jobs_chosen(request.user, wanted["ids"])
         else:
-            query = listing.parse_query(wanted["filter"])
-            jobs, unseen = bulk.jobs_matching(request.user, query.filter), []
+            jobs, unseen = bulk.jobs_matching(request.user, wanted["filter"]), []
         outcome = bulk.jobs_bulk(
             user=request.user,
             action=wanted["action"],
@@ -421,22 +492,17 @@ class JobEventsView(APIView):
         description=f"Up to ``limit`` events (at most {PAGE_MAX}, the default) from "
         "``offset``; when there are more, a ``Link`` header names the next page "
         '(``rel="next"``).',
-        parameters=[
-            OpenApiParameter("offset", int, description="events to skip"),
-            OpenApiParameter("limit", int, description=f"events to answer, 1 to {PAGE_MAX}"),
-        ],
+        parameters=EVENTS_PAGE.parameters(),
     )
     def get(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
-        offset, limit = page_window(
-            offset=request.query_params.get("offset"),
-            limit=request.query_params.get("limit"),
-            default_limit=PAGE_MAX,
-        )
+        wanted = EVENTS_PAGE.read(request.query_params)
+        offset, limit = wanted["offset"], wanted["limit"]
         events = list(selectors.job_events(job)[offset : offset + limit + 1])
         write = writer(EventOut)
         response = Response([write(event) for event in events[:limit]])
-        if len(events) > limit:
+        # A next page past OFFSET_MAX could not be asked for, so it is not offered.
+        if len(events) > limit and offset + limit <= OFFSET_MAX:
             following = request.build_absolute_uri(
                 f"{request.path}?offset={offset + limit}&limit={limit}"
             )
@@ -472,17 +538,14 @@ class QueueListView(APIView):
 class QueueDetailView(APIView):
     @extend_schema(
         operation_id="queues_retrieve",
-        parameters=PAGE_PARAMETERS,
+        parameters=QUEUE_PAGE.parameters(),
         responses=QueueDetailOut,
         summary="A queue: pending jobs with positions (active and backoff), admitted jobs, quota",
     )
     def get(self, request, name: str):
         queue = selectors.queue_get_for_user(request.user, name)
-        offset, limit = page_window(
-            offset=request.query_params.get("offset"),
-            limit=request.query_params.get("limit"),
-            default_limit=50,
-        )
+        wanted = QUEUE_PAGE.read(request.query_params)
+        offset, limit = wanted["offset"], wanted["limit"]
         context = {
             "usage": {queue.node.path: selectors.queue_usage(queue)},
             "page": selectors.queue_pending_page(queue, offset=offset, limit=limit),
@@ -511,14 +574,7 @@ class JobLogOut(serializers.Serializer):
 class JobLogView(APIView):
     @extend_schema(
         operation_id="jobs_log",
-        parameters=[
-            OpenApiParameter(
-                "tail_lines",
-                int,
-                description=f"only the last lines, 1 to {logs.TAIL_LINES_MAX}; without it, "
-                "the log from its start",
-            )
-        ],
+        parameters=logs.LOG_QUERY.parameters(),
         responses={
             200: JobLogOut,
             409: OpenApiResponse(
@@ -538,7 +594,7 @@ class JobLogView(APIView):
     )
     def get(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
-        tail_lines = logs.tail_lines_parse(request.query_params.get("tail_lines"))
+        tail_lines = logs.LOG_QUERY.read(request.query_params)["tail_lines"]
         try:
             log = logs.job_log(job=job, tail_lines=tail_lines)
         except LogUnavailable as error:
@@ -557,14 +613,7 @@ class JobLogView(APIView):
 class QuotaHistoryView(APIView):
     @extend_schema(
         operation_id="quota_history",
-        parameters=[
-            OpenApiParameter(
-                "node", str, description="a node's path, root/algorithm (default: the root)"
-            ),
-            OpenApiParameter(
-                "range", str, enum=list(RANGES), description="the last hour, day or week (day)"
-            ),
-        ],
+        parameters=HISTORY_QUERY.parameters(),
         responses=UsageHistoryOut,
         summary="A node's usage history: used, min, max, pending demand and admitted jobs",
         description="Recorded every USAGE_HISTORY_SECONDS and kept USAGE_HISTORY_DAYS; one "
@@ -572,6 +621,7 @@ class QuotaHistoryView(APIView):
         "week), each the highest value among its samples. A bucket with no sample is "
         "missing, not zero. The quota tree page's charts and its CSV show the same. Anyone "
         "signed in may read any node, as on the quota tree page.",
+        extensions=refusals({"node": "no node of the quota tree, now or before, has that path"}),
     )
     def get(self, request):
         query = history_query(request.query_params)

@@ -28,6 +28,7 @@ from queues.quota import Balance, Node, balances, rollup
 from queues.selectors import tree_nodes
 
 from .models import USAGE_SAMPLES, UsageSample
+from .params import Choice, Text, params
 from .selectors import leaf_loads
 from .validation import JobInvalid
 
@@ -126,38 +127,42 @@ RANGES = {
 DEFAULT_RANGE = "day"
 
 
+# Which history: the API's, the CSV's and the quota tree page's parameters; a queue's page
+# names its node itself and reads RANGE_QUERY.
+RANGE = Choice(
+    name="range",
+    choices=list(RANGES),
+    default=DEFAULT_RANGE,
+    description="the last hour, day or week",
+)
+RANGE_QUERY = params(RANGE)
+HISTORY_QUERY = params(
+    Text(
+        name="node",
+        max_length=QuotaNode._meta.get_field("path").max_length,
+        description='a node\'s path, root/algorithm (default: the root); "cluster" is no node',
+    ),
+    RANGE,
+)
+
+
 @dataclass(frozen=True)
 class HistoryQuery:
     node: str
     range: Range
 
 
-def range_parse(value: str | None) -> Range:
-    """The range a request names (a day when it names none); ``JobInvalid`` names
-    ``range`` otherwise."""
-    name = value or DEFAULT_RANGE
-    if name not in RANGES:
-        raise JobInvalid({"range": f"must be one of {', '.join(RANGES)}, not {name[:40]!r}"})
-    return RANGES[name]
-
-
-def history_query(params: Mapping[str, str], *, default_node: str | None = None) -> HistoryQuery:
+def history_query(source: Mapping, *, default_node: str | None = None) -> HistoryQuery:
     """``node`` (a node's path, retired ones too; the root when absent) and ``range``
     (hour, day or week; a day when absent) read from a request's parameters;
     ``JobInvalid`` names each one that is wrong."""
-    errors = {}
-    try:
-        window = range_parse(params.get("range"))
-    except JobInvalid as invalid:
-        errors |= invalid.errors
-    node = params.get("node") or default_node or root_path()
+    values = HISTORY_QUERY.read(source)
+    node = values["node"] or default_node or root_path()
     if not node:
-        errors["node"] = "there is no quota tree yet"
-    elif not QuotaNode.objects.filter(path=node).exists():
-        errors["node"] = f"{node[:200]!r} is no node of the quota tree"
-    if errors:
-        raise JobInvalid(errors)
-    return HistoryQuery(node=node, range=window)
+        raise JobInvalid({"node": "there is no quota tree yet"})
+    if not QuotaNode.objects.filter(path=node).exists():
+        raise JobInvalid({"node": f"{node[:200]!r} is no node of the quota tree"})
+    return HistoryQuery(node=node, range=RANGES[values["range"]])
 
 
 def root_path() -> str | None:

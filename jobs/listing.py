@@ -11,20 +11,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, time
+from datetime import datetime
+from typing import Any
 from urllib.parse import urlencode
 
 from django.db.models import CharField, Count, F, Field, Func, IntegerField, Q, QuerySet, Value
 from django.db.models.lookups import GreaterThan, LessThan
-from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 
 from .models import Job, State
+from .params import Choice, Choices, Flag, Integer, Moment, Param, Params, Text, Words, params
 from .selectors import jobs_for_user
-from .validation import PAGE_MAX, JobInvalid
+from .validation import OFFSET_MAX, PAGE_MAX, JobInvalid
 
 # Sortable columns: the name in the URL -> the column, and the type of its cursor value.
 # "submitted" sorts by id, which follows submission order and needs no index of its own.
@@ -47,10 +46,9 @@ DEFAULT_LIMIT = 50
 # enough, so a page over 100,000 jobs costs what one over 10,000 does.
 COUNT_MAX = 10_000
 TEXT_MAX = 100
-LIST_PARAMETERS = (
-    "state", "queue", "owner", "kind", "runtime", "priority_min", "priority_max",
-    "submitted_after", "submitted_before", "q", "mine",
-)  # fmt: skip
+# A priority filter takes any integer of up to 9 digits: one past every priority matches no
+# job, which is an answer, not a mistake.
+PRIORITY_FILTER_MAX = 999_999_999
 
 
 @dataclass(frozen=True)
@@ -106,6 +104,7 @@ class JobQuery:
     after: tuple[object, int] | None = None  # the last row of the page before
     limit: int = DEFAULT_LIMIT
     group: str = ""
+    offset: int | None = None  # the API's pages by offset, as before cursors
 
     @property
     def column(self) -> str:
@@ -167,108 +166,133 @@ def cursor_text(after: tuple[object, int]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _cursor(text: str, kind: type[Field]) -> tuple[object, int]:
-    try:
-        value, pk = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
-        raise ValueError("not a cursor this list gave") from None
-    expected = int if kind is IntegerField else str
-    if type(value) is not expected or type(pk) is not int:
-        raise ValueError("not a cursor of this sort")
-    return value, pk
+@dataclass(frozen=True, kw_only=True)
+class Cursor(Param):
+    """Where a page starts: the last row of the page before (its sort value and id), as
+    ``next`` gives it. Whether it fits the sort is judged with the sort (``parse_query``)."""
 
-
-def _moment(text: str, *, end: bool) -> datetime:
-    """An ISO date or date-time; a date alone is its midnight (``end``: the next one), in
-    the portal's time zone."""
-    try:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-            day = parse_date(text)
-            moment = datetime.combine(date.fromordinal(day.toordinal() + end), time.min)
-        else:
-            moment = parse_datetime(text)
-    except ValueError:  # well formed, but no such day or time (2026-02-30)
-        moment = None
-    if moment is None:
-        raise ValueError(f"{text[:40]!r} is not a date (2026-11-24) or date-time")
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment)
-    return moment
-
-
-def parse_query(params: Mapping[str, str]) -> JobQuery:
-    """The query a URL's parameters say; JobInvalid names every parameter that is wrong."""
-    errors: dict[str, str] = {}
-
-    def listed(name: str, allowed: list[str] | None = None) -> tuple[str, ...]:
-        # state=queued,backoff (a shared URL) or state=queued&state=backoff (a form)
-        raw = ",".join(params.getlist(name)) if hasattr(params, "getlist") else params.get(name, "")
-        values = tuple(dict.fromkeys(v.strip() for v in raw.split(",") if v.strip()))
-        unknown = [v for v in values if allowed is not None and v not in allowed]
-        if unknown:
-            errors[name] = f"unknown {name} {unknown[0][:40]!r}; one of {', '.join(allowed)}"
-        return values
-
-    def integer(name: str, *, clamp: bool = False) -> int | None:
-        text = params.get(name, "").strip()
-        if not text:
-            return None
-        if clamp and re.fullmatch(r"\+?\d{10,}", text):
-            return PAGE_MAX  # ?limit=99999999999999999999 is one full page
-        if not re.fullmatch(r"[+-]?\d{1,9}", text):
-            errors[name] = f"must be an integer of at most 9 digits, got {text[:40]!r}"
-            return None
-        return int(text)
-
-    def moment(name: str, *, end: bool) -> datetime | None:
-        text = params.get(name, "").strip()
-        if not text:
-            return None
+    def parse(self, text: str) -> tuple[object, int]:
         try:
-            return _moment(text, end=end)
-        except ValueError as error:
-            errors[name] = str(error)
-            return None
+            value, pk = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+            raise ValueError("not a cursor this list gave") from None
+        if type(pk) is not int or type(value) not in (int, str):
+            raise ValueError("not a cursor this list gave")
+        return value, pk
 
-    text = params.get("q", "").strip()
-    if len(text) > TEXT_MAX:
-        errors["q"] = f"at most {TEXT_MAX} characters"
-    wanted = JobFilter(
-        states=listed("state", list(State.values)),
-        queues=listed("queue"),
-        owners=listed("owner"),
-        kinds=listed("kind", list(Job.Kind.values)),
-        runtimes=listed("runtime", list(Job.Runtime.values)),
-        priority_min=integer("priority_min"),
-        priority_max=integer("priority_max"),
-        submitted_after=moment("submitted_after", end=False),
-        submitted_before=moment("submitted_before", end=True),
-        text=text[:TEXT_MAX],
-        mine=params.get("mine", "").strip().lower() in ("1", "true", "yes", "on"),
+    def schema(self) -> dict:
+        return {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}
+
+
+SORT_CHOICES = [*SORTS, *(f"-{name}" for name in SORTS)]
+# The jobs a list or a bulk action takes: GET /api/v1/jobs/, the jobs page, a bulk filter.
+FILTER = params(
+    Choices(name="state", choices=State.values, description="states"),
+    Words(name="queue", description="queue names or leaf paths"),
+    Words(name="owner", description="usernames"),
+    Choices(name="kind", choices=Job.Kind.values, description="kinds"),
+    Choices(name="runtime", choices=Job.Runtime.values, description="runtimes"),
+    Integer(
+        name="priority_min",
+        minimum=-PRIORITY_FILTER_MAX,
+        maximum=PRIORITY_FILTER_MAX,
+        description="priority at least",
+    ),
+    Integer(
+        name="priority_max",
+        minimum=-PRIORITY_FILTER_MAX,
+        maximum=PRIORITY_FILTER_MAX,
+        description="priority at most",
+    ),
+    Moment(name="submitted_after", description="submitted at or after: a date or date-time"),
+    Moment(
+        name="submitted_before",
+        end=True,
+        description="submitted before: a date-time, or a date (the whole day)",
+    ),
+    Text(name="q", max_length=TEXT_MAX, description="text in the job's name"),
+    Flag(name="mine", description="only my jobs"),
+)
+# Their order and where a page starts.
+ORDER = params(
+    Choice(
+        name="sort",
+        choices=SORT_CHOICES,
+        default=DEFAULT_SORT,
+        description=f"by {', '.join(SORTS)}; '-' first for descending",
+    ),
+    Cursor(
+        name="after",
+        description="the page after this cursor (next gives it); a cursor the list did not "
+        "give, or one of another sort, is refused",
+    ),
+    Integer(
+        name="limit",
+        minimum=1,
+        maximum=PAGE_MAX,
+        default=DEFAULT_LIMIT,
+        description="jobs per page",
+    ),
+)
+OFFSET = Integer(
+    name="offset",
+    minimum=0,
+    maximum=OFFSET_MAX,
+    description="pages by offset instead of by cursor: jobs to skip, newest first",
+)
+GROUP = Choice(name="group", choices=list(GROUPS), description="jobs counted by queue or state")
+API_QUERY = FILTER + ORDER + params(OFFSET)
+PAGE_QUERY = FILTER + ORDER + params(GROUP)
+# The jobs page's filter form: it sends these fields empty when they are not filled in.
+PAGE_FORM = frozenset([*FILTER.names, GROUP.name])
+
+
+def _job_filter(values: Mapping[str, Any]) -> JobFilter:
+    return JobFilter(
+        states=values["state"],
+        queues=values["queue"],
+        owners=values["owner"],
+        kinds=values["kind"],
+        runtimes=values["runtime"],
+        priority_min=values["priority_min"],
+        priority_max=values["priority_max"],
+        submitted_after=values["submitted_after"],
+        submitted_before=values["submitted_before"],
+        text=values["q"],
+        mine=values["mine"],
     )
-    sort = params.get("sort", "").strip() or DEFAULT_SORT
-    if sort.lstrip("-") not in SORTS:
-        errors["sort"] = f"unknown column {sort[:40]!r}; one of {', '.join(SORTS)}"
-        sort = DEFAULT_SORT
-    group = params.get("group", "").strip()
-    if group and group not in GROUPS:
-        errors["group"] = f"unknown group {group[:40]!r}; one of {', '.join(GROUPS)}"
-    limit = integer("limit", clamp=True)
-    after = None
-    if cursor := params.get("after", "").strip():
-        try:
-            after = _cursor(cursor, SORTS[sort.lstrip("-")][1])
-        except ValueError as error:
-            errors["after"] = str(error)
-    if errors:
-        raise JobInvalid(errors)
+
+
+def parse_query(source: Mapping, *, declared: Params, form: Collection[str] = ()) -> JobQuery:
+    """The query a URL's parameters say (``declared``: the API's or the page's; ``form``:
+    the fields of the page's form, empty when not filled in); JobInvalid names every
+    parameter that is wrong."""
+    values = declared.read(source, form=form)
+    sort, after = values["sort"], values["after"]
+    if after is not None:
+        expected = int if SORTS[sort.lstrip("-")][1] is IntegerField else str
+        if type(after[0]) is not expected:
+            raise JobInvalid({"after": f"not a cursor of this sort ({sort})"})
     return JobQuery(
-        filter=wanted,
+        filter=_job_filter(values),
         sort=sort,
         after=after,
-        limit=DEFAULT_LIMIT if limit is None else min(max(limit, 1), PAGE_MAX),
-        group=group,
+        limit=values["limit"],
+        group=values.get("group") or "",
+        offset=values.get("offset"),
     )
+
+
+def parse_filter(source: Mapping[str, str]) -> JobFilter:
+    """The filter of a bulk action: the list's filter parameters and no others, since a
+    misspelt one would widen the action to every job."""
+    extra = [name for name in source if name not in FILTER.names]
+    if extra:
+        names = ", ".join(FILTER.names)
+        raise JobInvalid(
+            {name: f"is not a filter of the jobs list; one of {names}" for name in extra}
+        )
+    return _job_filter(FILTER.read(source))
 
 
 def _row(*expressions) -> Func:

@@ -11,7 +11,6 @@ Kubernetes backend gives the cluster JOB_LOG_TIMEOUT_SECONDS and one try.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from django.conf import settings
@@ -19,25 +18,23 @@ from django.utils import timezone
 
 from .cluster import LogUnavailable, PodLog, get_backend
 from .models import IN_CLUSTER, PENDING, Job, State
+from .params import Integer, params
 from .specs import head_group, object_ref
-from .validation import JobInvalid
 
 # The most lines a read may ask for: far past what a page shows, well inside what the API
 # server takes (an int64).
 TAIL_LINES_MAX = 1_000_000
 
 
-def tail_lines_parse(raw: str | None) -> int | None:
-    """``?tail_lines=`` as the API takes it: a whole number from 1 to TAIL_LINES_MAX, or
-    nothing (the whole log, up to JOB_LOG_LIMIT_BYTES). JobInvalid names it otherwise."""
-    if raw is None or raw.strip() == "":
-        return None
-    text = raw.strip()
-    if not re.fullmatch(r"\+?\d{1,7}", text) or not 1 <= int(text) <= TAIL_LINES_MAX:
-        raise JobInvalid(
-            {"tail_lines": f"must be a whole number from 1 to {TAIL_LINES_MAX}, got {text[:40]!r}"}
-        )
-    return int(text)
+# GET /api/v1/jobs/{id}/log/: how much of the log.
+LOG_QUERY = params(
+    Integer(
+        name="tail_lines",
+        minimum=1,
+        maximum=TAIL_LINES_MAX,
+        description="only the last lines; without it, the log from its start",
+    )
+)
 
 
 def job_log(

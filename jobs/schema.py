@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
@@ -229,6 +230,7 @@ class JobIn(Reader):
     name = Text(
         required=True,
         max_length=NAME_MAX,
+        validators=[RegexValidator(_DNS_LABEL.pattern)],  # declared; read() checks it
         help_text=f"lowercase letters, digits and '-', at most {NAME_MAX} characters",
     )
     image = ImageReference(

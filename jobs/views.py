@@ -37,13 +37,36 @@ from .cluster import ClusterUnavailable, LogUnavailable
 from .forms import SubmitForm, form_data
 from .manifests import build_manifests
 from .models import LIVE, Job, State
+from .params import QUEUE_PAGE, Flag, Integer, Text, params
 from .schema import JobPriorityIn, UsagePointOut, bound, job_document, job_parse, writer
 from .specs import job_spec_full
-from .validation import PRIORITY_RANGE, JobInvalid, page_window
+from .validation import OFFSET_MAX, PRIORITY_RANGE, JobInvalid
 
 GPU = "nvidia.com/gpu"
 MY_JOBS_LIMIT = 20
 QUEUE_PAGE_SIZE = 50
+# The pages' own parameters, read as the API's are (jobs.params): a bad one answers 400
+# naming it. The lists' parameters are declared with the lists (listing, history, params).
+SUBMIT_QUERY = params(Integer(name="copy", minimum=1, maximum=2**63 - 1, description="a job"))
+JOB_QUERY = params(
+    Integer(name="events", minimum=1, maximum=OFFSET_MAX, description="a page of its events")
+)
+QUEUE_QUERY = params(QUEUE_PAGE["offset"])
+# What a polled fragment already shows (a fingerprint the page wrote), so an unchanged
+# one is answered 204.
+QUOTA_POLL = params(Text(name="seen", max_length=64, description="the bars shown"))
+LOG_POLL = params(
+    Text(name="shown", max_length=64, description="the lines shown"),
+    Flag(name="lines", description="the page shows lines of the log"),
+)
+
+
+def _read(declared, request: HttpRequest) -> dict:
+    """The page's parameters, or handler400's page naming the one that is wrong."""
+    try:
+        return declared.read(request.GET)
+    except JobInvalid as invalid:
+        raise BadRequest(str(invalid)) from None
 
 
 def _resource_rows(node, used: Mapping[str, int]) -> list[dict]:
@@ -152,8 +175,9 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     the form again; any other POST submits the job."""
     queues = services.queue_for_submit_choices(request.user)
     copied, left_out = None, []
-    if request.method == "GET" and "copy" in request.GET:  # "Submit a copy" of a job
-        copied = selectors.job_get_for_user(request.user, request.GET["copy"])
+    copy = _read(SUBMIT_QUERY, request)["copy"] if request.method == "GET" else None
+    if copy is not None:  # "Submit a copy" of a job
+        copied = selectors.job_get_for_user(request.user, copy)
         data, left_out = form_data(job_document(copied))
         form = _submit_form(request, queues, data)
     else:
@@ -222,10 +246,7 @@ def _stop_polling(response: HttpResponse) -> HttpResponse:
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = selectors.job_get_for_user(request.user, pk)
     position = selectors.job_position(job)
-    try:
-        wanted_page = int(request.GET["events"]) if "events" in request.GET else None
-    except ValueError:
-        raise BadRequest("events: a page number is required") from None
+    wanted_page = _read(JOB_QUERY, request)["events"]
     timeline = selectors.event_timeline(selectors.job_events(job))
     rows, events_page, events_pages = selectors.timeline_page(timeline, wanted_page)
     context = {
@@ -330,7 +351,9 @@ def job_list(request: HttpRequest) -> HttpResponse:
         },
     }
     try:
-        query = listing.parse_query(request.GET)
+        query = listing.parse_query(
+            request.GET, declared=listing.PAGE_QUERY, form=listing.PAGE_FORM
+        )
     except JobInvalid as invalid:
         context["errors"] = invalid.errors
         return render(request, "jobs/job_list.html", context, status=400)
@@ -370,7 +393,8 @@ def job_bulk(request: HttpRequest) -> HttpResponse:
         back = reverse("job-list")
     try:
         if request.POST.get("scope") == "filter":
-            query = listing.parse_query(QueryDict(request.POST.get("filter", "")))
+            filter_text = QueryDict(request.POST.get("filter", ""))
+            query = listing.parse_query(filter_text, declared=listing.PAGE_QUERY)
             jobs, unseen = bulk.jobs_matching(request.user, query.filter), []
         else:
             jobs, unseen = bulk.jobs_chosen(request.user, request.POST.getlist("ids"))
@@ -401,12 +425,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
     queue = selectors.queue_get_for_user(request.user, name)
-    try:
-        offset, _ = page_window(
-            offset=request.GET.get("offset"), limit=None, default_limit=QUEUE_PAGE_SIZE
-        )
-    except JobInvalid as invalid:
-        raise BadRequest(str(invalid)) from None  # handler400 shows it
+    offset = _read(QUEUE_QUERY, request)["offset"]
     counts = selectors.queue_counts(queue)
     pending = counts["queued"] + counts["backoff"]
     context = {
@@ -467,12 +486,12 @@ def _balance_rows(balances: Mapping[str, Balance]) -> list[dict]:
 
 def _query_without(request: HttpRequest, *names: str, **values: str) -> str:
     """The request's query string without ``names`` and with ``values`` set."""
-    params = request.GET.copy()
+    query = request.GET.copy()
     for name in names:
-        params.pop(name, None)
+        query.pop(name, None)
     for name, value in values.items():
-        params[name] = value
-    return f"?{params.urlencode()}" if params else ""
+        query[name] = value
+    return f"?{query.urlencode()}" if query else ""
 
 
 @login_required
@@ -518,7 +537,7 @@ def quota_tree(request: HttpRequest) -> HttpResponse:
         "poll_seconds": QUOTA_POLL_SECONDS,
     }
     if request.htmx:
-        if request.GET.get("seen") == seen:
+        if _read(QUOTA_POLL, request)["seen"] == seen:
             return HttpResponse(status=204)
         return render(request, "jobs/quota_tree.html#quota-bars", context)
     if query is not None:
@@ -542,10 +561,7 @@ def usage_chart(
     """
     if request.htmx:
         return {"preserved": True}
-    try:
-        window = history.range_parse(request.GET.get("range"))
-    except JobInvalid as invalid:
-        raise BadRequest(str(invalid)) from None
+    window = history.RANGES[_read(history.RANGE_QUERY, request)["range"]]
     series = history.usage_series(node=path, window=window)
     data = urlencode({"node": path, "range": window.name})
     return {
@@ -652,6 +668,7 @@ def job_log(request: HttpRequest, pk: int) -> HttpResponse:
     the reason, with 409 or 503) as plain text.
     """
     job = selectors.job_get_for_user(request.user, pk)
+    poll = _read(LOG_POLL, request)
     context = _log_context(job)
     if not request.htmx:
         if "reason" in context:
@@ -661,10 +678,10 @@ def job_log(request: HttpRequest, pk: int) -> HttpResponse:
     shown = (log.pod, log.text, log.truncated) if log else context["reason"]
     context["shown"] = hashlib.blake2b(repr(shown).encode(), digest_size=8).hexdigest()
     if not job.is_terminal:
-        if request.GET.get("shown") == context["shown"]:
+        if poll["shown"] == context["shown"]:
             return HttpResponse(status=204)
         return render(request, "jobs/_log.html#log-lines", context)
-    if log is None and request.GET.get("lines"):
+    if log is None and poll["lines"]:
         response = _stop_polling(
             render(request, "jobs/_log.html#log-note", context | {"oob": True})
         )

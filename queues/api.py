@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from audit.models import AuditEntry
 
 from . import departments, services
+from .api_base import Body, json_parsers, refusals
 from .models import Department, Membership, QuotaNode
 
 API = AuditEntry.Source.API
@@ -22,25 +23,60 @@ API = AuditEntry.Source.API
 _USERNAME = re.compile(r"^[\w.@+-]{1,150}$")
 
 
+class JsonText:
+    """A field that takes a JSON string only: DRF's CharField writes a number as text, so
+    ``{"username": 0}`` made a user named "0". A form's fields are text already, and are
+    judged by the field's own rule."""
+
+    def to_internal_value(self, data):
+        if type(data) is not str:
+            raise serializers.ValidationError("must be a string")
+        return super().to_internal_value(data)
+
+
+class Username(JsonText, serializers.RegexField):
+    pass
+
+
+class Slug(JsonText, serializers.SlugField):
+    pass
+
+
+class NodePath(JsonText, serializers.CharField):
+    pass
+
+
+@extend_schema_field({"anyOf": [{"type": "string"}, {"type": "number"}]})
+class Quantity(serializers.Field):
+    """A Kubernetes quantity: "4", "500m", "8Gi", or a number, as YAML writes one."""
+
+    def to_representation(self, value):
+        return value
+
+
 class QuotaNodeDocument(serializers.Serializer):
     """A node of the tree: a branch has ``children`` (nodes of this same shape), a leaf
     ``namespaces``."""
 
     name = serializers.CharField()
-    min = serializers.DictField(child=serializers.CharField(), help_text='{"cpu": "4"}')
-    max = serializers.DictField(child=serializers.CharField(), help_text='{"cpu": "8"}')
-    namespaces = serializers.ListField(child=serializers.CharField(), required=False)
+    min = serializers.DictField(
+        child=Quantity(), required=False, allow_null=True, help_text='{"cpu": "4"}'
+    )
+    max = serializers.DictField(
+        child=Quantity(), required=False, allow_null=True, help_text='{"cpu": "8"}'
+    )
+    namespaces = serializers.ListField(
+        child=serializers.CharField(), required=False, allow_null=True
+    )
     children = serializers.ListField(
-        child=serializers.DictField(), required=False, help_text="nodes of this same shape"
+        child=serializers.DictField(),
+        required=False,
+        allow_null=True,
+        help_text="nodes of this same shape",
     )
 
     class Meta:
         ref_name = "QuotaNode"
-
-
-class QuotaTreeMetadata(serializers.Serializer):
-    name = serializers.CharField()
-    namespace = serializers.CharField()
 
 
 class QuotaTreeSpec(serializers.Serializer):
@@ -48,19 +84,37 @@ class QuotaTreeSpec(serializers.Serializer):
 
 
 class QuotaTreeDocument(serializers.Serializer):
-    """The tree as an ``ElasticQuotaTree`` object (``deploy/seed``'s format)."""
+    """The tree as an ``ElasticQuotaTree`` object (``deploy/seed``'s format). Keys it does
+    not name are left alone, as a tree read back from Kubernetes carries its ``status``."""
 
-    apiVersion = serializers.CharField()
-    kind = serializers.CharField()
-    metadata = QuotaTreeMetadata()
+    # Patterns of one value rather than enums: the schema's enums share their names across
+    # components, and a job's kind is another.
+    apiVersion = serializers.RegexField(f"^{re.escape(services.API_VERSION)}$", required=False)
+    kind = serializers.RegexField(f"^{services.KIND}$", required=False)
+    metadata = serializers.JSONField(
+        required=False, help_text="its name and namespace; Caldera reads none of it"
+    )
     spec = QuotaTreeSpec()
 
     class Meta:
         ref_name = "ElasticQuotaTree"
 
 
+# What a tree is refused for that its schema cannot say (services.tree_parse).
+TREE_REFUSALS = {
+    "spec.root.*": "a tree its rules refuse: node names, quantities and namespaces as "
+    "Kubernetes writes them, names unique among siblings, each node's min within its max "
+    "and its parent's; or one that retires a node whose queue holds jobs",
+    "body": "a key holding a control character",
+    "metadata": "a key holding a control character",
+    "spec": "a key holding a control character",
+}
+
+
 class QuotaTreeView(APIView):
     """The whole ElasticQuotaTree: read it, or apply a new one like ``kubectl apply``."""
+
+    parser_classes = json_parsers()
 
     def get_permissions(self):
         return [IsAdminUser()] if self.request.method == "PUT" else [IsAuthenticated()]
@@ -72,6 +126,7 @@ class QuotaTreeView(APIView):
     @extend_schema(
         request=QuotaTreeDocument,
         responses=QuotaTreeDocument,
+        extensions=refusals(TREE_REFUSALS),
         summary="Apply an ElasticQuotaTree (staff): creates, updates and retires nodes and queues",
     )
     def put(self, request):
@@ -79,9 +134,9 @@ class QuotaTreeView(APIView):
         return Response(services.tree_export())
 
 
-class DepartmentSerializer(serializers.Serializer):
-    name = serializers.SlugField(max_length=63)
-    quota_node = serializers.CharField(help_text="the path of the node it owns: root/algorithm")
+class DepartmentSerializer(Body):
+    name = Slug(max_length=63, trim_whitespace=False)
+    quota_node = NodePath(help_text="the path of the node it owns: root/algorithm")
 
     def validate_quota_node(self, value: str) -> QuotaNode:
         node = QuotaNode.objects.filter(path=value, active=True).first()
@@ -95,8 +150,8 @@ class DepartmentSerializer(serializers.Serializer):
         return value
 
 
-class MemberSerializer(serializers.Serializer):
-    username = serializers.RegexField(_USERNAME, max_length=150)
+class MemberSerializer(Body):
+    username = Username(_USERNAME, max_length=150, trim_whitespace=False)
     role = serializers.ChoiceField(choices=Membership.Role.choices, default=Membership.Role.MEMBER)
 
 
@@ -137,6 +192,12 @@ class DepartmentListView(APIView):
         request=DepartmentSerializer,
         responses={201: DepartmentOut},
         summary="Create a department (staff)",
+        extensions=refusals(
+            {
+                "name": "a department of that name exists",
+                "quota_node": "no active node of the quota tree has that path",
+            }
+        ),
     )
     def post(self, request):
         serializer = DepartmentSerializer(data=request.data)

@@ -85,4 +85,4 @@ def test_the_submit_page_opens_filled_in_from_a_job(client, member, other_member
     assert made.owner == member and job_document(made) == job_document(job)
     client.force_login(outsider)
     assert client.get(f"/jobs/new/?copy={job.pk}").status_code == 404  # not theirs to see
-    assert client.get("/jobs/new/?copy=many").status_code == 404
+    assert client.get("/jobs/new/?copy=many").status_code == 400  # no job number at all

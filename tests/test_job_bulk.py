@@ -65,15 +65,18 @@ def test_a_member_cancels_their_own_and_is_told_why_the_others_stay(api, member,
 def test_priorities_follow_the_same_rights_as_one_jobs(api, member, manager, sweep):
     alices, carols, _ = sweep
     ids = [job.pk for job in alices[:2] + carols[:1]]
-    answer = api(member).post(BULK, {"ids": ids, "action": "priority", "priority": -5}).json()
+    body = {"ids": ids, "action": "priority", "priority": -5}
+    answer = api(member).post(BULK, body, format="json").json()
     assert answer["done"] == ids[:2]
     assert answer["refused"] == [{"reason": "members change only their own jobs", "ids": ids[2:]}]
-    answer = api(member).post(BULK, {"ids": ids[:2], "action": "priority", "priority": 3}).json()
+    body = {"ids": ids[:2], "action": "priority", "priority": 3}
+    answer = api(member).post(BULK, body, format="json").json()
     assert answer["refused"] == [
         {"reason": "only the department's managers and staff may raise a priority", "ids": ids[:2]}
     ]
     assert [Job.objects.get(pk=pk).priority for pk in ids] == [-5, -5, 0]
-    answer = api(manager).post(BULK, {"ids": [alices[3].pk], "action": "move-to-head"}).json()
+    body = {"ids": [alices[3].pk], "action": "move-to-head"}
+    answer = api(manager).post(BULK, body, format="json").json()
     assert answer["summary"] == "1 moved to the head"
     assert Job.objects.get(pk=alices[3].pk).priority == 1
 
@@ -144,7 +147,7 @@ def test_a_copy_is_checked_as_a_new_submission(api, member, sweep):
         ({"ids": [1], "filter": {}, "action": "cancel"}, "ids", "give either ids or filter"),
         ({"ids": ["one"], "action": "cancel"}, "ids", "A valid integer is required"),  # ids[0]
         ({"ids": [2**70], "action": "cancel"}, "ids", "less than or equal"),
-        ({"filter": {"state": "asleep"}, "action": "cancel"}, "state", "unknown state"),
+        ({"filter": {"state": "asleep"}, "action": "cancel"}, "filter.state", "unknown state"),
         ({"filter": {"q": "nothing-like-it"}, "action": "cancel"}, "filter", "names no job"),
     ],
 )

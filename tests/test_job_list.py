@@ -5,12 +5,15 @@ from __future__ import annotations
 import copy
 import html
 from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 import pytest
 from django.db import connection
+from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 
-from jobs.listing import JobQuery, job_list, parse_query
+from jobs.listing import API_QUERY, PAGE_QUERY, JobQuery, job_list
+from jobs.listing import parse_query as parse
 from jobs.models import Job, State
 from jobs.schema import job_parse
 from jobs.services import job_submit
@@ -39,6 +42,11 @@ def jobs(member, other_member, manager, outsider):
     Job.objects.filter(pk=made[7].pk).update(created_at=datetime(2026, 1, 10, 12, 0, tzinfo=UTC))
     submit(outsider, RAY_JOB, queue="root/infrastructure/devops", name="theirs")
     return made
+
+
+def parse_query(params: dict) -> JobQuery:
+    """The query of the jobs page's URL with ``params``."""
+    return parse(params, declared=PAGE_QUERY)
 
 
 def ids(user, **params) -> list[int]:
@@ -130,21 +138,28 @@ def test_groups_count_what_the_filter_matches(jobs, member):
     ("params", "field", "reason"),
     [
         ({"state": "sleeping"}, "state", "unknown state 'sleeping'"),
+        ({"state": "queued,"}, "state", "has an empty value in 'queued,'"),
         ({"kind": "tensorflow"}, "kind", "unknown kind 'tensorflow'"),
-        ({"priority_min": "high"}, "priority_min", "must be an integer"),
-        ({"priority_max": "1" * 30}, "priority_max", "must be an integer of at most 9 digits"),
+        ({"priority_min": "high"}, "priority_min", "must be an integer, got 'high'"),
+        ({"priority_max": "1" * 30}, "priority_max", "must be at most 999999999"),
         ({"submitted_after": "yesterday"}, "submitted_after", "is not a date"),
+        ({"submitted_after": "2026-11-24T10:00"}, "submitted_after", "with its offset"),
         ({"submitted_before": "2026-02-30"}, "submitted_before", "is not a date"),
-        ({"sort": "size"}, "sort", "unknown column 'size'"),
-        ({"group": "owner"}, "group", "unknown group 'owner'"),
+        ({"sort": "size"}, "sort", "must be one of submitted, name,"),
         ({"after": "not-a-cursor"}, "after", "not a cursor this list gave"),
         ({"q": "x" * 101}, "q", "at most 100 characters"),
+        ({"mine": "banana"}, "mine", "must be one of 1, true, 0, false, not 'banana'"),
+        ({"limit": "-3"}, "limit", "must be at least 1, got '-3'"),
+        ({"limit": "501"}, "limit", "must be at most 500, got '501'"),
+        ({"limit": ""}, "limit", "is empty"),
+        ({"limit": ["5", "6"]}, "limit", "is given 2 times; give it once"),
     ],
 )
-def test_a_bad_parameter_is_named_with_its_reason(params, field, reason, api, member, client):
-    with pytest.raises(JobInvalid) as refused:
-        parse_query(params)
-    assert reason in refused.value.errors[field][0]
+def test_it_names_a_bad_parameter_with_its_reason(params, field, reason, api, member, client):
+    for declared in (API_QUERY, PAGE_QUERY):
+        with pytest.raises(JobInvalid) as refused:
+            parse(QueryDict(urlencode(params, doseq=True)), declared=declared)
+        assert reason in refused.value.errors[field][0]
     answer = api(member).get(JOBS, params)
     assert answer.status_code == 400 and reason in str(answer.json()[field])
     client.force_login(member)
@@ -152,11 +167,33 @@ def test_a_bad_parameter_is_named_with_its_reason(params, field, reason, api, me
     assert page.status_code == 400 and reason in html.unescape(page.content.decode())
 
 
+def test_it_names_a_bad_group_on_the_page_and_an_offset_in_the_api(api, member, client):
+    client.force_login(member)
+    page = client.get("/jobs/", {"group": "owner"})
+    assert page.status_code == 400 and "not 'owner'" in html.unescape(page.content.decode())
+    answer = api(member).get(JOBS, {"offset": "-1"})
+    assert answer.json() == {"offset": ["must be at least 0, got '-1'"]}
+
+
+def test_it_reads_the_empty_fields_of_the_pages_form_as_not_filled_in(jobs, client, member):
+    client.force_login(member)
+    form = {name: "" for name in ("q", "owner", "queue", "kind", "runtime", "priority_min")}
+
+    page = client.get("/jobs/", {**form, "submitted_after": "", "group": "", "state": "queued"})
+
+    assert page.status_code == 200
+    assert "13 jobs" in page.content.decode()
+    page = client.get("/jobs/", {**form, "limit": ""})
+    assert page.status_code == 400 and "is empty" in page.content.decode()
+
+
 def test_a_cursor_of_another_sort_is_refused(jobs, member):
     by_name = job_list(member, parse_query({"sort": "name", "limit": "2"})).next
     cursor = by_name.params()["after"]
     with pytest.raises(JobInvalid, match="not a cursor of this sort"):
         parse_query({"sort": "priority", "after": cursor})
+    with pytest.raises(JobInvalid, match="not a cursor of this sort"):
+        parse({"sort": "priority", "after": cursor}, declared=API_QUERY)
 
 
 def test_the_api_pages_by_cursor_with_the_pages_filters(jobs, api, member):

@@ -249,16 +249,25 @@ def test_the_api_gives_the_last_lines_and_says_whether_the_log_goes_on(api, memb
     assert len(whole["lines"]) == 3 and whole["truncated"] is False
 
 
-@pytest.mark.parametrize("tail_lines", ["0", "-3", "ten", "1.5", "1000001"])
-def test_the_api_names_a_bad_tail_lines(api, member, tail_lines):
+@pytest.mark.parametrize(
+    ("tail_lines", "reason"),
+    [
+        ("0", "must be at least 1, got '0'"),
+        ("-3", "must be at least 1, got '-3'"),
+        ("ten", "must be an integer, got 'ten'"),
+        ("1.5", "must be an integer, got '1.5'"),
+        ("1000001", "must be at most 1000000, got '1000001'"),
+        ("", "is empty; give a value or leave the parameter out"),
+        (["5", "6"], "is given 2 times; give it once"),
+    ],
+)
+def test_the_api_names_a_bad_tail_lines(api, member, tail_lines, reason):
     job = running(member)
 
     response = api(member).get(reverse("api-job-log", args=[job.pk]), {"tail_lines": tail_lines})
 
     assert response.status_code == 400
-    assert response.json() == {
-        "tail_lines": [f"must be a whole number from 1 to 1000000, got {tail_lines!r}"]
-    }
+    assert response.json() == {"tail_lines": [reason]}
 
 
 def test_the_api_hides_the_log_of_a_job_the_user_may_not_see(api, member, outsider):

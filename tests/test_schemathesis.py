@@ -1,24 +1,26 @@
-"""Schemathesis over /api/schema/, as a member and as staff: no 5xx, and every answer as
-the schema declares it (its status code, content type and body).
+"""Schemathesis over /api/schema/, as a member and as staff, with every check it has: no
+5xx, every answer as the schema declares it (status code, content type, headers, body),
+every request the schema refuses refused (negative data rejection), and every request it
+allows accepted (positive data acceptance), save the refusals an operation declares beyond
+its schema (``queues.api_base.refusals``: a queue that does not exist, a name already taken,
+an entrypoint or a script), which no schema can rule out. A 400 of a valid request that
+names any other field fails the run: the schema and the server disagree.
 
-A bounded run: for each operation, MAX_EXAMPLES requests built from the schema (positive:
-valid by the schema) and as many that break it (negative: wrong types, missing fields,
-out-of-range values), derandomized so every run sends the same requests. Operations on a
-job, a queue or a department are run once with generated path parameters (mostly 404s) and
-once with a real one, so the handlers behind the 404 are exercised too. The requests go
-straight to the WSGI application in this process, against this test's database.
-
-Checks: ``not_a_server_error``, ``status_code_conformance``, ``content_type_conformance``
-and ``response_schema_conformance``. Not run, on purpose: ``negative_data_rejection`` and
-``positive_data_acceptance`` (the API is more lenient than its documented schema, e.g. it
-takes ``"4"`` for an integer, and a valid-by-schema job can still be refused by the quota
-rules), and the stateful and authorization checks (tenancy has its own tests). No operation
-is excluded.
+A bounded run: for each operation, MAX_EXAMPLES requests built from the schema (positive)
+and as many that break it (negative: wrong types, missing fields, out-of-range values),
+derandomized so every run sends the same requests. Operations on a job, a queue or a
+department are run once with generated path parameters (mostly 404s) and once with a real
+one, so the handlers behind the 404 are exercised too. The requests go straight to the
+WSGI application in this process, against this test's database. No operation and no check
+is excluded; one run cannot be made: schemathesis cannot build an image reference that
+breaks its pattern inside the batch's list of jobs, so the batch's negative run is refused
+by schemathesis itself (POST /api/v1/jobs/ sends such images).
 """
 
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import schemathesis
@@ -26,22 +28,35 @@ from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, Phase, given, settings
 from rest_framework.authtoken.models import Token
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
+from schemathesis.core.errors import InvalidRegexPattern
+from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+from queues.api_base import REFUSALS
 
 from .conftest import RAY_JOB
 
 MAX_EXAMPLES = 15
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_schema_conformance,
-]
+BATCH = "/api/v1/jobs/batch/"
+_INDEX = re.compile(r"\[\d+\]")
+
+
+def declared(field: str, refusals: dict[str, str]) -> bool:
+    """Whether the operation declares refusing ``field``: ``jobs[3].queue`` is declared by
+    ``jobs[].queue``, ``spec.root.children[0].name`` by ``spec.root.*``."""
+    field = _INDEX.sub("[]", field)
+    return field in refusals or any(
+        name.endswith(".*") and (field + ".").startswith(name[:-1]) for name in refusals
+    )
+
+
+def positive_data_acceptance_unless_declared(ctx, response, case):
+    """Schemathesis' ``positive_data_acceptance``, except for a 400 that names only fields
+    whose refusal the operation declares."""
+    refusals = case.operation.definition.raw.get(REFUSALS)
+    if response.status_code == 400 and refusals:
+        if all(declared(field, refusals) for field in response.json()):
+            return None
+    return positive_data_acceptance(ctx, response, case)
 
 
 def breakable(operation, fixed: dict | None) -> bool:
@@ -69,13 +84,19 @@ def run_operation(operation, *, mode: GenerationMode, headers: dict, path_parame
         suppress_health_check=list(HealthCheck),
     )
     def check(case):
-        case.call_and_validate(headers=headers, checks=CHECKS)
+        # Every check schemathesis has (its defaults are all of them), the one above in
+        # place of positive_data_acceptance.
+        case.call_and_validate(
+            headers=headers,
+            excluded_checks=[positive_data_acceptance],
+            additional_checks=[positive_data_acceptance_unless_declared],
+        )
 
     check()
 
 
 @pytest.mark.parametrize("persona", ["member", "staff"])
-def test_the_api_answers_as_its_schema_says(persona, request, api, member, transactional_db):
+def test_it_answers_as_its_schema_says(persona, request, api, member, transactional_db):
     """transactional_db: each request commits, as in production, so one refused statement
     cannot poison the requests after it."""
     user = request.getfixturevalue(persona)
@@ -91,6 +112,7 @@ def test_the_api_answers_as_its_schema_says(persona, request, api, member, trans
 
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 17
+    failures = []
     for operation in operations:
         names = {parameter.name for parameter in operation.path_parameters}
         runs = [None]
@@ -100,4 +122,13 @@ def test_the_api_answers_as_its_schema_says(persona, request, api, member, trans
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
                 if mode == GenerationMode.NEGATIVE and not breakable(operation, fixed):
                     continue  # nothing left to send wrong
-                run_operation(operation, mode=mode, headers=headers, path_parameters=fixed)
+                try:
+                    run_operation(operation, mode=mode, headers=headers, path_parameters=fixed)
+                except InvalidRegexPattern:
+                    # Schemathesis cannot build an image reference that breaks its pattern
+                    # inside the batch's list of jobs; POST /api/v1/jobs/ sends such images.
+                    assert (operation.path, mode) == (BATCH, GenerationMode.NEGATIVE)
+                except (Exception, BaseExceptionGroup) as failure:  # every one, not the first
+                    failures.append(f"{operation.label}, {mode.value}, {fixed}:\n{failure}")
+
+    assert not failures, "\n\n".join(failures)

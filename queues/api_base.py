@@ -1,0 +1,45 @@
+"""What the apps' APIs share (jobs.api builds on queues, so it lives here): bodies that take
+no field they do not declare, JSON-only operations, and the refusals an operation declares
+beyond its schema.
+
+Apart from ``queues.api`` because the schema class (``portal.schema``) reads it, and that
+class is loaded while the views are being defined: it cannot import a module of views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rest_framework import serializers
+from rest_framework.settings import api_settings
+
+# An operation's refusals that no schema can state, however well formed the request: those
+# that depend on what is stored (a queue that does not exist, a name already taken) or on
+# several fields at once (an entrypoint or a script). {field: why}; ``jobs[].queue`` names
+# the field in every item of a list, ``spec.root.*`` a field and every field inside it.
+# portal.schema writes them into the operation's 400, and the tests' schemathesis run takes
+# any other 400 of a request valid by the schema for a disagreement of schema and server.
+REFUSALS = "x-refusals"
+
+
+def refusals(reasons: Mapping[str, str]) -> dict:
+    """``extend_schema(extensions=...)`` of an operation that refuses ``reasons``."""
+    return {REFUSALS: dict(reasons)}
+
+
+def json_parsers() -> list:
+    """The settings' JSON parser alone (portal.input's, which the apps cannot import), for
+    an operation whose body nests objects in lists, which a form cannot carry."""
+    return [p for p in api_settings.DEFAULT_PARSER_CLASSES if p.media_type == "application/json"]
+
+
+class Body(serializers.Serializer):
+    """A request body that takes its fields and no other: a misspelt field is refused, not
+    ignored (the schema says so with ``additionalProperties: false``)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            unknown = sorted(str(name) for name in data if name not in self.fields)
+            if unknown:
+                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return super().to_internal_value(data)
