@@ -7,7 +7,6 @@ the reason.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from django.conf import settings
@@ -30,7 +29,7 @@ PAGE_MAX = 500  # the most entries one page of a list holds
 OFFSET_MAX = 10_000_000  # far past the deepest queue; a larger OFFSET overflowed a bigint
 # An OCI image reference, as the distribution project's reference grammar (the one
 # containerd and the kubelet parse) reads it: [registry[:port]/]path[:tag][@digest].
-_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_PART = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
 _REGISTRY = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
 _PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
@@ -100,33 +99,3 @@ def job_pods(
         if group.get("replicas", 0) or group.get("max_replicas"):
             pods[f"workers[{index}]"] = parse_resources(f"workers[{index}]", group.get("resources"))
     return pods
-
-
-def page_window(*, offset: str | None, limit: str | None, default_limit: int) -> tuple[int, int]:
-    """(offset, limit) of a page of a list, from the query string's text.
-
-    A limit is clamped to 1..PAGE_MAX (so ``?limit=100000`` is one page, not every job); a
-    negative offset is 0; an offset past OFFSET_MAX is refused, as PostgreSQL's OFFSET
-    would overflow. Raises JobInvalid naming the parameter.
-    """
-    errors: dict[str, str] = {}
-
-    def integer(name: str, raw: str | None) -> int | None:
-        if raw is None or raw.strip() == "":
-            return None
-        text = raw.strip()
-        if not re.fullmatch(r"[+-]?\d+", text):
-            errors[name] = f"must be an integer, got {text[:40]!r}"
-            return None
-        if len(text.lstrip("+-")) > MAX_INTEGER_DIGITS:  # past any bound; int() may refuse it
-            return -OFFSET_MAX - 1 if text.startswith("-") else OFFSET_MAX + 1
-        return int(text)
-
-    start = integer("offset", offset)
-    size = integer("limit", limit)
-    if start is not None and start > OFFSET_MAX:
-        errors["offset"] = f"must be at most {OFFSET_MAX}"
-    if errors:
-        raise JobInvalid(errors)
-    size = default_limit if size is None else min(max(size, 1), PAGE_MAX)
-    return max(start or 0, 0), size

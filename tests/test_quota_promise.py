@@ -208,7 +208,7 @@ def test_a_borrower_admitted_in_a_cycle_is_reclaimed_only_by_a_later_cycle(staff
         first = admission_cycle(now=now + timedelta(seconds=3))
         assert sorted(first.admitted) == [two.pk, six.pk] and first.preempted == []
         assert first.backed_off == [four.pk]
-        assert usage_by_path()["root"] == {"cpu": 8000, "memory": 2 * 2**30}
+        assert usage_by_path()["root"] == {"cpu": 8000, "memory": 2 * 2**30, "pods": 2}
         # Next cycle, the borrower held its quota before it: a's guarantee takes it back.
         Job.objects.filter(pk=four.pk).update(next_attempt_at=now)
         second = admission_cycle(now=now + timedelta(seconds=4))

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from kube.quantity import ResourceList, human
+from kube.quantity import PODS, ResourceList, human
 
 from .base import PodLog
 
@@ -79,7 +79,9 @@ def _lines(timeline: Timeline, *, first: int, count: int, shown: int) -> Iterato
     for index in range(first, count):
         if index == 0:
             asked = ", ".join(
-                f"{name} {human(name, units)}" for name, units in sorted(timeline.requests.items())
+                f"{name} {human(name, units)}"
+                for name, units in sorted(timeline.requests.items())
+                if name != PODS  # what the scheduler counts, not what the pod asked for
             )
             yield _line(timeline, 0, f"Started {timeline.pod} on {timeline.node} ({asked})")
         elif index <= shown:
