@@ -101,6 +101,7 @@ SUBMIT_REFUSALS = {
     "master.resources": "a name that is not a Kubernetes resource name (cpu, nvidia.com/gpu)",
     "workers[].resources": "a name that is not a Kubernetes resource name",
     # Rules of single fields that jobs.schema does not yet write into the schema.
+    "image": "not an OCI image reference: [registry[:port]/]path[:tag][@digest]",
     "pip[]": "not one requirement: a space in it, or more than 200 characters",
 }
 

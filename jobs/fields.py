@@ -29,6 +29,7 @@ from rest_framework.settings import api_settings
 from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
 
 from .validation import (
+    IMAGE_CHARACTERS,
     IMAGE_EXAMPLE,
     IMAGE_MAX,
     IMAGE_PATTERN,
@@ -132,12 +133,13 @@ class Text(serializers.CharField):
 
 class ImageReference(Text):
     """A container image as the kubelet pulls it: ``[registry[:port]/]path[:tag][@digest]``.
-    Its pattern and length are declared in the schema too (the check is here)."""
+    Its characters and length are declared in the schema (the whole grammar is checked
+    here, and declared as a refusal of ``image``)."""
 
     _reference = re.compile(IMAGE_PATTERN)
 
     def __init__(self, **kwargs):
-        kwargs.setdefault("validators", [RegexValidator(IMAGE_PATTERN)])
+        kwargs.setdefault("validators", [RegexValidator(IMAGE_CHARACTERS)])
         super().__init__(limit=IMAGE_MAX, max_length=IMAGE_MAX, **kwargs)
 
     def run_validation(self, data=empty) -> str:

@@ -239,7 +239,12 @@ class JobIn(Reader):
     entrypoint = Text(limit=10_000, help_text="Ray: the command to run")
     command = Command(help_text="PyTorch: a list of arguments or one shell-style string")
     script = Text(limit=MAX_SCRIPT_BYTES, strip=False, help_text="mounted as a ConfigMap")
-    script_filename = Text(limit=100, default="main.py")
+    script_filename = Text(
+        limit=100,
+        max_length=100,
+        default="main.py",
+        validators=[RegexValidator(_FILENAME.pattern)],  # declared; read() checks it
+    )
     head = PodIn(required=False, help_text="Ray: the head pod")
     master = PodIn(required=False, help_text="PyTorch: the master pod")
     workers = WorkerGroupIn(

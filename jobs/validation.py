@@ -35,6 +35,10 @@ _PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 IMAGE_PATTERN = rf"^(?:{_REGISTRY}/)?{_PATH_PART}(?:/{_PATH_PART})*(?::{_TAG})?(?:@{_DIGEST})?$"
+# What the schema declares of it: the characters a reference is made of. The grammar above
+# is more than an OpenAPI pattern can carry for the tools that read it; the rest of it is a
+# declared refusal of ``image``.
+IMAGE_CHARACTERS = r"^[A-Za-z0-9\[][A-Za-z0-9._/:@\[\]+-]*$"
 IMAGE_MAX = 500  # a name of 255, a tag of 128 and a digest, with room to spare
 IMAGE_EXAMPLE = "rayproject/ray:2.36.1, or registry.example.com:5000/team/train@sha256:<hex>"
 
