@@ -39,6 +39,7 @@ from .models import (
     State,
     moving,
 )
+from .namespace_health import failed_reason, held_reason, past_grace, unavailable_namespaces
 from .telemetry import ADMISSION_CYCLE_SECONDS
 from .triggers import once_per
 
@@ -187,6 +188,7 @@ class PendingRow(NamedTuple):
     next_attempt_at: datetime | None
     last_tried_at: datetime | None
     run_seconds: float | None
+    namespace: str
 
 
 def pending_heads(limit: int) -> list[PendingRow]:
@@ -196,12 +198,13 @@ def pending_heads(limit: int) -> list[PendingRow]:
         cursor.execute(
             f"""
             SELECT n.path, q.policy, q.preemption, q.id, h.id, h.priority, h.enqueued_at,
-                   h.request::text, h.state, h.next_attempt_at, h.last_tried_at, h.run_seconds
+                   h.request::text, h.state, h.next_attempt_at, h.last_tried_at, h.run_seconds,
+                   h.namespace
             FROM {QUEUES} q
             JOIN {QUOTA_NODES} n ON n.id = q.node_id
             CROSS JOIN LATERAL (
                 SELECT j.id, j.priority, j.ticket, j.enqueued_at, j.request, j.state,
-                       j.next_attempt_at, j.last_tried_at, j.run_seconds
+                       j.next_attempt_at, j.last_tried_at, j.run_seconds, j.namespace
                 FROM {JOBS} j
                 WHERE j.queue_id = q.id AND j.state = ANY(%s)
                 ORDER BY j.priority DESC, j.ticket
@@ -220,12 +223,16 @@ def request_units(request: str) -> ResourceList:
     return {resource: int(amount) for resource, amount in json.loads(request).items()}
 
 
-def _queue_heads(now: datetime, woken_at: datetime | None, limit: int) -> list[QueueHeads]:
-    """The first ``limit`` pending jobs of every active queue as candidates, and whether
-    each queue holds more."""
+def _queue_heads(
+    rows: list[PendingRow], now: datetime, woken_at: datetime | None, limit: int, held: set[int]
+) -> list[QueueHeads]:
+    """The first ``limit`` pending jobs of every active queue (``rows``: ``limit`` + 1 of
+    each) as candidates, and whether each queue holds more; the ``held`` are not tried."""
     grouped: dict[str, tuple[str, bool, list[Candidate]]] = {}
-    for row in pending_heads(limit + 1):
-        due = is_due(row.state, row.next_attempt_at, row.last_tried_at, now, woken_at)
+    for row in rows:
+        due = row.id not in held and is_due(
+            row.state, row.next_attempt_at, row.last_tried_at, now, woken_at
+        )
         candidate = Candidate(
             key=row.id,
             request=row.request,
@@ -320,7 +327,9 @@ class CycleWrite:
 def _one_cycle(now: datetime) -> CycleWrite:
     tree = tree_nodes()
     wake = AdmissionWake.objects.filter(pk=1).values_list("woken_at", flat=True).first()
-    heads = _queue_heads(now, wake, HEADS_PER_QUEUE)
+    rows = pending_heads(HEADS_PER_QUEUE + 1)
+    held = _hold(rows, now, wake)
+    heads = _queue_heads(rows, now, wake, HEADS_PER_QUEUE, held)
     admitted, leaving = holding_jobs()
     allocatable = get_backend().allocatable()
     plan = plan_admissions(
@@ -333,6 +342,66 @@ def _one_cycle(now: datetime) -> CycleWrite:
     )
     leaf_of = {c.key: q.leaf for q in heads for c in q.candidates}
     return plan_write(plan, tree=tree, allocatable=allocatable, leaf_of=leaf_of, now=now)
+
+
+@dataclass(frozen=True)
+class _Held:
+    """Why a pending job is held, as ``_write_backoffs`` reads a refusal."""
+
+    reason: str
+
+    def message(self) -> str:
+        return self.reason
+
+
+def _hold(rows: list[PendingRow], now: datetime, woken_at: datetime | None) -> set[int]:
+    """Pending jobs of a namespace in trouble (``jobs.namespace_health``) are not tried:
+    each one due is put back in backoff with the namespace's reason, and fails once the
+    namespace has been unavailable for NAMESPACE_GRACE_SECONDS. Returns the ids held."""
+    unavailable = unavailable_namespaces()
+    held = [row for row in rows if row.namespace in unavailable]
+    if not held:
+        return set()
+    late = {
+        row.id: failed_reason(unavailable[row.namespace])
+        for row in held
+        if past_grace(unavailable[row.namespace], now=now)
+    }
+    waiting = {
+        row.id: _Held(held_reason(unavailable[row.namespace]))
+        for row in held
+        if row.id not in late
+        and is_due(row.state, row.next_attempt_at, row.last_tried_at, now, woken_at)
+    }
+    if late or waiting:
+
+        def write() -> None:
+            lock_jobs([*late, *waiting])
+            _write_backoffs(waiting, now)
+            _write_failures(late, now)
+
+        retrying(write)
+    return {row.id for row in held}
+
+
+def _write_failures(reasons: dict[int, str], now: datetime) -> list[int]:
+    """Fail pending jobs with these reasons (compare-and-swap on their state)."""
+    if not reasons:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {JOBS} SET state = %s, finished_at = %s
+            WHERE id = ANY(%s) AND state = ANY(%s)
+            RETURNING id
+            """,
+            [State.FAILED, now, list(reasons), moving(State.FAILED, PENDING)],
+        )
+        moved = sorted(row[0] for row in cursor.fetchall())
+    JobEvent.objects.record(
+        ((job_id, "Refused", reasons[job_id]) for job_id in moved), at=now, warning=True
+    )
+    return moved
 
 
 class QuotaBreached(Exception):
@@ -411,11 +480,12 @@ def _write_preemptions(preemptions: list[Preemption], now: datetime) -> list[int
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE {JOBS} SET state = %s, preemption_count = preemption_count + 1
+            UPDATE {JOBS} SET state = %s, preemption_count = preemption_count + 1,
+                leaving_since = %s
             WHERE id = ANY(%s) AND state = ANY(%s)
             RETURNING id
             """,
-            [State.PREEMPTED, list(by_key), moving(State.PREEMPTED, IN_CLUSTER)],
+            [State.PREEMPTED, now, list(by_key), moving(State.PREEMPTED, IN_CLUSTER)],
         )
         moved = [row[0] for row in cursor.fetchall()]
     JobEvent.objects.record(

@@ -1,11 +1,18 @@
 """Cluster health: whether the cluster answered the last sync or reconcile, and if not, since
 when and with what error (the single ``ClusterHealth`` row that every page's banner and
-``/healthz`` read)."""
+``/healthz`` read).
+
+The error is written, and the cluster named unavailable, only once it has failed for
+CLUSTER_UNAVAILABLE_GRACE_SECONDS: an API server that restarts answers 503 and refuses
+every request for about a second, which is not an outage of its RBAC. A namespace's own
+trouble is never the cluster's (``jobs.namespace_health``).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import connection
 
 from .models import ClusterHealth
@@ -24,7 +31,8 @@ def cluster_answered(*, now: datetime) -> datetime | None:
             INSERT INTO {table} (id, answered_at, failing_since, error) VALUES (1, %s, NULL, '')
             ON CONFLICT (id) DO UPDATE
             SET answered_at = EXCLUDED.answered_at, failing_since = NULL, error = ''
-            WHERE {table}.error <> '' OR {table}.answered_at IS NULL
+            WHERE {table}.error <> '' OR {table}.failing_since IS NOT NULL
+               OR {table}.answered_at IS NULL
                OR {table}.answered_at < EXCLUDED.answered_at - %s
             RETURNING (SELECT failing_since FROM before)
             """,
@@ -35,14 +43,24 @@ def cluster_answered(*, now: datetime) -> datetime | None:
 
 
 def cluster_unavailable(*, now: datetime, error: str) -> None:
-    """The cluster did not answer: keep the error and since when it has been failing."""
+    """The cluster did not answer: keep since when it has been failing, and its error once
+    that is longer ago than the grace."""
     table = ClusterHealth._meta.db_table
+    grace = timedelta(seconds=settings.CLUSTER_UNAVAILABLE_GRACE_SECONDS)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            INSERT INTO {table} (id, answered_at, failing_since, error) VALUES (1, NULL, %s, %s)
-            ON CONFLICT (id) DO UPDATE SET error = EXCLUDED.error,
-                failing_since = COALESCE({table}.failing_since, EXCLUDED.failing_since)
+            INSERT INTO {table} (id, answered_at, failing_since, error)
+            VALUES (
+                1, NULL, %(now)s, CASE WHEN %(grace)s <= interval '0' THEN %(error)s ELSE '' END
+            )
+            ON CONFLICT (id) DO UPDATE SET
+                failing_since = COALESCE({table}.failing_since, EXCLUDED.failing_since),
+                error = CASE
+                    WHEN COALESCE({table}.failing_since, EXCLUDED.failing_since)
+                         <= %(now)s - %(grace)s THEN %(error)s
+                    ELSE {table}.error
+                END
             """,
-            [now, error[:2000]],
+            {"now": now, "grace": grace, "error": error[:2000]},
         )

@@ -141,6 +141,10 @@ class Job(models.Model):
     # cluster; moved later by the time the cluster then did not answer. Null from its
     # dequeue until then, so a job whose objects were never created never times out.
     start_clock_at = models.DateTimeField(null=True, blank=True)
+    # When it began to leave the cluster (preempted, or stopping after a cancel): how long
+    # the cluster has been taking to remove its objects (LEAVING_WARN_SECONDS). Null when
+    # it is not leaving.
+    leaving_since = models.DateTimeField(null=True, blank=True)
     # The job's place in its queue's arrival order: 1, 2, 3, ... per queue, given by the
     # database as the row is inserted (trigger job_ticket, migration 0004), so it follows
     # the order in which submissions committed. A requeued job keeps its ticket.
@@ -240,11 +244,17 @@ class JobEvent(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
-    # Cluster events: the object they are about, the scheduling cycle, and a key that
-    # makes recording the same event twice a no-op.
+    # Cluster events: the object they are about, the scheduling cycle, and the cluster's
+    # own key of the event (its uid), unique so that an event is one row whichever sync
+    # saw it first. A repeat of it (the same key, a higher count) updates that row: its
+    # count, its last time (``created_at``, where the timeline places it) and, once it has
+    # repeated, its first time. The database default lets writers that predate ``count``
+    # go on inserting during a deploy.
     involved = models.CharField(max_length=253, blank=True)
     cycle = models.PositiveIntegerField(null=True, blank=True)
     dedup_key = models.CharField(max_length=300, null=True, blank=True, unique=True)
+    count = models.PositiveIntegerField(default=1, db_default=1)
+    first_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobEventManager()
 
@@ -281,6 +291,23 @@ class ClusterHealth(models.Model):
         if self.error:
             return f"unavailable since {self.failing_since:%Y-%m-%d %H:%M:%S}: {self.error}"
         return "answering"
+
+
+class UnavailableNamespace(models.Model):
+    """A namespace the cluster takes none of Caldera's objects in while it answers
+    elsewhere: not found, being deleted, or without Caldera's Role. One row per such
+    namespace, from the sync or reconcile that found it (``since``, kept while it lasts)
+    until a sync finds it back; its jobs wait, and those not yet in the cluster fail once it
+    has lasted NAMESPACE_GRACE_SECONDS (``jobs.namespace_health``)."""
+
+    namespace = models.CharField(max_length=63, primary_key=True)
+    reason = models.TextField()  # the server's words and what Caldera found
+    gone = models.BooleanField(default=False)  # not found: nothing of its jobs is left in it
+    since = models.DateTimeField()
+    seen_at = models.DateTimeField()  # the last sync or reconcile that found it so
+
+    def __str__(self) -> str:
+        return f"{self.namespace} unavailable since {self.since:%Y-%m-%d %H:%M:%S}: {self.reason}"
 
 
 TICKET_BLOCK = 1024  # tickets per PendingBlock row; migration 0004's trigger divides by it

@@ -13,6 +13,7 @@ from queues.models import Queue, QuotaNode
 
 from .admission import capacity_changed
 from .models import LIVE, Job
+from .namespace_health import held_reason, unavailable_namespaces
 from .selectors import usage_by_path
 from .triggers import request_admission, request_quota_publish
 from .unrunnable import jobs_fail_unrunnable
@@ -27,6 +28,11 @@ def on_tree_changed(sender, **kwargs) -> None:
     request_admission()
     if settings.CLUSTER_PUBLISH_QUOTA:
         request_quota_publish()
+
+
+def namespace_trouble(sender, **kwargs) -> dict[str, str]:
+    """The namespaces the cluster takes no jobs in now (``jobs.namespace_health``)."""
+    return {name: held_reason(row) for name, row in unavailable_namespaces().items()}
 
 
 def live_jobs(sender, *, queue_ids: list[int], **kwargs) -> dict[int, int]:
@@ -48,3 +54,6 @@ def connect() -> None:
     signals.tree_changed.connect(on_tree_changed, sender=QuotaNode, dispatch_uid="jobs-tree")
     signals.live_jobs_wanted.connect(live_jobs, sender=Queue, dispatch_uid="jobs-live-jobs")
     signals.usage_wanted.connect(usage, sender=QuotaNode, dispatch_uid="jobs-usage")
+    signals.namespace_trouble_wanted.connect(
+        namespace_trouble, sender=QuotaNode, dispatch_uid="jobs-namespace-trouble"
+    )

@@ -23,10 +23,23 @@ from queues import exchange, services
 from queues.selectors import queue_departments
 
 from .admission import LEFT_FOR_BACKOFF, capacity_changed, leave_for_backoff
-from .cluster import ClusterUnavailable, get_backend
+from .cluster import (
+    ClusterUnavailable,
+    NamespaceTrouble,
+    NamespaceUnavailable,
+    Refusal,
+    get_backend,
+)
 from .cluster_health import cluster_unavailable
 from .locks import lock_jobs
 from .models import LEAVING, Job, JobEvent, State, sources_of
+from .namespace_health import (
+    failed_reason,
+    held_reason,
+    namespaces_troubled,
+    past_grace,
+    unavailable_namespaces,
+)
 from .specs import ABSENT, SUSPENDED, job_spec, object_ref, object_wanted
 from .triggers import request_admission, request_reconcile, request_sync
 
@@ -36,10 +49,14 @@ log = logging.getLogger(__name__)
 def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> None:
     """Bring each job's object to where its state wants it (``object_wanted``): created
     and released, created suspended, or deleted. Jobs whose objects the cluster refuses
-    for good fail with its reason."""
+    for good fail with its reason; those refused for their namespace's trouble wait
+    (``jobs_held``). A namespace in trouble is marked so by itself, never the cluster."""
     now = now or timezone.now()
     try:
         _reconcile(job_ids, now)
+    except NamespaceUnavailable as error:
+        namespaces_troubled(error.troubles, now=now)
+        raise
     except ClusterUnavailable as error:
         cluster_unavailable(now=now, error=str(error))
         raise
@@ -61,16 +78,25 @@ def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
     ]
     unwanted = [object_ref(job) for job in jobs if wanted[job.pk] == ABSENT]
     backend = get_backend()
+    troubled = None
     if unwanted:
-        backend.remove(unwanted, now=now)
+        try:
+            backend.remove(unwanted, now=now)
+        except NamespaceUnavailable as error:
+            troubled = error  # the other namespaces' objects are removed: go on with them
         request_sync()  # it confirms they are gone, and leaving jobs then let their quota go
     if present:
         refused = backend.apply(present, now=now)
         released = [spec.id for spec in present if not spec.suspend and spec.id not in refused]
         start_clocks(released, now=now)
+        held = {i: r for i, r in refused.items() if r.namespace}
+        refused = {i: r for i, r in refused.items() if not r.namespace}
         jobs_refused({i: r.reason for i, r in refused.items() if not r.retry}, now=now)
         jobs_deferred({i: r.reason for i, r in refused.items() if r.retry}, now=now)
+        jobs_held(held, now=now)
         request_sync()
+    if troubled is not None:
+        raise troubled
 
 
 def start_clocks(job_ids: list[int], *, now: datetime) -> None:
@@ -97,6 +123,29 @@ def jobs_refused(reasons: dict[int, str], *, now: datetime) -> list[int]:
         capacity_changed(now=now)
         transaction.on_commit(request_admission)
     return failed
+
+
+def jobs_held(refused: dict[int, Refusal], *, now: datetime) -> None:
+    """Admitted jobs whose objects the cluster refused for their namespace's trouble (not
+    found, being deleted, no Role for Caldera there): the namespace is marked unavailable by
+    itself, and each job goes back to its queue in backoff with the server's words, freeing
+    what it held, while the namespace may come back (``jobs_deferred``); once it has been
+    unavailable for NAMESPACE_GRACE_SECONDS, the job fails instead (``jobs_refused``)."""
+    if not refused:
+        return
+    namespaces_troubled(
+        {r.namespace: NamespaceTrouble(r.reason) for r in refused.values()}, now=now
+    )
+    rows = unavailable_namespaces()
+    late = {
+        i
+        for i, r in refused.items()
+        if r.namespace in rows and past_grace(rows[r.namespace], now=now)
+    }
+    jobs_deferred(
+        {i: held_reason(rows[r.namespace]) for i, r in refused.items() if i not in late}, now=now
+    )
+    jobs_refused({i: failed_reason(rows[refused[i].namespace]) for i in late}, now=now)
 
 
 def jobs_deferred(reasons: dict[int, str], *, now: datetime) -> list[int]:
@@ -158,8 +207,11 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
             started_at=None,
             backoff_reason="",
             next_attempt_at=None,
+            leaving_since=None,
         )
-        Job.objects.filter(pk__in=stopped).update(state=State.CANCELLED, finished_at=now)
+        Job.objects.filter(pk__in=stopped).update(
+            state=State.CANCELLED, finished_at=now, leaving_since=None
+        )
         JobEvent.objects.record(
             (
                 (pk, "Requeued", f"Left the cluster and went back to {queue} at its original place")

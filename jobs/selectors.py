@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
@@ -22,9 +24,12 @@ from queues.quota import rollup
 from queues.selectors import QUEUES, QUOTA_NODES, queues_for_user
 
 from .admission import leaf_holding, leaf_usage
+from .cluster.kinds import RESOURCES
+from .manifests.common import LABEL_JOB_ID
 from .models import (
     HOLDING,
     JOBS,
+    LEAVING,
     LIVE,
     PENDING,
     PENDING_BLOCKS,
@@ -35,6 +40,7 @@ from .models import (
     PendingBlock,
     State,
 )
+from .specs import object_ref
 from .validation import pod_count
 
 QUEUE_ORDER = ("-priority", "ticket")
@@ -307,6 +313,38 @@ def pending_counts(queue_ids: list[int]) -> dict[int, int]:
 def cluster_trouble():
     """The cluster's current failure (a ``ClusterHealth`` with its error), or None."""
     return ClusterHealth.objects.filter(pk=1).exclude(error="").first()
+
+
+def jobs_stuck_leaving(*, now: datetime) -> QuerySet[Job]:
+    """Leaving jobs (stopping or preempted) whose objects the cluster has not removed in
+    LEAVING_WARN_SECONDS: their pods had time to end, so something holds the objects (the
+    garbage collector, a finalizer, a node that is gone). The job page and /metrics."""
+    since = now - timedelta(seconds=settings.LEAVING_WARN_SECONDS)
+    return Job.objects.filter(state__in=LEAVING, leaving_since__lte=since)
+
+
+@dataclass(frozen=True)
+class StuckLeaving:
+    """What the page of a job stuck leaving says: since when, and what an admin runs to
+    see what holds its objects."""
+
+    since: datetime
+    object_command: str
+    pods_command: str
+
+
+def job_stuck_leaving(job: Job, *, now: datetime) -> StuckLeaving | None:
+    """What to say of the job if it is among ``jobs_stuck_leaving``, else None."""
+    if job.state not in LEAVING or not jobs_stuck_leaving(now=now).filter(pk=job.pk).exists():
+        return None
+    ref, resource = object_ref(job), RESOURCES[job.runtime]
+    return StuckLeaving(
+        since=job.leaving_since,
+        object_command=(
+            f"kubectl get {resource.plural}.{resource.group} {ref.name} -n {ref.namespace} -o yaml"
+        ),
+        pods_command=f"kubectl get pods -n {ref.namespace} -l {LABEL_JOB_ID}={job.pk}",
+    )
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from queues.placement import unplaceable
 from queues.quota import exceeds_max
 
 from .cluster import get_backend
-from .models import PENDING, TERMINAL, Job, JobEvent, State, sources_of
+from .models import LEAVING, PENDING, TERMINAL, Job, JobEvent, State, sources_of
 from .schema import JobDraft, JobIn, bound, job_document, job_parse
 from .selectors import QUEUE_ORDER
 from .triggers import request_admission, request_reconcile
@@ -319,6 +319,8 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
         was = locked.state
         if was in sources_of(State.STOPPING):
             locked.state = State.STOPPING
+            if was not in LEAVING:  # a preempted job keeps the time it began to leave
+                locked.leaving_since = now
             message = (
                 f"Cancelled by {user.username} while {was}; it holds its quota until the "
                 "cluster confirms its objects are gone"
@@ -328,7 +330,7 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
             message = f"Cancelled by {user.username} while {was}"
         else:
             raise JobConflict(f"the job has already {locked.state}")
-        locked.save(update_fields=["state", "finished_at"])
+        locked.save(update_fields=["state", "finished_at", "leaving_since"])
         event_record(
             job=locked, reason=JobEvent.Reason.CANCELLED, message=message, at=now, actor=user,
         )  # fmt: skip

@@ -1,10 +1,10 @@
 """The cluster sync: read statuses and events from the cluster and record them.
 
 ``cluster_sync`` moves jobs to running and finished (freeing their quota), records
-Warning events once each, times out jobs that do not start (``jobs.start_timeouts``),
-fails waiting jobs when the nodes change (``jobs.unrunnable``), and hands what is missing
-or left over to the reconciler. One sync runs at a time behind an advisory lock; it is
-idempotent.
+Warning events (one row each, however often they repeat), times out jobs that do not start
+(``jobs.start_timeouts``), fails waiting jobs when the nodes change (``jobs.unrunnable``),
+and hands what is missing or left over to the reconciler. One sync runs at a time behind an
+advisory lock; it is idempotent.
 """
 
 from __future__ import annotations
@@ -22,14 +22,15 @@ from django.utils import timezone
 from queues.selectors import tree_namespaces
 
 from .admission import capacity_changed
-from .cluster import FINISHED_PHASES, ClusterUnavailable, Phase, get_backend
+from .cluster import FINISHED_PHASES, ClusterUnavailable, NamespaceTrouble, Phase, get_backend
 from .cluster_health import cluster_answered, cluster_unavailable
 from .locks import SYNC, advisory_lock
 from .models import HOLDING, IN_CLUSTER, JOBS, LEAVING, PENDING, Job, JobEvent, State
+from .namespace_health import namespaces_checked, unavailable_namespaces
 from .reconcile import jobs_left, jobs_reconcile, jobs_transition
 from .specs import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted
 from .start_timeouts import jobs_time_out, start_clocks_resume
-from .triggers import remember, request_sync_at, seen_before
+from .triggers import remember, request_admission, request_sync_at, seen_before
 from .unrunnable import jobs_fail_unrunnable
 
 log = logging.getLogger(__name__)
@@ -44,12 +45,17 @@ class SyncResult:
     start_failed: list[int] = field(default_factory=list)
     unrunnable: list[int] = field(default_factory=list)  # waiting jobs the nodes cannot hold
     left: list[int] = field(default_factory=list)  # leaving jobs whose objects are gone
+    # Running jobs whose namespace is gone, and their objects with it: failed.
+    lost: list[int] = field(default_factory=list)
+    # Namespaces found unavailable (their jobs wait), and those found back.
+    troubled: list[str] = field(default_factory=list)
+    back: list[str] = field(default_factory=list)
     events: int = 0
 
     @property
     def freed(self) -> bool:
         """Capacity was given back: the next jobs can be admitted."""
-        return bool(self.finished or self.timed_out or self.start_failed or self.left)
+        return bool(self.finished or self.timed_out or self.start_failed or self.left or self.lost)
 
 
 def cluster_sync(
@@ -76,10 +82,18 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
             return None
         if before is not None:
             before()
-        observation = get_backend().observe(now=now, namespaces=_observed_namespaces())
+        observed = _observed_namespaces()
+        observation = get_backend().observe(now=now, namespaces=observed)
+        troubled = _namespaces_in_trouble(observation, observed)
         outage_since = cluster_answered(now=now)
         if outage_since is not None:  # the time it did not answer counts for no start
             start_clocks_resume(outage_since=outage_since, now=now)
+        result.troubled = sorted(troubled)
+        result.back = namespaces_checked(troubled, now=now)
+        # A namespace that is gone took its objects with it: the listing is complete there.
+        # One refused or being deleted says nothing of its jobs: nothing is concluded.
+        unknown = sorted(ns for ns, trouble in troubled.items() if not trouble.gone)
+        gone = sorted(ns for ns, trouble in troubled.items() if trouble.gone)
         result.unrunnable = _nodes_changed(now)
         result.events = _record_events(observation.events)
         phases = {status.job_id: status for status in observation.statuses}
@@ -106,6 +120,7 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         ):
             result.finished += jobs_transition(target, moves[target], now, reason)
         result.timed_out, result.start_failed = jobs_time_out(now, started=result.started)
+        result.lost = _lost_with_namespace(gone, now)
         # Objects of jobs that want none (finished, cancelled, timed out) are removed; jobs
         # whose object is missing from this complete listing, or suspended when it should
         # not be (or the reverse), are reconciled.
@@ -120,19 +135,25 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
                 wanted == SUSPENDED
             ):
                 mismatched.append(job_id)
-        missing = sorted(set(_unlisted(_WANTING_OBJECTS, listed, now)) | set(mismatched))
+        missing = sorted(
+            set(_unlisted(_WANTING_OBJECTS, listed, now, unknown=unknown)) | set(mismatched)
+        )
         # Leaving jobs whose objects are gone from this complete listing let their quota
         # go; those still listed are removed again, even when the reconcile task that
         # removed them was lost.
-        gone = _unlisted("state = ANY(%(leaving)s)", listed, now)
-        if gone:
-            result.left = jobs_left(gone, now=now)
+        left = _unlisted("state = ANY(%(leaving)s)", listed, now, unknown=unknown)
+        if left:
+            result.left = jobs_left(left, now=now)
     if leftover:
         get_backend().remove(leftover, now=now)
     if missing:
         jobs_reconcile(missing, now=now)
-    if result.freed:
-        capacity_changed(now=now)  # the caller admits into what they freed (jobs.tasks.sync)
+    if result.freed or result.back:
+        # The caller admits into what they freed (jobs.tasks.sync); the jobs held for a
+        # namespace that is back are woken and tried at the next cycle.
+        capacity_changed(now=now)
+    if result.back:
+        request_admission()
     if observation.next_change_at is not None:
         request_sync_at(observation.next_change_at)
     return result
@@ -167,15 +188,18 @@ _WANTING_OBJECTS = "(state = ANY(%(in_cluster)s) AND dequeued_at <= %(created_by
 _WAITING_SUSPENDED = "(state = ANY(%(pending)s) AND runtime = ANY(%(suspendable)s))"
 
 
-def _unlisted(condition: str, listed: list[int], now: datetime) -> list[int]:
-    """The ids of the jobs meeting ``condition`` whose objects the listing did not show."""
+def _unlisted(condition: str, listed: list[int], now: datetime, *, unknown: list[str]) -> list[int]:
+    """The ids of the jobs meeting ``condition`` whose objects the listing did not show,
+    but in the ``unknown`` namespaces, which it could not list."""
     if condition == _WANTING_OBJECTS and settings.CLUSTER_GATE == "suspend":
         condition = f"({_WANTING_OBJECTS} OR {_WAITING_SUSPENDED})"
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id FROM {JOBS} WHERE {condition}"
+            " AND NOT namespace = ANY(%(unknown)s::text[])"
             " AND id NOT IN (SELECT unnest(%(listed)s::bigint[]))",  # a hashed anti-join
             {
+                "unknown": unknown,
                 "listed": listed,
                 "in_cluster": list(IN_CLUSTER),
                 "pending": list(PENDING),
@@ -185,6 +209,28 @@ def _unlisted(condition: str, listed: list[int], now: datetime) -> list[int]:
             },
         )
         return [row[0] for row in cursor.fetchall()]
+
+
+def _namespaces_in_trouble(observation, observed: set[str]) -> dict[str, NamespaceTrouble]:
+    """The namespaces the listing could not read for their own trouble, and those marked
+    unavailable before that are still (read again: one being deleted lists fine)."""
+    troubled = dict(observation.troubled)
+    again = (set(unavailable_namespaces()) & observed) - set(troubled)
+    if again:
+        troubled |= get_backend().namespace_troubles(again)
+    return troubled
+
+
+def _lost_with_namespace(namespaces: list[str], now: datetime) -> list[int]:
+    """Running jobs whose namespace is gone lost their objects with it: they fail."""
+    if not namespaces:
+        return []
+    running = Job.objects.filter(state=State.RUNNING, namespace__in=namespaces)
+    messages = {
+        pk: f"Its namespace {namespace} was deleted, and the job's objects with it"
+        for pk, namespace in running.values_list("pk", "namespace")
+    }
+    return jobs_transition(State.FAILED, messages, now, "NamespaceGone")
 
 
 def _observed_namespaces() -> set[str]:
@@ -217,19 +263,35 @@ def _state_now(job: _Known, result: SyncResult) -> str:
 
 
 def _record_events(events) -> int:
-    """Store cluster events once each (their uid is the deduplication key); returns how
-    many were new. A real cluster offers its events again at every sync while they last,
-    so those already stored are skipped with one indexed read rather than written again."""
+    """Store cluster events, one row each (their uid is the key); returns how many rows
+    were written. A real cluster offers its events again at every sync while they last:
+    those unchanged are skipped with one indexed read, and a repeat (the same uid, a higher
+    count) updates its row in place, its count, message and times, instead of adding one.
+    """
     if not events:
         return 0
-    stored = set(
-        JobEvent.objects.filter(dedup_key__in=[e.uid for e in events]).values_list(
-            "dedup_key", flat=True
+    stored = {
+        key: (pk, count)
+        for key, pk, count in JobEvent.objects.filter(
+            dedup_key__in=[e.uid for e in events]
+        ).values_list("dedup_key", "pk", "count")
+    }
+    repeats = [
+        JobEvent(
+            pk=stored[e.uid][0],
+            count=e.count,
+            created_at=e.at,
+            first_at=e.first_at,
+            message=e.message,
         )
-    )
+        for e in events
+        if e.uid in stored and e.count > stored[e.uid][1]
+    ]
+    # The sync runs alone (its advisory lock): no other writer moves these rows meanwhile.
+    JobEvent.objects.bulk_update(repeats, ["count", "created_at", "first_at", "message"])
     events = [e for e in events if e.uid not in stored]
     if not events:
-        return 0
+        return len(repeats)
     known = set(Job.objects.filter(pk__in={e.job_id for e in events}).values_list("pk", flat=True))
     rows = [
         JobEvent(
@@ -241,6 +303,8 @@ def _record_events(events) -> int:
             involved=event.involved,
             cycle=event.cycle,
             dedup_key=event.uid,
+            count=event.count,
+            first_at=event.first_at,
         )
         for event in events
         if event.job_id in known
@@ -249,5 +313,5 @@ def _record_events(events) -> int:
         created = JobEvent.objects.bulk_create(rows, ignore_conflicts=True)
     except IntegrityError:  # a job deleted between the read and the write
         log.warning("skipped events of a job that is gone")
-        return 0
-    return len(created)
+        return len(repeats)
+    return len(repeats) + len(created)

@@ -23,6 +23,7 @@ from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
@@ -263,6 +264,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     }
     context["waiting"] = told = waiting.job_waiting(job, position)
     context["path_rows"] = _path_rows(told, job.request)
+    context["stuck_leaving"] = selectors.job_stuck_leaving(job, now=timezone.now())
     context["estimate"] = estimate.job_estimate(job, position)
     if request.htmx:
         response = render(request, "jobs/job_detail.html#job-status", context)

@@ -24,7 +24,9 @@ from collections.abc import Callable, Iterator
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -40,8 +42,9 @@ from prometheus_client.core import (
 )
 
 from jobs.models import JOB_EVENTS, JOBS, PENDING, JobEvent, State
-from jobs.selectors import usage_by_path
+from jobs.selectors import jobs_stuck_leaving, usage_by_path
 from kube.quantity import scale
+from queues.models import Queue
 from queues.selectors import QUEUES, tree_nodes
 
 from .process_metrics import allowed, process_registry
@@ -61,6 +64,7 @@ class DatabaseCollector:
 
     def collect(self) -> Iterator[Metric]:
         yield self._pending()
+        yield self._stuck_leaving()
         yield from self._admissions()
         yield from self._quota()
 
@@ -90,6 +94,28 @@ class DatabaseCollector:
             for state, status in PENDING_STATUS.items():
                 pending.add_metric([queue, status], counts.get((queue, state), 0))
         return pending
+
+    def _stuck_leaving(self) -> Metric:
+        """Every active queue, with 0 where no job is stuck, as for pending jobs; a
+        retired queue only while one is."""
+        stuck = GaugeMetricFamily(
+            "caldera_leaving_jobs_stuck",
+            "Jobs stopping or preempted for longer than LEAVING_WARN_SECONDS whose objects "
+            "the cluster has not removed (its garbage collector may be down), holding their "
+            "quota, by queue",
+            labels=["queue"],
+        )
+        counts = dict(
+            jobs_stuck_leaving(now=timezone.now())
+            .order_by()
+            .values_list("queue__name")
+            .annotate(n=Count("id"))
+            .values_list("queue__name", "n")
+        )
+        active = Queue.objects.filter(active=True).values_list("name", flat=True)
+        for queue in sorted({*active, *counts}):
+            stuck.add_metric([queue], counts.get(queue, 0))
+        return stuck
 
     def _admissions(self) -> Iterator[Metric]:
         admitted = CounterMetricFamily(

@@ -459,6 +459,13 @@ if CLUSTER_BACKEND not in ("simulated", "kubernetes"):
 CLUSTER_GATE = env_str("CLUSTER_GATE", "create")
 if CLUSTER_GATE not in ("create", "suspend"):
     raise ImproperlyConfigured(f"CLUSTER_GATE is create or suspend, got {CLUSTER_GATE!r}")
+# A job leaving the cluster (stopping after a cancel, or preempted) holds its quota until
+# the cluster has removed its objects, which takes its pods' grace period. Past this many
+# seconds its page says the cluster has not (its garbage collector may be down) and
+# /metrics counts it (caldera_leaving_jobs_stuck).
+LEAVING_WARN_SECONDS = env_float("LEAVING_WARN_SECONDS", 300.0)
+if LEAVING_WARN_SECONDS <= 0:
+    raise ImproperlyConfigured(f"LEAVING_WARN_SECONDS must be above 0, got {LEAVING_WARN_SECONDS}")
 # The Kubernetes backend: a kubeconfig file and context, or (both empty) the in-cluster
 # ServiceAccount, falling back to ~/.kube/config. KUBERNETES_HOST instead names an API
 # server URL that needs no credentials (kubectl proxy). Every call times out after
@@ -515,6 +522,14 @@ if START_TIMEOUT_ATTEMPTS < 1:
     raise ImproperlyConfigured(
         f"START_TIMEOUT_ATTEMPTS must be at least 1, got {START_TIMEOUT_ATTEMPTS}"
     )
+# A namespace the cluster refuses Caldera's jobs in (not found, being deleted, or without
+# Caldera's Role: manage.py cluster_rbac) troubles only its own jobs: admissions into it are
+# held in backoff with the server's words this long, in case it comes back, then fail.
+NAMESPACE_GRACE_SECONDS = env_float("NAMESPACE_GRACE_SECONDS", 600.0)
+# The cluster is named unavailable (every page's banner, /healthz) once it has failed this
+# long: an API server that restarts answers 503 and refuses every request for about a
+# second, which is not an outage of its RBAC.
+CLUSTER_UNAVAILABLE_GRACE_SECONDS = env_float("CLUSTER_UNAVAILABLE_GRACE_SECONDS", 5.0)
 # A job's log, its head or master pod's: the job page shows its last JOB_LOG_TAIL_LINES
 # lines, refreshed while the job runs; a download or an API read takes at most
 # JOB_LOG_LIMIT_BYTES of it (the answer says when it is cut there). Logs are read while a

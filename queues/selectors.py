@@ -165,6 +165,12 @@ def node_usage() -> Mapping[str, ResourceList]:
     return signals.usage(QuotaNode)
 
 
+def namespace_trouble() -> Mapping[str, str]:
+    """The bound namespaces the cluster takes no jobs in now, with why and the fix, as the
+    layers above answer it (``queues.signals``)."""
+    return signals.namespace_trouble(QuotaNode)
+
+
 def tree_namespaces() -> list[str]:
     """Every namespace the tree's active leaves bind, sorted."""
     return sorted(

@@ -9,6 +9,9 @@ meets ``jobs`` without importing it. ``jobs.receivers`` answers all three.
   and a queue with any is not retired.
 - ``usage_wanted`` (sender ``QuotaNode``): asked by the admin's tree page; a receiver
   answers every node's usage by path (its subtree's admitted and running jobs).
+- ``namespace_trouble_wanted`` (sender ``QuotaNode``): asked by the admin's tree page; a
+  receiver answers the bound namespaces the cluster takes no jobs in now (missing, being
+  deleted, without Caldera's Role), each with why and what fixes it.
 
 Without receivers (``queues`` alone) no queue holds jobs and nothing is in use.
 """
@@ -24,6 +27,7 @@ from kube.quantity import ResourceList, add
 tree_changed = Signal()
 live_jobs_wanted = Signal()
 usage_wanted = Signal()
+namespace_trouble_wanted = Signal()
 
 
 def live_jobs(sender: type, queue_ids: Iterable[int]) -> dict[int, int]:
@@ -33,6 +37,14 @@ def live_jobs(sender: type, queue_ids: Iterable[int]) -> dict[int, int]:
         for queue_id, count in answer.items():
             counts[queue_id] = counts.get(queue_id, 0) + count
     return counts
+
+
+def namespace_trouble(sender: type) -> dict[str, str]:
+    """Why each namespace in trouble takes no jobs, by namespace, from every receiver."""
+    trouble: dict[str, str] = {}
+    for _receiver, answer in namespace_trouble_wanted.send(sender=sender):
+        trouble.update(answer)
+    return trouble
 
 
 def usage(sender: type) -> dict[str, ResourceList]:

@@ -102,11 +102,50 @@ class Server(kmock.KubernetesEmulator):
         """The fields each manager owns of the object at ``key`` (resource, namespace, name)."""
         return self.__dict__.setdefault("owners", {}).setdefault(key, {})
 
+    def restart(self, *, unready: int, refusing: int) -> None:
+        """The API server restarts: it answers the next ``unready`` requests 503, as one
+        whose handlers are not all installed yet, then refuses the next ``refusing`` as its
+        RBAC authorizer does before its caches are filled, whatever the roles."""
+        self.__dict__["restarting"] = [unready, refusing]
+
+    def gone(self) -> set[str]:
+        """The namespaces deleted (``Emulator.delete_namespace``)."""
+        return self.__dict__.setdefault("deleted_namespaces", set())
+
+    def _restarting(self, request) -> kmock.Response | None:
+        left = self.__dict__.get("restarting")
+        if not left or not any(left) or _DISCOVERY.match(request.url.path):
+            return None
+        if left[0]:
+            left[0] -= 1
+            message = "the request was rejected before all known HTTP paths have been installed"
+            return status(503, "ServiceUnavailable", message)
+        left[1] -= 1
+        return rbac_refusal(request, CALDERA_USER)
+
+    def _namespace_gone(self, request) -> kmock.Response | None:
+        """A deleted namespace reads 404, and so does a create in it (once authorized)."""
+        for namespace in self.gone():
+            if (
+                request.method.value == "GET"
+                and request.url.path == f"/api/v1/namespaces/{namespace}"
+            ):
+                return status(404, "NotFound", f'namespaces "{namespace}" not found')
+            if request.namespace == namespace and request.action == kmock.action.CREATE:
+                return status(404, "NotFound", f'namespaces "{namespace}" not found')
+        return None
+
     async def _handle(self, request):
+        restarting = self._restarting(request)
+        if restarting is not None:
+            return await restarting(request)
         for check in self.__dict__.get("denials", []) if request.resource is not None else ():
             refusal = check(request)
             if refusal is not None:
                 return await refusal(request)
+        missing = self._namespace_gone(request)
+        if missing is not None:
+            return await missing(request)
         if request.resource is not None and str(request.resource.plural or "").endswith(
             ("accessreviews", "rulesreviews")
         ):
@@ -141,6 +180,25 @@ class Server(kmock.KubernetesEmulator):
                 if selects(selector, (item.get("metadata") or {}).get("labels") or {})
             ]
         return listing
+
+    async def _serve_watch(self, request):
+        """A watch as a real server serves it: it ends, with a clean end of stream, after the
+        ``timeoutSeconds`` the client asked for (kmock's would stream until the client
+        leaves). Until then a watch of objects nobody writes sends nothing: no bookmarks, as
+        a real server whose etcd reports no progress (its default: every 10 minutes)."""
+        events = super()._serve_watch(request)
+        seconds = request.params.get("timeoutSeconds")
+        deadline = asyncio.get_running_loop().time() + int(seconds) if seconds else None
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        event = await anext(events)
+                except (StopAsyncIteration, TimeoutError):
+                    return
+                yield event
+        finally:
+            await events.aclose()
 
     async def _serve_fetch(self, request):
         if request.resource.plural == "pods" and request.subresource == "log":
@@ -250,11 +308,15 @@ class Server(kmock.KubernetesEmulator):
         change = dict(request.data)
         for field in dropped:
             change = merged(change, nested(field, None))
-        if stored is None or stored.deleted:
+        created = stored is None or stored.deleted
+        if created:
             self._objects[key] = request.data
         else:
             stored.patch(change)
-        return await kmock.Response(payload=self._objects[key].raw)(request)
+        # A real server answers an apply that creates with 201 Created, one that changes
+        # what is there with 200: a client that reads only a 200's body gets nothing.
+        code = 201 if created else 200
+        return await kmock.Response(status=code, payload=self._objects[key].raw)(request)
 
 
 class Emulator:
@@ -329,9 +391,10 @@ class Emulator:
         count: int = 1,
         type: str = "Warning",
         at: str = "2026-11-23T10:00:00Z",
+        first: str = "",
     ) -> None:
         """Record an event as the scheduler or the kubelet would (a repeat: same name, uid
-        and a higher count)."""
+        and a higher count, ``at`` its last time and ``first`` its first; default ``at``)."""
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -340,6 +403,7 @@ class Emulator:
             "reason": reason,
             "message": message,
             "count": count,
+            "firstTimestamp": first or at,
             "lastTimestamp": at,
             "involvedObject": {"kind": involved[0], "name": involved[1], "namespace": namespace},
         }
@@ -437,6 +501,7 @@ class Emulator:
         """A namespace that reads back (kmock's paths take ``namespaces/<name>`` as the scope
         of a namespaced resource, so a Namespace is served by a reaction; others are 404).
         A namespace being deleted reads back ``Terminating`` and refuses creates."""
+        self.server.gone().discard(name)
         namespace = {
             "apiVersion": "v1",
             "kind": "Namespace",
@@ -447,13 +512,31 @@ class Emulator:
         if phase == "Terminating":
             self.terminating(name)
 
+    def delete_namespace(self, name: str) -> None:
+        """The namespace controller has deleted the namespace: its objects are gone, and so
+        are its Roles and RoleBindings (``rbac``), so a request there is refused by RBAC
+        before the namespace is looked up, as a real server answers; an identity allowed
+        there by a ClusterRole gets 404 for a create and an empty listing."""
+        self.server.gone().add(name)
+        for key in [key for key in self.server._objects if key[1] == name]:
+            del self.server._objects[key]
+        if hasattr(self, "roles"):
+            self.roles.by_namespace.pop(name, None)
+
+    def apply_roles(self, documents: list[dict], *, user: str = "") -> None:
+        """``kubectl apply`` of these roles and bindings (``manage.py cluster_rbac``), in
+        place of those ``rbac`` was given."""
+        self.roles = Rbac(documents, user or CALDERA_USER)
+
     def authorize(self, refused: set[tuple[str, str]] = frozenset()) -> None:
         """Answer access reviews as an authorizer would: allowed, but (verb, resource) pairs
-        in ``refused``; a rules review lists nothing. A review with a name is refused as a
-        real API server refuses it. (``rbac`` authorizes from real roles instead.)"""
+        in ``refused``; a rules review lists only what every signed-in identity has
+        (``BASIC_USER_RULES``). A review with a name is refused as a real API server refuses
+        it. (``rbac`` authorizes from real roles instead.)"""
 
         def rules_review(request):
-            return named_review(request) or {**request.data, "status": {"resourceRules": []}}
+            rules = list(BASIC_USER_RULES)
+            return named_review(request) or {**request.data, "status": {"resourceRules": rules}}
 
         def review(request):
             if named_review(request):
@@ -471,7 +554,7 @@ class Emulator:
         bound to ``user`` (refused otherwise with the server's words), and access and
         rules reviews are answered from the same rules."""
         user = user or CALDERA_USER
-        rbac = Rbac(documents, user)
+        self.roles = Rbac(documents, user)  # replaced by ``apply_roles``, as kubectl apply would
         self.refused: list[str] = []  # what RBAC refused, as "verb path"
 
         def check(request):
@@ -484,7 +567,7 @@ class Emulator:
             if request.method.value == "PATCH":
                 verb = "patch"
             group = request.resource.group or ""
-            if rbac.allows(verb, group, plural, request.namespace, request.name):
+            if self.roles.allows(verb, group, plural, request.namespace, request.name):
                 return None
             self.refused.append(f"{verb} {request.url.path}")
             kind = f"{plural}.{group}" if group else plural
@@ -505,14 +588,14 @@ class Emulator:
             resource = "/".join(
                 filter(None, (attributes["resource"], attributes.get("subresource")))
             )
-            allowed = rbac.allows(
+            allowed = self.roles.allows(
                 attributes["verb"], attributes.get("group", ""), resource,
                 attributes.get("namespace"), attributes.get("name"),
             )  # fmt: skip
             return {**request.data, "status": {"allowed": allowed}}
 
         def rules_review(request):
-            rules = rbac.rules(request.data["spec"]["namespace"])
+            rules = self.roles.rules(request.data["spec"]["namespace"])
             return {**request.data, "status": {"resourceRules": rules, "incomplete": False}}
 
         self.server.deny(check)
@@ -534,10 +617,14 @@ class Emulator:
         )
 
     def deny(self, verb: str, runtime: str, namespace: str, *, times: int) -> None:
-        """RBAC does not let Caldera ``verb`` (create, delete) the runtime's objects in the
-        namespace, for the next ``times`` such requests: refused as a real server words it."""
+        """RBAC does not let Caldera ``verb`` (create, delete, list) the runtime's objects in
+        the namespace, for the next ``times`` such requests: refused as a real server words it."""
         resource = kinds.RESOURCES[runtime]
-        actions = {"create": kmock.action.CREATE, "delete": kmock.action.DELETE}
+        actions = {
+            "create": kmock.action.CREATE,
+            "delete": kmock.action.DELETE,
+            "list": kmock.action.LIST,
+        }
         left = [times]
 
         def check(request):
@@ -642,6 +729,15 @@ class Emulator:
 
 
 CALDERA_USER = "system:serviceaccount:caldera-system:caldera"
+# The ClusterRole system:basic-user as Kubernetes 1.28 and later define it, bound to every
+# signed-in identity (the group system:authenticated): a real server allows these and
+# lists them in every rules review, whatever the identity's own roles.
+BASIC_USER_RULES = [
+    {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+     "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]},
+    {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"],
+     "resources": ["selfsubjectreviews"]},
+]  # fmt: skip
 VERBS = {
     kmock.action.CREATE: "create",
     kmock.action.DELETE: "delete",
@@ -679,9 +775,12 @@ class Rbac:
                 self.by_namespace.setdefault(namespace, []).extend(role.get("rules") or [])
 
     def rules(self, namespace: str | None) -> list[dict]:
-        """The rules that apply in the namespace: its own and the cluster's."""
-        return self.by_namespace.get(None, []) + (
-            self.by_namespace.get(namespace, []) if namespace else []
+        """The rules that apply in the namespace: its own, the cluster's and those every
+        signed-in identity has."""
+        return (
+            BASIC_USER_RULES
+            + self.by_namespace.get(None, [])
+            + (self.by_namespace.get(namespace, []) if namespace else [])
         )
 
     def allows(self, verb: str, group: str, resource: str, namespace, name) -> bool:
@@ -698,6 +797,31 @@ class Rbac:
 
 
 PLAIN_TEXT = {"Content-Type": "text/plain"}
+_DISCOVERY = re.compile(r"^/(api|apis(/[^/]+/[^/]+)?)/?$")  # what every identity may read
+_PATH = re.compile(r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<namespace>[^/]+))?"
+                   r"/(?P<plural>[^/?]+)(?:/(?P<name>[^/?]+))?")  # fmt: skip
+
+
+def rbac_refusal(request, user: str) -> kmock.Response:
+    """The RBAC authorizer's 403 for a request, in its words."""
+    match = _PATH.match(request.url.path)
+    group, namespace, plural, name = (
+        (match["group"] or "", match["namespace"], match["plural"], match["name"])
+        if match
+        else ("", None, request.url.path, None)
+    )
+    if plural == "namespaces" and name and not namespace:
+        namespace, plural, name = None, "namespaces", name
+    verb = {"POST": "create", "DELETE": "delete", "PATCH": "patch", "PUT": "update"}.get(
+        request.method.value, "get" if name else "list"
+    )
+    kind = f"{plural}.{group}" if group else plural
+    named = f' "{name}"' if name else ""
+    where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    return status(403, "Forbidden", (
+        f'{kind}{named} is forbidden: User "{user}" cannot {verb} resource "{plural}" '
+        f'in API group "{group}" {where}'
+    ))  # fmt: skip
 
 
 def selects(selector: str, labels: dict) -> bool:

@@ -22,6 +22,8 @@ from django.utils import timezone
 from jobs.admission import admission_cycle
 from jobs.estimate import estimates_refresh
 from jobs.history import usage_record
+from jobs.models import Job, JobEvent, State
+from jobs.services import job_cancel
 
 from .conftest import RAY_JOB
 from .test_job_list import submit
@@ -366,5 +368,47 @@ def test_a_large_jobs_page_shows_a_bounded_summary_of_its_pods(live_server, wide
         expect(pods.locator("tbody tr")).to_have_count(1 + 8 + 1)  # the head, 8 groups, the rest
         expect(pods.locator("tr.more")).to_contain_text("and 4992 more groups (9984 pods)")
         expect(page.get_by_text("its Kubernetes objects are at")).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        screenshot(page, name)
+
+
+@pytest.fixture
+def stuck_leaving(transactional_db, member, settings):
+    """alice's job, cancelled while running, whose objects the cluster has kept past
+    LEAVING_WARN_SECONDS; the scheduler said five times that its head did not fit."""
+    job = submit(member, RAY_JOB, name="video-stuck")
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(state=State.RUNNING, dequeued_at=now)
+    JobEvent.objects.create(
+        job=job, created_at=now - timedelta(minutes=9), type=JobEvent.Type.WARNING,
+        reason="FailedScheduling", message="0/4 nodes are available: 4 Insufficient cpu.",
+        involved=f"pod/video-stuck-{job.pk}-head-x7k2p", dedup_key="k8s/series-1", count=5,
+        first_at=now - timedelta(minutes=13),
+    )  # fmt: skip
+    job_cancel(user=member, job=job, now=now)
+    late = now - timedelta(seconds=settings.LEAVING_WARN_SECONDS + 120)
+    Job.objects.filter(pk=job.pk).update(leaving_since=late)
+    return job
+
+
+def test_a_job_stuck_leaving_says_what_to_check_and_a_repeated_event_is_one_row(
+    live_server, stuck_leaving, page
+):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    for width, height, name in (
+        (1366, 900, "caldera-stuck-leaving.png"),
+        (390, 844, "caldera-stuck-leaving-phone.png"),
+    ):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{live_server.url}/jobs/{stuck_leaving.pk}/")
+        expect(page.locator("p.stuck")).to_contain_text("the cluster still has its objects")
+        expect(page.locator("p.stuck code").first).to_have_text(
+            f"kubectl get rayjobs.ray.io video-stuck-{stuck_leaving.pk} -n video -o yaml"
+        )
+        repeated = page.locator("tr.event").filter(has_text="FailedScheduling")
+        expect(repeated).to_have_count(1)
+        expect(repeated.locator(".repeats")).to_contain_text(re.compile(r"^5 times, first "))
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         screenshot(page, name)

@@ -3,6 +3,7 @@ whole path (admission, reconcile, sync) on the Kubernetes backend against the em
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -17,7 +18,7 @@ from jobs.cluster.access import rbac_documents
 from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.cluster.simulated import SimulatedBackend, parse_nodes
 from jobs.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
-from jobs.models import JobEvent
+from jobs.models import JobEvent, UnavailableNamespace
 from jobs.reconcile import jobs_reconcile, quota_publish
 from jobs.selectors import cluster_trouble, queue_usage
 from jobs.services import job_cancel
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.django_db
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 WHERE = ("video", "text")  # the namespaces of the specs of tests/test_manifests.py
+MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"  # an event's eventTime and series.lastObservedTime
 
 
 @pytest.fixture
@@ -91,11 +93,14 @@ def test_removing_takes_the_object_out_and_removing_what_is_gone_is_fine(any_bac
 
 
 @contextmanager
-def on_kubernetes(**settings):
-    """The portal configured for the emulated cluster, with two 16-cpu nodes."""
+def on_kubernetes(namespaces: tuple[str, ...] | None = None, **settings):
+    """The portal configured for the emulated cluster, with two 16-cpu nodes and the
+    namespaces of the seed tree (``namespaces``: only these)."""
     with emulator() as kube:
         kube.add_node("node-1", {"cpu": "16", "memory": "64Gi", "pods": "110"})
         kube.add_node("node-2", {"cpu": "16", "memory": "64Gi", "pods": "110"})
+        for namespace in TREE_NAMESPACES if namespaces is None else namespaces:
+            kube.add_namespace(namespace)
         overrides = dict(
             CLUSTER_BACKEND="kubernetes",
             KUBERNETES_HOST=kube.url,
@@ -248,6 +253,46 @@ def test_a_job_the_cluster_cannot_place_shows_its_cycles_and_is_requeued_after_t
     gang = [e for e in answer.json() if e["reason"] == "GangFailedScheduling"]
     assert sorted(e["cycle"] for e in gang) == [1, 2]
     assert JobEvent.objects.filter(job=job, reason="GangFailedScheduling").count() == 2
+
+
+def test_a_scheduling_failure_the_cluster_repeats_is_one_row_with_its_count_and_times(
+    client, member, now
+):
+    with on_kubernetes() as kube:
+        job = submit(member, now)
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        head = f"rayjob-video-{job.pk}-x7k2p-head-h4v9q"
+        # The scheduler's own times for the event: first 10:00:10, then repeats.
+        first = NOW + timedelta(seconds=10)
+        series = dict(
+            reason="FailedScheduling",
+            message="0/2 nodes are available: 2 Insufficient cpu.",
+            involved=("Pod", head),
+            uid="series-1",
+            first=f"{first:{MICRO_TIME}}",
+        )
+        last = NOW + timedelta(seconds=40)
+        kube.warn_series("video", f"{head}.1", count=3, last=f"{last:{MICRO_TIME}}", **series)
+        assert cluster_sync(now=now + timedelta(seconds=1)).events == 1
+        last = NOW + timedelta(minutes=4, seconds=30)
+        kube.warn_series("video", f"{head}.1", count=5, last=f"{last:{MICRO_TIME}}", **series)
+        assert cluster_sync(now=now + timedelta(seconds=2)).events == 1  # its row, again
+        assert cluster_sync(now=now + timedelta(seconds=3)).events == 0
+
+    [row] = JobEvent.objects.filter(job=job, reason="FailedScheduling")
+    assert (row.count, row.first_at, row.created_at) == (5, first, last)
+    answer = client_for(member).get(f"/api/v1/jobs/{job.pk}/events/")
+    [event] = [e for e in answer.json() if e["reason"] == "FailedScheduling"]
+    assert (event["count"], event["first_at"], event["at"]) == (
+        5,
+        first.isoformat(),
+        last.isoformat(),
+    )
+    client.force_login(member)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert page.count('<tr class="event warning">') == 1
+    assert "5 times, first 10:00:10, last 10:04:30" in re.sub(r"<[^>]+>", "", page)
 
 
 @contextmanager
@@ -493,12 +538,12 @@ def test_a_job_whose_objects_were_never_created_does_not_time_out(member, now):
     with on_kubernetes(START_TIMEOUT_SECONDS=30) as kube:
         job = submit(member, now)
         admission_cycle(now=now)
-        kube.deny("create", "kuberay", "video", times=2)
+        kube.server.restart(unready=0, refusing=1000)  # the authorizer refuses everything
         with pytest.raises(ClusterUnavailable):
             jobs_reconcile([job.pk], now=now)
-        # The sync lists the cluster, finds the object missing, and cannot create it.
         with pytest.raises(ClusterUnavailable):
             cluster_sync(now=now + timedelta(seconds=45))
+        kube.server.restart(unready=0, refusing=0)
         assert refresh(job).state == "admitted" and refresh(job).start_clock_at is None
         assert not job.events.filter(reason="StartTimeout").exists()
 
@@ -639,7 +684,7 @@ def roles(*, without: tuple[str, str] | None = None, runtimes=("kuberay",), publ
 
 
 def test_cluster_check_names_every_missing_crd_permission_and_namespace(tree):
-    with on_kubernetes(CLUSTER_RUNTIMES=["kuberay", "kubeflow"]) as kube:
+    with on_kubernetes(namespaces=(), CLUSTER_RUNTIMES=["kuberay", "kubeflow"]) as kube:
         kube.without_crd("kubeflow")
         kube.rbac(roles(without=("text", "configmaps"), runtimes=("kuberay", "kubeflow")))
         for namespace in ("video", "text", "devops", "intern-text"):
@@ -661,13 +706,14 @@ def test_cluster_check_names_every_missing_crd_permission_and_namespace(tree):
         "FAIL may list, watch, create, delete, patch rayjobs.ray.io; list, watch, create, delete, "
         "patch pytorchjobs.kubeflow.org; create, delete configmaps; list events; list pods; "
         "get pods/log in text: not "
-        "allowed: create configmaps, delete configmaps"
+        "allowed: create configmaps, delete configmaps; manage.py cluster_rbac | kubectl apply -f -"
     ) in lines
     assert not any("volcano" in line for line in lines)  # not a runtime of this cluster
     assert "ok   namespace video exists" in lines
     assert (
-        "FAIL namespace intern-video exists: not found: jobs of its queue would be refused" in lines
-    )
+        "FAIL namespace intern-video exists: not found: jobs of its queue wait, then fail; "
+        "create it, then manage.py cluster_rbac | kubectl apply -f -"
+    ) in lines
     assert (
         "ok   the nodes' allocatable resources can be read: cpu 32, memory 128Gi, pods 220" in lines
     )
@@ -734,6 +780,47 @@ def test_cluster_check_warns_of_what_a_cluster_wide_role_grants_beyond_what_cald
     assert any(line.startswith("WARN nothing granted in kube-system") for line in lines)
 
 
+def test_cluster_check_does_not_warn_of_what_every_signed_in_identity_may_do(tree):
+    # Reviewing another identity's access is no grant of system:basic-user's: a real extra.
+    others = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "caldera-reviews"},
+        "rules": [
+            {
+                "apiGroups": ["authorization.k8s.io"],
+                "resources": ["subjectaccessreviews"],
+                "verbs": ["create"],
+            }
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "caldera-reviews"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "caldera-reviews"},
+        "subjects": [{"kind": "ServiceAccount", "name": "caldera",
+                      "namespace": "caldera-system"}],
+    }  # fmt: skip
+    with on_kubernetes(CLUSTER_RUNTIMES=["kuberay"]) as kube:
+        kube.rbac([*roles(), others, binding])
+        for namespace in TREE_NAMESPACES:
+            kube.add_namespace(namespace)
+
+        out, error = run_cluster_check()
+
+    warnings = [line for line in out.splitlines() if line.startswith("WARN")]
+    assert error == "" and len(warnings) == len(TREE_NAMESPACES) + 2  # kube-system, default
+    assert all(
+        line.endswith(
+            "beyond what Caldera uses: also granted: create "
+            "subjectaccessreviews.authorization.k8s.io"
+        )
+        for line in warnings
+    )
+
+
 def test_cluster_rbac_prints_the_roles_of_the_trees_namespaces(tree):
     from io import StringIO
 
@@ -773,7 +860,7 @@ def test_cluster_rbac_prints_the_roles_of_the_trees_namespaces(tree):
 
 
 def test_cluster_check_fails_a_namespace_that_is_being_deleted(tree):
-    with on_kubernetes() as kube:
+    with on_kubernetes(namespaces=()) as kube:
         kube.authorize()
         for namespace in ("video", "text", "devops", "intern-video"):
             kube.add_namespace(namespace)
@@ -814,7 +901,7 @@ def test_a_job_the_clusters_resource_quota_has_no_room_for_waits_in_backoff_and_
     assert queue_usage(job.queue) == {}
 
 
-def test_a_job_whose_namespace_is_being_deleted_fails_and_the_cluster_stays_available(member, now):
+def test_a_job_whose_namespace_is_being_deleted_waits_and_the_cluster_stays_available(member, now):
     with on_kubernetes() as kube:
         kube.terminating("video")
         job = submit(member, now)
@@ -825,8 +912,10 @@ def test_a_job_whose_namespace_is_being_deleted_fails_and_the_cluster_stays_avai
         assert kube.objects("kuberay") == []
         assert cluster_trouble() is None
     job = refresh(job)
-    assert job.state == "failed"
-    assert "because it is being terminated" in job.events.get(reason="Refused").message
+    assert job.state == "backoff" and queue_usage(job.queue) == {}
+    assert "because it is being terminated" in job.backoff_reason
+    assert "manage.py cluster_rbac" in job.backoff_reason
+    assert UnavailableNamespace.objects.get().namespace == "video"
 
 
 def _without_gpu_on_video(services) -> None:

@@ -23,6 +23,7 @@ from jobs.specs import job_spec
 from jobs.sync import cluster_sync
 
 from .conftest import RAY_JOB
+from .kube_emulator import status
 from .test_cluster_backends import on_kubernetes
 from .test_kubernetes_logs import play_operator
 from .test_views import HTMX, login, submit
@@ -333,3 +334,18 @@ def test_a_cluster_that_does_not_answer_is_a_503_and_a_plain_sentence_on_the_pag
     assert page.status_code == 200 and "The cluster did not answer: list the head pod" in (
         page.content.decode()
     )
+
+
+def test_the_servers_own_words_reach_the_person_when_the_log_cannot_be_read(client, api, member):
+    with on_kubernetes() as kube:
+        job = running(member, kube=kube)
+        pod = play_operator(kube, job_spec(job))
+        failed = status(500, "InternalError", "no preferred addresses found; known addresses: []")
+        kube.answer_next("get", f"/api/v1/namespaces/video/pods/{pod}/log", failed, times=2)
+
+        answer = api(member).get(reverse("api-job-log", args=[job.pk]))
+        page = login(client, member).get(reverse("job-log", args=[job.pk]), headers=HTMX)
+
+    said = "HTTP 500: no preferred addresses found; known addresses: []"
+    assert answer.status_code == 503 and answer.json()["detail"].endswith(said)
+    assert page.status_code == 200 and said in page.content.decode()

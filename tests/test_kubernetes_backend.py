@@ -17,9 +17,10 @@ from jobs.cluster import ClusterUnavailable, ObjectRef, kinds
 from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.manifests import build_manifests
 from jobs.manifests.common import ANNOTATION_DEQUEUED, ANNOTATION_ENQUEUED, kube_queue_timestamp
+from kube.names import LABEL_MANAGED_BY, MANAGER
 
 from .conftest import wait_for
-from .kube_emulator import emulator
+from .kube_emulator import APPLY_PATCH, emulator
 from .test_manifests import pytorch_spec, ray_spec
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
@@ -298,7 +299,7 @@ def test_scheduling_warnings_of_pods_and_pod_groups_are_read_with_their_cycle(ku
     assert events[0].at == datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 
 
-def test_a_repeated_event_is_a_new_occurrence_and_a_reread_one_is_the_same(kube, backend):
+def test_a_repeated_event_keeps_its_key_with_its_count_and_first_and_last_time(kube, backend):
     backend.apply([ray_spec()], now=NOW)
     warning = dict(
         reason="FailedScheduling",
@@ -309,11 +310,16 @@ def test_a_repeated_event_is_a_new_occurrence_and_a_reread_one_is_the_same(kube,
     kube.warn("video", "e1", **warning)
     first = backend.observe(now=NOW, namespaces=WHERE).events
     again = backend.observe(now=NOW, namespaces=WHERE).events
-    kube.warn("video", "e1", count=2, **warning)
+    kube.warn(
+        "video", "e1", count=2, first="2026-11-23T10:00:00Z", at="2026-11-23T10:01:00Z", **warning
+    )
     repeated = backend.observe(now=NOW, namespaces=WHERE).events
 
-    assert [e.uid for e in first] == [e.uid for e in again] == ["k8s/u1/1"]
-    assert [e.uid for e in repeated] == ["k8s/u1/2"]
+    assert [(e.uid, e.count, e.first_at) for e in first] == [("k8s/u1", 1, None)]
+    assert again == first
+    assert [(e.uid, e.count, e.first_at, e.at) for e in repeated] == [
+        ("k8s/u1", 2, NOW, NOW + timedelta(minutes=1))
+    ]
 
 
 # -- failures --------------------------------------------------------------------------
@@ -371,6 +377,7 @@ def test_an_object_the_server_refuses_is_reported_with_its_reason_not_retried(
 
 def test_a_forbidden_call_makes_the_cluster_unavailable_and_fails_no_job(kube, backend):
     kube.answer_next("post", RAYJOBS, 403)
+    kube.answer_next("get", "/api/v1/namespaces/video", 403)  # refused there too: everywhere
 
     with pytest.raises(ClusterUnavailable, match="create RayJob rayjob-video-7"):
         backend.apply([ray_spec(script="")], now=NOW)
@@ -420,9 +427,25 @@ def test_a_failed_listing_is_never_read_as_an_empty_cluster(kube, backend):
 
 def test_a_listing_that_is_not_allowed_is_unavailable_not_empty(kube, backend):
     kube.answer_next("get", "/apis/kubeflow.org/v1/namespaces/video/pytorchjobs", 403)
+    kube.answer_next("get", "/api/v1/namespaces/video", 403)  # refused there too: everywhere
 
     with pytest.raises(ClusterUnavailable, match="pytorchjobs"):
         backend.observe(now=NOW, namespaces=WHERE)
+
+
+def test_a_listing_refused_in_one_namespace_is_that_namespaces_trouble_not_empty(kube, backend):
+    for namespace in WHERE:
+        kube.add_namespace(namespace)
+    backend.apply([ray_spec(script=""), pytorch_spec(script="")], now=NOW)
+    kube.deny("list", "kubeflow", "video", times=1)  # its Role lost the rule
+
+    observation = backend.observe(now=NOW, namespaces=WHERE)
+
+    assert [s.job_id for s in observation.statuses] == [9]  # text's; video says nothing
+    [(namespace, trouble)] = observation.troubled.items()
+    assert namespace == "video" and not trouble.gone
+    assert trouble.reason.startswith("Caldera has no Role in namespace video")
+    assert 'cannot list resource "pytorchjobs"' in trouble.reason
 
 
 def test_a_cluster_that_refuses_connections_is_unavailable(kube):
@@ -539,7 +562,9 @@ def test_a_job_back_in_its_queue_loses_its_dequeue_time_on_the_object(kube, back
     assert stored["metadata"]["annotations"][ANNOTATION_ENQUEUED]
 
 
-def test_a_scheduler_event_repeated_as_a_series_counts_each_repeat_at_its_last_time(kube, backend):
+def test_a_scheduler_event_repeated_as_a_series_keeps_its_key_with_its_count_and_times(
+    kube, backend
+):
     backend.apply([ray_spec()], now=NOW)
     warning = dict(
         reason="FailedScheduling",
@@ -553,8 +578,10 @@ def test_a_scheduler_event_repeated_as_a_series_counts_each_repeat_at_its_last_t
     kube.warn_series("video", "e1", count=5, last="2026-11-23T10:04:00.000000Z", **warning)
     repeated = backend.observe(now=NOW, namespaces=WHERE).events
 
-    assert [(e.uid, e.at) for e in first] == [("k8s/s1/1", NOW)]
-    assert [(e.uid, e.at) for e in repeated] == [("k8s/s1/5", NOW + timedelta(minutes=4))]
+    assert [(e.uid, e.count, e.at, e.first_at) for e in first] == [("k8s/s1", 1, NOW, None)]
+    assert [(e.uid, e.count, e.at, e.first_at) for e in repeated] == [
+        ("k8s/s1", 5, NOW + timedelta(minutes=4), NOW)
+    ]
 
 
 def test_a_runtime_whose_crd_is_missing_is_named_in_plain_words(kube, backend):
@@ -589,7 +616,8 @@ def test_a_create_in_a_namespace_being_deleted_is_refused_with_the_servers_words
 
     refused = backend.apply([ray_spec(script="")], now=NOW)
 
-    assert list(refused) == [7] and not refused[7].retry
+    # The namespace's trouble, not the job's: it waits while the namespace may come back.
+    assert list(refused) == [7] and refused[7].retry and refused[7].namespace == "video"
     assert refused[7].reason.endswith(
         '(403: rayjobs.ray.io "rayjob-video-7" is forbidden: unable to create new content in '
         "namespace video because it is being terminated)"
@@ -611,8 +639,8 @@ def test_a_full_resource_quota_refuses_for_now_and_stores_nothing(kube, backend)
     assert [o["metadata"]["name"] for o in kube.objects("kuberay")] == ["rayjob-video-7"]
 
 
-def test_a_403_from_the_authorizer_makes_the_cluster_unavailable(kube, backend):
-    kube.deny("create", "kuberay", "video", times=1)
+def test_a_403_from_the_authorizer_everywhere_makes_the_cluster_unavailable(kube, backend):
+    kube.server.restart(unready=0, refusing=2)  # the create, then the namespace's read
 
     with pytest.raises(ClusterUnavailable, match=(
         r'rayjobs.ray.io is forbidden: User "system:serviceaccount:caldera-system:caldera" '
@@ -651,6 +679,57 @@ def test_the_emulator_applies_as_a_real_server_does_with_field_managers(kube):
     apply({"cpu": "8", "memory": "1Gi"})
     # What caldera applied and no longer applies is removed.
     assert apply({"cpu": "8"})["spec"]["capability"] == {"cpu": "8"}
+
+
+# -- the quota tree ----------------------------------------------------------------------
+
+QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
+
+
+def volcano_queue(name: str, cpu: str) -> dict:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name, "labels": {LABEL_MANAGED_BY: MANAGER}},
+        "spec": {"capability": {"cpu": cpu}, "reclaimable": True},
+    }
+
+
+def test_one_pass_publishes_a_tree_of_new_leaves_and_removes_the_stale_queues(kube, backend):
+    kube.server.resources["scheduling.sigs.k8s.io/v1beta1/elasticquotatrees"] = {}
+    kube.server.resources["scheduling.volcano.sh/v1beta1/queues"] = {}
+    kube.custom.create_cluster_custom_object(*QUEUES, volcano_queue("root-gone", "1"))
+    tree = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+        "kind": "ElasticQuotaTree",
+        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+        "spec": {"root": {"name": "root", "max": {"cpu": "10"}, "min": {"cpu": "10"}}},
+    }
+    leaves = [f"root-leaf-{n}" for n in range(5)]
+
+    backend.publish_quota(tree=tree, queues=[volcano_queue(name, "2") for name in leaves])
+
+    stored = kube.custom.get_namespaced_custom_object(
+        "scheduling.sigs.k8s.io", "v1beta1", "kube-system", "elasticquotatrees", "elasticquotatree"
+    )
+    assert stored["spec"] == tree["spec"]
+    queues = {q["metadata"]["name"]: q["spec"] for q in kube.custom.list_cluster_custom_object(
+        *QUEUES)["items"]}  # fmt: skip
+    assert sorted(queues) == leaves  # root-gone, no leaf of the tree, deleted
+    assert all(spec["capability"] == {"cpu": "2"} for spec in queues.values())
+
+
+def test_the_emulator_answers_an_apply_that_creates_with_201_as_a_real_server_does(kube):
+    kube.server.resources["scheduling.volcano.sh/v1beta1/queues"] = {}
+
+    def apply() -> int:
+        answer = kube.custom.patch_cluster_custom_object(
+            *QUEUES, "q", volcano_queue("q", "1"),
+            field_manager="caldera", _content_type=APPLY_PATCH, _preload_content=False,
+        )  # fmt: skip
+        return answer.status
+
+    assert [apply(), apply()] == [201, 200]  # created, then applied over what is there
 
 
 # -- the watch -------------------------------------------------------------------------
@@ -697,5 +776,70 @@ def test_while_its_watch_is_not_in_step_a_namespace_is_listed(kube):
         with pytest.raises(ClusterUnavailable):
             backend.observe(now=NOW, namespaces=WHERE)  # nor can the sync: not "empty"
         assert backend._informers[("kuberay", "video")].items() is None
+    finally:
+        backend.close()
+
+
+def watches(kube) -> list:
+    """The watch requests of video's RayJobs, in the order they came."""
+    return [r for r in kube.requests("get", "/namespaces/video/rayjobs") if "watch" in r.params]
+
+
+def test_a_watch_asks_the_server_to_end_it_before_the_client_would_give_up_on_it(kube):
+    backend = backend_for(kube, watch=True)
+    try:
+        backend.observe(now=NOW, namespaces=WHERE)
+        informer_in_step(backend, kube)
+        first = wait_for(lambda: watches(kube))[0]
+
+        # A watch of objects nobody writes gets no bookmarks while etcd's progress
+        # notifications are at their default: the server's clean end must come first.
+        assert int(first.params["timeoutSeconds"]) < backend.settings.watch_silent_seconds
+    finally:
+        backend.close()
+
+
+def test_a_quiet_watch_the_server_ends_is_resumed_from_its_version_without_listing(kube):
+    backend = backend_for(kube, watch=True, watch_seconds=1)
+    try:
+        backend.apply([ray_spec()], now=NOW)
+        backend.observe(now=NOW, namespaces=WHERE)
+        listed = informer_in_step(backend, kube)
+        first = wait_for(lambda: watches(kube))[0]
+
+        resumed = wait_for(lambda: watches(kube)[1:])  # the server ended the first
+        assert resumed[0].params["resourceVersion"] == first.params["resourceVersion"]
+        streams = kube.watch_streams("kuberay")
+        wait_for(lambda: kube.watch_streams("kuberay") - streams)
+        kube.set_status("kuberay", "video", "rayjob-video-7", {"jobDeploymentStatus": "Running"})
+        wait_for(lambda: backend.observe(now=NOW, namespaces=WHERE).statuses[0].phase == "Running")
+        assert informer_in_step(backend, kube) == listed  # resumed, never listed again
+    finally:
+        backend.close()
+
+
+def test_a_quiet_watch_whose_read_times_out_is_resumed_and_a_410_still_lists_again(kube):
+    # The server would end the watch after a minute; the client gives up on it first.
+    backend = backend_for(kube, watch=True, watch_seconds=60, watch_silent_seconds=1.0)
+    try:
+        backend.apply([ray_spec()], now=NOW)
+        backend.observe(now=NOW, namespaces=WHERE)
+        listed = informer_in_step(backend, kube)
+        first = wait_for(lambda: watches(kube))[0]
+
+        resumed = wait_for(lambda: watches(kube)[1:])  # its read timed out
+        assert resumed[0].params["resourceVersion"] == first.params["resourceVersion"]
+        streams = kube.watch_streams("kuberay")
+        wait_for(lambda: kube.watch_streams("kuberay") - streams)
+        kube.set_status("kuberay", "video", "rayjob-video-7", {"jobDeploymentStatus": "Running"})
+        wait_for(lambda: backend.observe(now=NOW, namespaces=WHERE).statuses[0].phase == "Running")
+        assert informer_in_step(backend, kube) == listed  # resumed, never listed again
+
+        def expired() -> bool:
+            # Whichever watch is open then gets the 410 (one resuming gets none: again).
+            kube.expire_watches("kuberay", "video")
+            return informer_in_step(backend, kube) > listed
+
+        wait_for(expired)  # listed again
     finally:
         backend.close()

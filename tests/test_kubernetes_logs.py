@@ -287,6 +287,22 @@ def test_a_server_error_makes_the_log_unavailable_after_one_try(kube, backend):
     assert len(kube.requests("get", "/api/v1/namespaces/text/pods?")) == 1
 
 
+def test_a_failed_log_read_says_what_the_server_said(kube, backend):
+    spec = ray_spec()
+    head = play_operator(kube, spec)
+    # A real server's answer when it has no address of the pod's node to reach its kubelet.
+    failed = status(500, "InternalError", "no preferred addresses found; known addresses: []")
+    kube.answer_next("get", f"/api/v1/namespaces/video/pods/{head}/log", failed)
+
+    with pytest.raises(ClusterUnavailable) as raised:
+        read(backend, spec)
+
+    assert str(raised.value) == (
+        f"read the log of pod {head} in video: HTTP 500: no preferred addresses found; "
+        "known addresses: []"
+    )
+
+
 def test_a_cluster_that_refuses_connections_is_unavailable(kube):
     backend = backend_for(kube, host="http://127.0.0.1:9")  # nothing listens on port 9
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 
 import pytest
 import yaml
@@ -312,6 +313,30 @@ def test_a_cancelled_running_job_shows_it_holds_its_quota_until_it_is_gone(clien
         "and it holds its quota (" in html
     )
     assert reverse("job-cancel", args=[job.pk]) not in html  # nothing more to do
+
+
+def test_a_job_stopping_longer_than_the_setting_says_the_cluster_has_not_removed_it(
+    client, member, settings
+):
+    settings.LEAVING_WARN_SECONDS = 600
+    stuck, leaving = submit(member), submit(member)
+    Job.objects.filter(pk__in=[stuck.pk, leaving.pk]).update(
+        state="running", dequeued_at=timezone.now()
+    )
+    for job in (stuck, leaving):
+        job_cancel(user=member, job=job)
+    Job.objects.filter(pk=stuck.pk).update(leaving_since=timezone.now() - timedelta(seconds=601))
+    login(client, member)
+
+    html = client.get(reverse("job-detail", args=[stuck.pk])).content.decode()
+    within = client.get(reverse("job-detail", args=[leaving.pk])).content.decode()
+
+    assert "<strong>Not removed yet:</strong> it began to leave 10\xa0minutes ago" in html
+    assert "the cluster still has its objects. Kubernetes' garbage collector" in html
+    assert f"kubectl get rayjobs.ray.io rayjob-video-{stuck.pk} -n video -o yaml" in html
+    assert f"kubectl get pods -n video -l caldera.io/job-id={stuck.pk}" in html
+    assert "<strong>Stopping:</strong> cancelled" in within
+    assert "Not removed yet" not in within
 
 
 def test_it_refuses_a_member_cancelling_another_members_job(client, member, other_member):

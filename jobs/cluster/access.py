@@ -19,6 +19,9 @@ from . import kinds
 QUOTA_NAMESPACE = "kube-system"
 REVIEWS = "authorization.k8s.io"
 MANAGED = {"app.kubernetes.io/managed-by": "caldera"}
+# What grants Caldera its roles in the namespaces the tree binds, as every page, check and
+# message says it.
+RBAC_FIX = "manage.py cluster_rbac | kubectl apply -f -"
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,17 @@ BASE_GRANTS = (
     Grant("", "nodes", ("list",)),
     Grant(REVIEWS, "selfsubjectaccessreviews", ("create",)),
     Grant(REVIEWS, "selfsubjectrulesreviews", ("create",)),
+)
+
+
+# What every signed-in identity may do whatever its own roles: the ClusterRole
+# system:basic-user, which a cluster binds to system:authenticated (Kubernetes 1.28 and
+# later), lets it review its own access and rules and ask who it is. A rules review lists
+# these in every namespace whatever the roles an admin gave Caldera: not an extra to warn of.
+BASIC_USER_GRANTS = (
+    Grant(REVIEWS, "selfsubjectaccessreviews", ("create",)),
+    Grant(REVIEWS, "selfsubjectrulesreviews", ("create",)),
+    Grant("authentication.k8s.io", "selfsubjectreviews", ("create",)),
 )
 
 
@@ -147,11 +161,11 @@ def wanted_in(
 
 def beyond(rules: Iterable[dict], wanted: Iterable[Grant]) -> list[str]:
     """The grants of a rules review's ``resourceRules`` that Caldera does not use, each as
-    ``verb resource.group`` (``*`` where a rule has a wildcard). Rules on access reviews are
-    every user's own and are left out."""
+    ``verb resource.group`` (``*`` where a rule has a wildcard). What every signed-in
+    identity may do (``BASIC_USER_GRANTS``) is left out."""
     used = {
         (grant.group, grant.resource, verb, name)
-        for grant in wanted
+        for grant in (*wanted, *BASIC_USER_GRANTS)
         for verb in grant.verbs
         for name in grant.names or ("",)
     }
@@ -159,8 +173,6 @@ def beyond(rules: Iterable[dict], wanted: Iterable[Grant]) -> list[str]:
     for rule in rules:
         names = rule.get("resourceNames") or [""]
         for group in rule.get("apiGroups") or [""]:
-            if group == REVIEWS:
-                continue
             for resource in rule.get("resources") or []:
                 for verb in rule.get("verbs") or []:
                     for name in names:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
@@ -18,6 +18,25 @@ WATCHED_REASONS = frozenset({*SCHEDULING_FAILURES, "Evicted"})
 
 class ClusterUnavailable(Exception):
     """The cluster could not be reached or answered with a transient error; retry later."""
+
+
+@dataclass(frozen=True)
+class NamespaceTrouble:
+    """Why a namespace takes none of Caldera's objects, in the server's words and what
+    Caldera found: the namespace is not found (``gone``: nothing of Caldera's is left in
+    it either), is being deleted, or Caldera's identity has no Role there."""
+
+    reason: str
+    gone: bool = False
+
+
+class NamespaceUnavailable(ClusterUnavailable):
+    """The cluster answers, but takes nothing of Caldera's in these namespaces for now:
+    only their jobs wait; every other namespace goes on as before."""
+
+    def __init__(self, troubles: dict[str, NamespaceTrouble]):
+        super().__init__("; ".join(t.reason for _, t in sorted(troubles.items())))
+        self.troubles = troubles
 
 
 class LogUnavailable(Exception):
@@ -37,21 +56,26 @@ class Rejected(Exception):
 
     ``retry``: the refusal is about the cluster's state, not the object, and may pass
     later (a full ResourceQuota): the job waits in its queue again instead of failing.
+    ``namespace``: the refusal is that namespace's trouble (not found, being deleted, no
+    Role for Caldera there), not the job's: the job waits while the namespace may come back.
     """
 
-    def __init__(self, status: int, message: str, *, retry: bool = False):
+    def __init__(self, status: int, message: str, *, retry: bool = False, namespace: str = ""):
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
-        self.retry = retry
+        self.retry = retry or bool(namespace)
+        self.namespace = namespace
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why the cluster did not take a job's objects; ``retry`` as on Rejected."""
+    """Why the cluster did not take a job's objects; ``retry`` and ``namespace`` as on
+    Rejected."""
 
     reason: str
     retry: bool = False
+    namespace: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,7 +121,11 @@ class ObjectStatus:
 
 @dataclass(frozen=True)
 class ClusterEvent:
-    """A Kubernetes event about one of the job's objects or pods."""
+    """A Kubernetes event about one of the job's objects or pods.
+
+    ``uid`` is the cluster's own identity of the event, the same at every sync while it
+    repeats: a repeat raises ``count`` and moves ``at`` (its last time) on, and
+    ``first_at`` (set once it has repeated) keeps its first time."""
 
     job_id: int
     type: str
@@ -107,6 +135,8 @@ class ClusterEvent:
     at: datetime
     uid: str
     cycle: int | None = None
+    count: int = 1
+    first_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +146,9 @@ class Observation:
     # When the cluster will change by itself next (a simulated pod finishes). A real
     # cluster does not know; its changes arrive through the watch.
     next_change_at: datetime | None = None
+    # The namespaces that could not be listed for their own trouble: the statuses say
+    # nothing of their jobs (but of a namespace that is gone, whose objects went with it).
+    troubled: dict[str, NamespaceTrouble] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -170,6 +203,11 @@ class ClusterBackend(ABC):
     def observe(self, *, now: datetime, namespaces: Collection[str]) -> Observation:
         """The status of every job object in these namespaces (those the tree binds, and
         those where jobs still hold quota), and their new events."""
+
+    @abstractmethod
+    def namespace_troubles(self, namespaces: Collection[str]) -> dict[str, NamespaceTrouble]:
+        """Which of these namespaces cannot take jobs now, and why (not found, being
+        deleted); the sync asks again about those in trouble that listed fine."""
 
     @abstractmethod
     def pod_log(

@@ -189,11 +189,11 @@ class ObjectIndex:
 
 
 def cluster_event(event: Mapping, job_id: int, *, now: datetime) -> ClusterEvent:
-    """One Kubernetes Event as Caldera stores it; its key is the event's uid and count, so
-    a repeated event (same uid, count + 1) is stored once per occurrence.
+    """One Kubernetes Event as Caldera stores it: keyed by the event's uid, which a repeat
+    keeps, so a repeated event is one row whose count and last time move on.
 
-    Two ways of counting repeats reach the core/v1 listing: ``count`` and
-    ``lastTimestamp`` (the kubelet, older components), or ``series.count`` and
+    Two ways of counting repeats reach the core/v1 listing: ``count``, ``firstTimestamp``
+    and ``lastTimestamp`` (the kubelet, older components), or ``series.count`` and
     ``series.lastObservedTime`` with ``eventTime`` the first time (components that write
     ``events.k8s.io/v1``, such as the scheduler). A series, when there is one, counts."""
     metadata = event.get("metadata") or {}
@@ -201,25 +201,32 @@ def cluster_event(event: Mapping, job_id: int, *, now: datetime) -> ClusterEvent
     message = event.get("message") or ""
     uid = metadata.get("uid") or f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
     count = (event.get("series") or {}).get("count") or event.get("count") or 1
+    first = _time_of(
+        event.get("eventTime"), event.get("firstTimestamp"), metadata.get("creationTimestamp")
+    )
+    last = _time_of(
+        (event.get("series") or {}).get("lastObservedTime"),
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+        metadata.get("creationTimestamp"),
+    )
     return ClusterEvent(
         job_id=job_id,
         type=event.get("type") or "Warning",
         reason=event.get("reason") or "",
         message=message,
         involved=f"{(involved.get('kind') or '').lower()}/{involved.get('name', '')}",
-        at=_event_time(event) or now,
-        uid=f"k8s/{uid}/{count}",
+        at=last or now,
+        uid=f"k8s/{uid}",
         cycle=cycle_of(message),
+        count=count,
+        first_at=first if count > 1 else None,
     )
 
 
-def _event_time(event: Mapping) -> datetime | None:
-    for value in (
-        (event.get("series") or {}).get("lastObservedTime"),
-        event.get("lastTimestamp"),
-        event.get("eventTime"),
-        (event.get("metadata") or {}).get("creationTimestamp"),
-    ):
+def _time_of(*values: object) -> datetime | None:
+    """The first of these timestamps that is one."""
+    for value in values:
         if isinstance(value, datetime):
             return value
         if isinstance(value, str) and value:

@@ -56,6 +56,8 @@ from .base import (
     ClusterEvent,
     ClusterUnavailable,
     LogUnavailable,
+    NamespaceTrouble,
+    NamespaceUnavailable,
     ObjectRef,
     ObjectStatus,
     Observation,
@@ -63,7 +65,7 @@ from .base import (
     Refusal,
     Rejected,
 )
-from .watch import Informer
+from .watch import SILENT_SECONDS, WATCH_SECONDS, Informer
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,18 @@ TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 # fail for; the others are about the job's objects and answered per job.
 AUTHORIZATION_DENIED = re.compile(r"\bcannot \S+ resource\b")
 QUOTA_EXCEEDED = "exceeded quota"
+# The NamespaceLifecycle admission step's words for a create in a namespace being deleted.
+NAMESPACE_TERMINATING = "because it is being terminated"
+
+
+class Unauthorized(ClusterUnavailable):
+    """The authorizer refused Caldera's identity (a 403 ``cannot <verb> resource``). Where
+    a namespace was named, whether it is that namespace's trouble or the whole cluster's
+    is told by asking about the namespace itself (``KubernetesBackend._trouble``)."""
+
+    def __init__(self, what: str, message: str):
+        super().__init__(f"{what}: {message}")
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,10 @@ class Settings:
     # Keep each namespace's objects in memory through a watch (jobs.cluster.watch) instead
     # of listing them at every sync.
     watch: bool = False
+    # The server ends each watch after watch_seconds; a watch that sends nothing for
+    # watch_silent_seconds is given up by the client. Both end in a resumed watch.
+    watch_seconds: int = WATCH_SECONDS
+    watch_silent_seconds: float = SILENT_SECONDS
     # A pod log is read while a person waits for the page (JOB_LOG_TIMEOUT_SECONDS): one
     # try, this patient; the page asks again at its next refresh.
     log_timeout_seconds: float = 5.0
@@ -170,7 +188,11 @@ class KubernetesBackend(ClusterBackend):
                 )
                 if refusal is not None:
                     raise refusal from None
+                # The server's own words, for the person who reads the failure: a 500 may
+                # be a kubelet out of reach, a 503 a server still starting.
+                said = _api_message(error)
                 failure = f"{what}: HTTP {error.status}"
+                failure += f": {said}" if said != f"HTTP {error.status}" else ""
             except (urllib3.exceptions.HTTPError, OSError) as error:
                 _measure(operation, started, "error")
                 failure = f"{what}: {type(error).__name__}: {error}"
@@ -228,10 +250,19 @@ class KubernetesBackend(ClusterBackend):
         return _outcome(specs, results)
 
     def remove(self, refs: Sequence[ObjectRef], *, now: datetime) -> None:
-        _raise_first(self._each(self._delete_one, refs))
+        """Delete the objects; those of namespaces in trouble wait (NamespaceUnavailable,
+        once the others are done), and any other failure is raised first."""
+        results = self._each(self._delete_one, refs)
+        troubled: dict[str, NamespaceTrouble] = {}
+        for result in results:
+            if isinstance(result, NamespaceUnavailable):
+                troubled |= result.troubles
+        _raise_first(result for result in results if not isinstance(result, NamespaceUnavailable))
+        if troubled:
+            raise NamespaceUnavailable(troubled)
 
     def observe(self, *, now: datetime, namespaces: Collection[str]) -> Observation:
-        listed = self._list_objects(namespaces)
+        listed, troubled = self._list_objects(namespaces)
         statuses: list[ObjectStatus] = []
         located: list[tuple[str, str, int]] = []
         for runtime, items in listed.items():
@@ -242,26 +273,86 @@ class KubernetesBackend(ClusterBackend):
                     located.append((status.namespace, status.object_name, status.job_id))
         events = self._events(located, now=now)
         # A real cluster does not say when it will change next: beat's schedule polls it.
-        return Observation(statuses=statuses, events=events)
+        return Observation(statuses=statuses, events=events, troubled=troubled)
+
+    def namespace_troubles(self, namespaces: Collection[str]) -> dict[str, NamespaceTrouble]:
+        """The namespaces that are not found or are being deleted, read one by one."""
+        found = {}
+        for namespace in sorted(namespaces):
+            trouble = self._trouble(namespace, "")
+            if trouble is not None:
+                found[namespace] = trouble
+        return found
+
+    def _refused_in(self, namespace: str, refusal: Unauthorized) -> NamespaceTrouble:
+        """The authorizer refused Caldera in the namespace: the namespace's trouble when
+        the namespace itself can be read (it is gone, being deleted, or there without a Role
+        for Caldera); else the refusal is raised as it is, the whole cluster's."""
+        try:
+            trouble = self._trouble(namespace, refusal.message)
+        except ClusterUnavailable:
+            raise refusal from None
+        return trouble or NamespaceTrouble(refusal.message)
+
+    def _trouble(self, namespace: str, refused: str) -> NamespaceTrouble | None:
+        """What is wrong with the namespace, read from the namespace itself (every identity
+        of Caldera may get namespaces at the cluster scope): not found, being deleted, or,
+        when the server ``refused`` Caldera there though it is there, no Role for Caldera.
+        None when it is fine. ClusterUnavailable when that read fails too: the trouble is
+        then the cluster's, not the namespace's (an API server restarting refuses all)."""
+        said = f" (the server said: {refused})" if refused else ""
+        try:
+            answer = self._call(
+                f"get namespace {namespace}",
+                self.core.read_namespace,
+                namespace,
+                _preload_content=False,
+            )
+        except client.ApiException as error:
+            if error.status != 404:
+                raise ClusterUnavailable(
+                    f"get namespace {namespace}: {_api_message(error)}"
+                ) from None
+            return NamespaceTrouble(f"namespace {namespace} is not found{said}", gone=True)
+        except Rejected as error:
+            raise ClusterUnavailable(f"get namespace {namespace}: {error}") from None
+        phase = (json.loads(answer.data).get("status") or {}).get("phase")
+        if phase == "Terminating":
+            return NamespaceTrouble(f"namespace {namespace} is being deleted{said}")
+        if refused:
+            return NamespaceTrouble(
+                f"Caldera has no Role in namespace {namespace} (manage.py cluster_rbac){said}"
+            )
+        return None
 
     # -- the pieces ----------------------------------------------------------------------
 
-    def _list_objects(self, namespaces: Collection[str]) -> dict[str, list[dict]]:
+    def _list_objects(
+        self, namespaces: Collection[str]
+    ) -> tuple[dict[str, list[dict]], dict[str, NamespaceTrouble]]:
         """Every object Caldera created in these namespaces, per runtime: from each
         namespace's informer when it is in step (``Settings.watch``), else listed, each
-        (runtime, namespace) in pages of ``list_page``, several at a time.
-        ClusterUnavailable if any page fails (an expired continue token included)."""
+        (runtime, namespace) in pages of ``list_page``, several at a time; and the
+        namespaces that could not be listed for their own trouble, whose objects are left
+        out (none are left in a namespace that is gone). ClusterUnavailable if any other
+        page fails (an expired continue token included)."""
         where = [(runtime, ns) for runtime in self.settings.runtimes for ns in sorted(namespaces)]
         listed: dict[str, list[dict]] = {runtime: [] for runtime in self.settings.runtimes}
         watched = self._watched(where) if self.settings.watch else {}
         unwatched = [key for key in where if watched.get(key) is None]
         pages = self._each(self._list_namespace, unwatched)
-        _raise_first(pages)
+        troubled: dict[str, NamespaceTrouble] = {}
+        for page in pages:
+            if isinstance(page, NamespaceUnavailable):
+                troubled |= page.troubles
+        _raise_first(page for page in pages if not isinstance(page, NamespaceUnavailable))
         for (runtime, namespace), page in zip(unwatched, pages, strict=True):
-            watched[(runtime, namespace)] = page[0]
+            if namespace not in troubled:
+                watched[(runtime, namespace)] = page[0]
         for runtime, namespace in where:
-            listed[runtime] += watched[(runtime, namespace)]
-        return listed
+            if namespace not in troubled:
+                listed[runtime] += watched[(runtime, namespace)]
+        return listed, troubled
 
     def _watched(self, where: list[tuple[str, str]]) -> dict[tuple[str, str], list[dict] | None]:
         """The objects each informer holds (None while it is not in step); informers are
@@ -274,14 +365,21 @@ class KubernetesBackend(ClusterBackend):
                     client.CustomObjectsApi(api_client(self.settings)),
                     *key,
                     list_namespace=self._list_namespace,
+                    watch_seconds=self.settings.watch_seconds,
+                    silent_seconds=self.settings.watch_silent_seconds,
                 )
         return {key: self._informers[key].items() for key in where}
 
     def close(self) -> None:
-        """Stop the informers' watches."""
-        for informer in self._informers.values():
-            informer.stop()
+        """Stop the informers' watches, and wait (``timeout_seconds`` in all) for their
+        threads, so that no request of theirs is still in flight when this returns."""
+        informers = list(self._informers.values())
         self._informers.clear()
+        for informer in informers:
+            informer.stop()
+        deadline = time.monotonic() + self.settings.timeout_seconds
+        for informer in informers:
+            informer.join(max(deadline - time.monotonic(), 0))
 
     def _list_namespace(self, where: tuple[str, str]) -> tuple[list[dict], str]:
         """One runtime's objects in one namespace, and the listing's resourceVersion."""
@@ -303,6 +401,11 @@ class KubernetesBackend(ClusterBackend):
                     limit=self.settings.list_page,
                     **pages,
                 )
+            except Unauthorized as error:
+                # Refused in this namespace: its own trouble (it is gone, or has no Role for
+                # Caldera) when the namespace itself can be read, else the cluster's.
+                trouble = self._refused_in(namespace, error)
+                raise NamespaceUnavailable({namespace: trouble}) from None
             except client.ApiException as error:
                 # Not being allowed to list (or the CRD missing) never reads as "gone".
                 reason = _api_message(error)
@@ -341,6 +444,10 @@ class KubernetesBackend(ClusterBackend):
         return events
 
     def _apply_one(self, spec: JobSpec) -> None:
+        """Create the job's objects. A create refused for its namespace's trouble (not
+        found, being deleted, no Role for Caldera there: authorization runs before the
+        namespace is looked up, so a namespace deleted with its Role answers 403, not 404)
+        is the namespace's ``Rejected``; any other refusal is the job's."""
         resource = kinds.RESOURCES[spec.runtime]
         for manifest in build_manifests(spec):
             is_job = manifest["kind"] == resource.kind
@@ -362,12 +469,22 @@ class KubernetesBackend(ClusterBackend):
                         spec.namespace,
                         manifest,
                     )
+            except Unauthorized as error:
+                trouble = self._refused_in(spec.namespace, error)
+                raise Rejected(403, trouble.reason, namespace=spec.namespace) from None
+            except Rejected as error:
+                if NAMESPACE_TERMINATING not in error.message:
+                    raise
+                raise Rejected(403, error.message, namespace=spec.namespace) from None
             except client.ApiException as error:
                 if error.status == 409:
                     if is_job:
                         self._bring_to_spec(spec, resource)
                     continue
-                raise Rejected(error.status, _api_message(error)) from None
+                message = _api_message(error)
+                if error.status == 404 and f'namespaces "{spec.namespace}" not found' in message:
+                    raise Rejected(404, message, namespace=spec.namespace) from None
+                raise Rejected(error.status, message) from None
 
     def _bring_to_spec(self, spec: JobSpec, resource: kinds.Resource) -> None:
         """The object exists: a suspended one is released at dequeue (and suspended again
@@ -415,6 +532,11 @@ class KubernetesBackend(ClusterBackend):
         for (what, fn, args), policy in zip(calls, ("Foreground", "Background"), strict=True):
             try:
                 self._call(what, fn, *args, propagation_policy=policy)
+            except Unauthorized as error:
+                trouble = self._refused_in(ref.namespace, error)
+                if trouble.gone:
+                    return  # its objects went with the namespace
+                raise NamespaceUnavailable({ref.namespace: trouble}) from None
             except client.ApiException as error:
                 if error.status != 404:
                     raise Rejected(error.status, _api_message(error)) from None
@@ -512,7 +634,9 @@ class KubernetesBackend(ClusterBackend):
         scope = "namespaced" if namespace else "cluster"
         patch = getattr(self.custom, f"patch_{scope}_custom_object")
         try:
-            stored = self._call(
+            # An apply that creates answers 201, and the client deserializes only a 200's
+            # body (it gives None for a 201): the answer is read here, whatever its status.
+            answer = self._call(
                 f"apply {resource.kind} {name}",
                 patch,
                 *where,
@@ -522,8 +646,9 @@ class KubernetesBackend(ClusterBackend):
                 field_manager=MANAGER,
                 force=True,
                 _content_type="application/apply-patch+yaml",
+                _preload_content=False,
             )
-            stale = stale_keys(stored, obj)
+            stale = stale_keys(json.loads(answer.data), obj)
             if stale:
                 self._call(
                     f"patch {resource.kind} {name}", patch, *where, resource.plural, name, stale
@@ -627,7 +752,9 @@ class KubernetesBackend(ClusterBackend):
             return Check(what, False, _api_message(error))
         except (Rejected, ClusterUnavailable) as error:
             return Check(what, False, str(error))
-        return Check(what, not refused, f"not allowed: {', '.join(refused)}" if refused else "")
+        if refused:
+            return Check(what, False, f"not allowed: {', '.join(refused)}; {access.RBAC_FIX}")
+        return Check(what, True)
 
     def _excess_check(self, namespace: str, wanted) -> Check:
         """What the identity is granted in the namespace (a rules review: its own roles and
@@ -684,7 +811,10 @@ class KubernetesBackend(ClusterBackend):
                     checks.append(Check(what, True))
             except client.ApiException as error:
                 reason = (
-                    "not found: jobs of its queue would be refused" if error.status == 404 else ""
+                    "not found: jobs of its queue wait, then fail; create it, then "
+                    + access.RBAC_FIX
+                    if error.status == 404
+                    else ""
                 )
                 checks.append(Check(what, False, reason or _api_message(error)))
             except (Rejected, ClusterUnavailable) as error:
@@ -777,7 +907,9 @@ def _refusal(what: str, error: client.ApiException) -> Exception | None:
     if error.status == 403 and _admission_denied(error):
         message = _api_message(error)
         return Rejected(403, message, retry=QUOTA_EXCEEDED in message)
-    if error.status in (401, 403):
+    if error.status == 403:
+        return Unauthorized(what, _api_message(error))
+    if error.status == 401:
         return ClusterUnavailable(f"{what}: {_api_message(error)}")
     if error.status not in TRANSIENT_STATUSES:
         return Rejected(error.status, _api_message(error))
@@ -829,7 +961,9 @@ def _outcome(specs: Sequence[JobSpec], results: Sequence[object]) -> dict[int, R
     for spec, result in zip(specs, results, strict=True):
         if isinstance(result, Rejected):
             refused[spec.id] = Refusal(
-                f"The cluster refused the job's objects ({result})", retry=result.retry
+                f"The cluster refused the job's objects ({result})",
+                retry=result.retry,
+                namespace=result.namespace,
             )
         elif isinstance(result, ClusterUnavailable):
             unavailable = result

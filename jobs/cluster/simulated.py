@@ -24,6 +24,7 @@ from .base import (
     ClusterBackend,
     ClusterEvent,
     LogUnavailable,
+    NamespaceTrouble,
     ObjectRef,
     ObjectStatus,
     Observation,
@@ -359,6 +360,10 @@ class SimulatedBackend(ClusterBackend):
         """Every job's pods: the simulated cluster has no namespaces to tell apart."""
         with self._cluster() as cluster:
             return cluster.tick(now=now)
+
+    def namespace_troubles(self, namespaces: Collection[str]) -> dict[str, NamespaceTrouble]:
+        """None: the simulated cluster takes jobs in every namespace."""
+        return {}
 
     def pod_log(
         self,

@@ -4,11 +4,14 @@ cluster sends follows what changed, not how many jobs run.
 
 An informer lists once (its objects and the listing's resourceVersion), then watches from
 that version with bookmarks; each event replaces or removes one object. A watch that ends
-(the server closes it after ``WATCH_SECONDS``) is resumed from the last version seen; one
-answered ``410 Gone`` (the version is too old for the server) lists again; one that
-fails or stays silent longer than the server's bookmarks allow lists again after a pause.
-While an informer is not in step (before its first listing, after a failure) it has no
-objects to give, and the sync lists that namespace itself, as without a watch.
+(the server closes it after ``WATCH_SECONDS``) or sends nothing for ``SILENT_SECONDS``
+is resumed from the last version seen (of its last event, bookmark or listing): a watch
+of objects nobody writes is quiet, and gets no bookmarks either unless etcd reports its
+progress (``--experimental-watch-progress-notify-interval``; every 10 minutes by
+default). One answered ``410 Gone`` (the version is too old for the server) lists again;
+one that fails lists again after a pause. While an informer is not in step (before its
+first listing, after a failure) it has no objects to give, and the sync lists that
+namespace itself, as without a watch.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable
 
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
+from urllib3.exceptions import ReadTimeoutError
 
 from jobs.manifests.common import LABEL_JOB_ID
 
@@ -27,8 +31,10 @@ from . import kinds
 
 log = logging.getLogger(__name__)
 
-WATCH_SECONDS = 240  # the server ends each watch after this; it is resumed at once
-SILENT_SECONDS = 90  # a real server sends a bookmark about every minute: silence is a fault
+# The server ends each watch after WATCH_SECONDS, cleanly, and it is resumed at once. It
+# is below SILENT_SECONDS so that a quiet watch ends so, before the client gives up on it.
+WATCH_SECONDS = 60
+SILENT_SECONDS = 90  # nothing read for this long: the client ends the watch and resumes it
 PAUSE_SECONDS = 2.0  # after a failure, before listing again
 
 
@@ -37,7 +43,11 @@ class Gone(Exception):
 
 
 class Informer:
-    """The objects of one runtime in one namespace, kept in step by a watch thread."""
+    """The objects of one runtime in one namespace, kept in step by a watch thread.
+
+    ``watch_seconds`` is asked of the server as each watch's ``timeoutSeconds``;
+    ``silent_seconds`` is how long the client reads nothing before it resumes the watch.
+    """
 
     def __init__(
         self,
@@ -46,11 +56,15 @@ class Informer:
         namespace: str,
         *,
         list_namespace: Callable[[tuple[str, str]], tuple[list[dict], str]],
+        watch_seconds: int = WATCH_SECONDS,
+        silent_seconds: float = SILENT_SECONDS,
     ):
         self.custom = custom
         self.resource = kinds.RESOURCES[runtime]
         self.where = (runtime, namespace)
         self._list = list_namespace
+        self.watch_seconds = watch_seconds
+        self.silent_seconds = silent_seconds
         self._objects: dict[str, dict] = {}
         self._version = ""
         self._answer = None  # the open watch, to cut on stop
@@ -77,6 +91,10 @@ class Informer:
         if answer is not None:
             answer.shutdown()
 
+    def join(self, timeout: float) -> None:
+        """After ``stop``, wait for the thread: a call it has in flight ends first."""
+        self._thread.join(timeout)
+
     def _run(self) -> None:
         while not self._stopped.is_set():
             try:
@@ -98,6 +116,8 @@ class Informer:
                 self._stopped.wait(PAUSE_SECONDS)
 
     def _watch(self) -> None:
+        if self._stopped.is_set():  # stopped while it listed: open no watch
+            return
         resource, namespace = self.resource, self.where[1]
         try:
             answer = self.custom.list_namespaced_custom_object(
@@ -109,15 +129,16 @@ class Informer:
                 watch=True,
                 resource_version=self._version,
                 allow_watch_bookmarks=True,
-                timeout_seconds=WATCH_SECONDS,
+                timeout_seconds=self.watch_seconds,
                 _preload_content=False,
-                _request_timeout=(10, SILENT_SECONDS),
+                _request_timeout=(10, self.silent_seconds),
             )
         except client.ApiException as error:
             if error.status == 410:
                 raise Gone from None
             raise
         self._answer = answer
+        ended = False
         try:
             if self._stopped.is_set():
                 return
@@ -125,8 +146,19 @@ class Informer:
                 if self._stopped.is_set():
                     return
                 self._apply(json.loads(line))
+            ended = True
+        except ReadTimeoutError:
+            # Nothing more came for silent_seconds (the call itself was answered): nobody
+            # wrote, and a server whose etcd reports no progress sends no bookmark. Not a
+            # fault: the version still holds, and a server that no longer has it answers
+            # the resumed watch 410.
+            log.debug("watch of %s in %s: quiet, resuming from %r", *self.where, self._version)
         finally:
             self._answer = None
+            if not ended:
+                # Back in the pool unread, its connection would keep the server's watch
+                # open (until its timeoutSeconds) after this informer stopped.
+                answer.close()
             answer.release_conn()
 
     def _apply(self, event: dict) -> None:

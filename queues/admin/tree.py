@@ -17,6 +17,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from audit.models import AuditEntry
 from kube.quantity import format_quantity, human
@@ -29,6 +30,7 @@ from .tree_forms import ChildForm, ChildrenFormSet, QuotaNodeForm
 
 MAX_UPLOAD_BYTES = 1_000_000  # a tree of thousands of nodes; anything larger is a mistake
 NONE = "—"
+UNAVAILABLE = mark_safe(' <strong class="namespace-trouble">unavailable</strong>')
 
 
 def _may_edit(request, node: QuotaNode | None) -> bool:
@@ -160,7 +162,17 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
             used = usage.get(node.path, {})
             return _lines(resources(node), {r: used.get(r, 0) for r in resources(node)}, human)
 
-        return ["tree_name", min_column, max_column, used_column, "namespaces_display", "active"]
+        trouble = selectors.namespace_trouble()
+
+        @admin.display(description="namespaces")
+        def namespaces_column(node: QuotaNode) -> str:
+            return format_html_join(
+                ", ",
+                "{}{}",
+                ((name, UNAVAILABLE if name in trouble else "") for name in node.namespaces),
+            )
+
+        return ["tree_name", min_column, max_column, used_column, namespaces_column, "active"]
 
     @admin.display(description="node")
     def tree_name(self, node: QuotaNode) -> str:
@@ -257,7 +269,12 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
         return own + super().get_urls()
 
     def changelist_view(self, request, extra_context=None):
-        extra_context = {**(extra_context or {}), "audit_url": audit_url()}
+        trouble = sorted(selectors.namespace_trouble().items())
+        extra_context = {
+            **(extra_context or {}),
+            "audit_url": audit_url(),
+            "namespace_trouble": trouble,
+        }
         return super().changelist_view(request, extra_context)
 
     def export_view(self, request):
