@@ -17,13 +17,13 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from .cluster import NamespaceTrouble, access
-from .models import UnavailableNamespace
+from .models import HOLDING, UnavailableNamespace
 
 # What fixes a namespace in trouble, as the job pages, cluster_check and the admin's tree
 # page say it.
 FIX = (
     "manage.py cluster_check names what is missing; once the namespace exists, "
-    f"`{access.RBAC_FIX}` gives Caldera its Role there"
+    f"run {access.RBAC_FIX} to give Caldera its Role there"
 )
 
 
@@ -66,6 +66,15 @@ def namespaces_checked(troubles: Mapping[str, NamespaceTrouble], *, now: datetim
 def unavailable_namespaces() -> dict[str, UnavailableNamespace]:
     """The namespaces in trouble now, by name."""
     return {row.namespace: row for row in UnavailableNamespace.objects.all()}
+
+
+def namespace_trouble(job) -> str | None:
+    """Why the cluster takes nothing of a job in its namespace now, for a job the cluster
+    holds (a pending one says so as its backoff reason), or None."""
+    if job.state not in HOLDING:
+        return None
+    row = UnavailableNamespace.objects.filter(namespace=job.namespace).first()
+    return None if row is None else held_reason(row)
 
 
 def past_grace(row: UnavailableNamespace, *, now: datetime) -> bool:

@@ -33,7 +33,18 @@ from queues import selectors as queue_selectors
 from queues.quota import Balance, shown_resources
 from queues.selectors import queues_for_user
 
-from . import bulk, charts, estimate, history, listing, logs, selectors, services, waiting
+from . import (
+    bulk,
+    charts,
+    estimate,
+    history,
+    listing,
+    logs,
+    namespace_health,
+    selectors,
+    services,
+    waiting,
+)
 from .cluster import ClusterUnavailable, LogUnavailable
 from .forms import SubmitForm, form_data
 from .manifests import build_manifests
@@ -265,6 +276,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context["waiting"] = told = waiting.job_waiting(job, position)
     context["path_rows"] = _path_rows(told, job.request)
     context["stuck_leaving"] = selectors.job_stuck_leaving(job, now=timezone.now())
+    context["namespace_trouble"] = namespace_health.namespace_trouble(job)
     context["estimate"] = estimate.job_estimate(job, position)
     if request.htmx:
         response = render(request, "jobs/job_detail.html#job-status", context)

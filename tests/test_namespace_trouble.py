@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from jobs.admission import admission_cycle
 from jobs.cluster import ClusterUnavailable, NamespaceTrouble
-from jobs.models import UnavailableNamespace
+from jobs.models import Job, State, UnavailableNamespace
 from jobs.namespace_health import namespaces_troubled
 from jobs.reconcile import jobs_reconcile
 from jobs.selectors import cluster_trouble, queue_usage
@@ -178,3 +178,23 @@ def test_the_admins_tree_page_names_a_namespace_in_trouble_and_its_fix(client, t
     assert "manage.py cluster_rbac" in page
     assert 'text <strong class="namespace-trouble">unavailable</strong>' in page
     assert 'video <strong class="namespace-trouble">' not in page
+
+
+def test_a_running_jobs_page_says_its_namespace_takes_nothing_of_it_now(client, member, now):
+    job = submit(member, now, queue="root/algorithm/text", **SMALL)
+    Job.objects.filter(pk=job.pk).update(state=State.RUNNING, dequeued_at=now)
+    namespaces_troubled(
+        {"text": NamespaceTrouble("Caldera has no Role in namespace text")}, now=now
+    )
+    client.force_login(member)
+
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert "The cluster takes nothing of it now:" in page
+    assert "Caldera has no Role in namespace text" in page
+    assert "manage.py cluster_rbac | kubectl apply -f -" in page
+    UnavailableNamespace.objects.all().delete()
+    assert (
+        "The cluster takes nothing of it now:"
+        not in client.get(f"/jobs/{job.pk}/").content.decode()
+    )
