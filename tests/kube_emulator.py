@@ -329,6 +329,12 @@ class Emulator:
         self.api = client.ApiClient(configuration)
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
+        # A real server always answers access reviews: until a test gives it an authorizer
+        # (``authorize``, ``rbac``, which replace these answers), it allows everything.
+        reviews = "post /apis/authorization.k8s.io/v1/self"
+        self.server[reviews + "subjectaccessreviews"] << (lambda r: self._access_review(r))
+        self.server[reviews + "subjectrulesreviews"] << (lambda r: self._rules_review(r))
+        self.authorize()
 
     # -- what is stored ------------------------------------------------------------------
 
@@ -545,8 +551,7 @@ class Emulator:
             allowed = (attributes["verb"], attributes["resource"]) not in refused
             return {**request.data, "status": {"allowed": allowed}}
 
-        self.server["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"] << review
-        self.server["post /apis/authorization.k8s.io/v1/selfsubjectrulesreviews"] << rules_review
+        self._access_review, self._rules_review = review, rules_review
 
     def rbac(self, documents: list[dict], *, user: str = "") -> None:
         """Authorize as a real API server's RBAC authorizer would from these Roles,
@@ -599,8 +604,7 @@ class Emulator:
             return {**request.data, "status": {"resourceRules": rules, "incomplete": False}}
 
         self.server.deny(check)
-        self.server["post /apis/authorization.k8s.io/v1/selfsubjectaccessreviews"] << access_review
-        self.server["post /apis/authorization.k8s.io/v1/selfsubjectrulesreviews"] << rules_review
+        self._access_review, self._rules_review = access_review, rules_review
 
     def add_node(self, name: str, allocatable: dict, *, ready: bool = True, **spec) -> None:
         self.core.create_node(

@@ -198,3 +198,39 @@ def test_a_running_jobs_page_says_its_namespace_takes_nothing_of_it_now(client, 
         "The cluster takes nothing of it now:"
         not in client.get(f"/jobs/{job.pk}/").content.decode()
     )
+
+
+def without_create(namespace: str, resource: str) -> list[dict]:
+    """The roles, but the namespace's Role lets Caldera do all but create ``resource``."""
+    documents = roles()
+    for doc in documents:
+        if doc["kind"] == "Role" and doc["metadata"]["namespace"] == namespace:
+            for rule in doc["rules"]:
+                if resource in rule["resources"]:
+                    rule["verbs"] = [verb for verb in rule["verbs"] if verb != "create"]
+    return documents
+
+
+def test_a_namespace_that_lists_but_refuses_creates_stays_unavailable_until_its_role_is_fixed(
+    intern, now
+):
+    later = lambda seconds: now + timedelta(seconds=seconds)  # noqa: E731
+    with on_kubernetes(CLUSTER_RUNTIMES=["kuberay"], NAMESPACE_GRACE_SECONDS=600) as kube:
+        kube.rbac(without_create("intern-text", "rayjobs"))
+        job = submit(intern, now, queue="root/interns/intern-text", **SMALL)
+        assert admission_cycle(now=now).admitted == [job.pk]
+        jobs_reconcile([job.pk], now=now)
+        assert refresh(job).state == "backoff"
+
+        # It lists fine, but it still may not create: it stays unavailable, since the first
+        # refusal, and its job is held, then fails after the grace.
+        synced = cluster_sync(now=later(1))
+        assert synced.back == [] and synced.troubled == ["intern-text"]
+        row = UnavailableNamespace.objects.get()
+        assert row.since == now and "may not create rayjobs.ray.io" in row.reason
+        assert admission_cycle(now=later(2)).admitted == []
+
+        # Its Role fixed (manage.py cluster_rbac): the next sync finds it back.
+        kube.apply_roles(roles())
+        assert cluster_sync(now=later(3)).back == ["intern-text"]
+        assert not UnavailableNamespace.objects.exists()

@@ -276,13 +276,43 @@ class KubernetesBackend(ClusterBackend):
         return Observation(statuses=statuses, events=events, troubled=troubled)
 
     def namespace_troubles(self, namespaces: Collection[str]) -> dict[str, NamespaceTrouble]:
-        """The namespaces that are not found or are being deleted, read one by one."""
+        """The namespaces that are not found, are being deleted, or where Caldera may not
+        create its objects, read one by one. A namespace whose Role lets Caldera list but
+        not create lists fine, so whether it may create is asked of the API server (an
+        access review per kind): else its jobs would be let go at each sync and refused
+        again at each create."""
         found = {}
         for namespace in sorted(namespaces):
-            trouble = self._trouble(namespace, "")
+            trouble = self._trouble(namespace, "") or self._may_not_create(namespace)
             if trouble is not None:
                 found[namespace] = trouble
         return found
+
+    def _may_not_create(self, namespace: str) -> NamespaceTrouble | None:
+        refused = []
+        for grant in access.leaf_grants(self.settings.runtimes):
+            if "create" not in grant.verbs:
+                continue
+            attributes = {"group": grant.group, "resource": grant.resource, "verb": "create"}
+            try:
+                status = self._review(
+                    "SelfSubjectAccessReview",
+                    {"resourceAttributes": attributes | {"namespace": namespace}},
+                )
+            except client.ApiException as error:
+                raise ClusterUnavailable(
+                    f"review create in {namespace}: {_api_message(error)}"
+                ) from None
+            except Rejected as error:
+                raise ClusterUnavailable(f"review create in {namespace}: {error}") from None
+            if status.get("allowed") is not True:
+                refused.append(_shown(grant.group, grant.resource))
+        if not refused:
+            return None
+        return NamespaceTrouble(
+            f"Caldera may not create {', '.join(refused)} in namespace {namespace} "
+            f"({access.RBAC_FIX})"
+        )
 
     def _refused_in(self, namespace: str, refusal: Unauthorized) -> NamespaceTrouble:
         """The authorizer refused Caldera in the namespace: the namespace's trouble when
