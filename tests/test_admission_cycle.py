@@ -1,6 +1,5 @@
 """The admission cycle and the cluster sync against the database, on an explicit clock."""
 
-import copy
 from datetime import timedelta
 
 import pytest
@@ -10,32 +9,14 @@ from django.utils import timezone
 from jobs.admission import admission_cycle, backoff_delay
 from jobs.models import JobEvent, SimulatedPod
 from jobs.reconcile import jobs_reconcile
-from jobs.schema import job_parse
 from jobs.selectors import queue_usage
-from jobs.services import job_cancel, job_set_priority, job_submit
+from jobs.services import job_cancel, job_set_priority
 from jobs.sync import cluster_sync
 
 from .conftest import RAY_JOB
+from .support.jobs import UNPACKABLE, refresh, submit
 
 pytestmark = pytest.mark.django_db
-
-# A gang that two 8-cpu nodes cannot hold, though each of its pods fits one (5 + 4.5 + 4.5
-# cpu, within the video leaf's max of 14): a pod larger than every node is refused at submit.
-UNPACKABLE = {
-    "head": {"resources": {"cpu": "5", "memory": "1Gi"}},
-    "workers": [
-        {"name": "small-group", "replicas": 2, "resources": {"cpu": "4500m", "memory": "1Gi"}}
-    ],
-}
-
-
-def submit(user, now, **changes):
-    return job_submit(user=user, draft=job_parse({**copy.deepcopy(RAY_JOB), **changes}), now=now)
-
-
-def refresh(job):
-    job.refresh_from_db()
-    return job
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ from queues.admission import (
 )
 from queues.quota import Node, path_to_root, rollup, shortfall
 
-from .test_quota import node, request
+from .support.trees import node, request
 
 RESOURCES = ("cpu", "nvidia.com/gpu")
 

@@ -1,23 +1,9 @@
 """The admission rule (queues.admission.plan_admissions): a pure function, no database."""
 
-from datetime import UTC, datetime, timedelta
-
-from queues.admission import BEST_EFFORT, PRIORITY, Candidate, QueueHeads, plan_admissions
+from queues.admission import BEST_EFFORT, PRIORITY, QueueHeads, plan_admissions
 from queues.quota import rollup
 
-from .test_quota import node, request, seed_like
-
-T0 = datetime(2025, 1, 10, 1, 36, 24, tzinfo=UTC)
-
-
-def job(key, cpu, priority=0, seconds=0, due=True):
-    return Candidate(
-        key=key,
-        request=request(cpu=cpu),
-        rank=(-priority, T0 + timedelta(seconds=seconds), key),
-        due=due,
-        priority=priority,
-    )
+from .support.trees import job, node, request, seed_like
 
 
 def plan(queues, used=None, allocatable=None, tree=None):

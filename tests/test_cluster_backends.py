@@ -26,8 +26,8 @@ from jobs.sync import cluster_sync
 
 from .conftest import client_for, wait_for
 from .kube_emulator import emulator
-from .test_admission_cycle import UNPACKABLE, refresh, submit
-from .test_manifests import pytorch_spec, ray_spec
+from .support.jobs import UNPACKABLE, refresh, submit
+from .support.specs import pytorch_spec, ray_spec
 
 pytestmark = pytest.mark.django_db
 

@@ -22,8 +22,8 @@ from kube.names import LABEL_MANAGED_BY, MANAGER
 
 from .conftest import wait_for
 from .kube_emulator import APPLY_PATCH, emulator
+from .support.specs import pytorch_spec, ray_spec
 from .test_kubernetes_logs import play_operator
-from .test_manifests import pytorch_spec, ray_spec
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes"
 SETTINGS = Path(__file__).resolve().parents[1] / "portal" / "settings.py"

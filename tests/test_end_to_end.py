@@ -8,6 +8,7 @@ import pytest
 from jobs.models import Job
 
 from .conftest import RAY_JOB, wait_for
+from .support.jobs import INTERN_JOB
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,8 +56,6 @@ def test_a_finish_frees_the_quota_for_the_next_job(api, member, celery_worker):
 def test_the_intern_story_video_reclaims_its_guarantee_by_its_triggers_alone(
     api, member, intern, celery_worker
 ):
-    from .test_reclaim_cycle import INTERN_JOB
-
     interns = [
         api(intern).post("/api/v1/jobs/", INTERN_JOB, format="json").json()["id"] for _ in range(4)
     ]
@@ -79,7 +78,6 @@ def test_lowering_the_interns_quota_reclaims_without_waiting_for_a_beat(
     api, intern, staff, celery_worker
 ):
     from .conftest import seed_tree_document
-    from .test_reclaim_cycle import INTERN_JOB
 
     interns = [
         api(intern).post("/api/v1/jobs/", INTERN_JOB, format="json").json()["id"] for _ in range(4)

@@ -21,7 +21,7 @@ from kube.names import LABEL_MANAGED_BY, MANAGER
 
 from .conftest import wait_for
 from .kube_emulator import APPLY_PATCH, emulator
-from .test_manifests import pytorch_spec, ray_spec
+from .support.specs import pytorch_spec, ray_spec, volcano_spec
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 WHERE = ("video", "text")  # the namespaces of the specs of tests/test_manifests.py
@@ -49,10 +49,6 @@ def backend_for(kube, **changes) -> KubernetesBackend:
 @pytest.fixture
 def backend(kube):
     return backend_for(kube)
-
-
-def volcano_spec(**changes):
-    return ray_spec(id=11, object_name="rayjob-video-11", runtime="volcano", **changes)
 
 
 # -- creating --------------------------------------------------------------------------

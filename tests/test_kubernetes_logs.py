@@ -17,8 +17,8 @@ from jobs.manifests import build_manifests
 from jobs.spec import JobSpec, PodGroup
 
 from .kube_emulator import emulator, status
-from .test_kubernetes_backend import backend_for, volcano_spec
-from .test_manifests import pytorch_spec, ray_spec
+from .support.specs import pytorch_spec, ray_spec, volcano_spec
+from .test_kubernetes_backend import backend_for
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 TEN_LINES = "".join(f"step {n}\n" for n in range(10))

@@ -12,55 +12,9 @@ from jobs.manifests.common import kube_queue_timestamp, object_name
 from jobs.spec import JobSpec, PodGroup
 
 from . import k8s_schema
+from .support.specs import ENQUEUED, pytorch_spec, ray_spec
 
-ENQUEUED = datetime(2025, 1, 10, 1, 36, 24, 298639, tzinfo=UTC)
 DEQUEUED = datetime(2025, 1, 10, 1, 36, 24, 641181, tzinfo=UTC)
-
-
-def ray_spec(**changes) -> JobSpec:
-    values = dict(
-        id=7,
-        name="rayjob-video",
-        object_name="rayjob-video-7",
-        namespace="video",
-        kind="ray",
-        runtime="kuberay",
-        image="rayproject/ray:2.36.1",
-        head=PodGroup("head", 1, {"cpu": "4", "memory": "4G"}),
-        workers=(PodGroup("small-group", 2, {"cpu": "4", "memory": "4G"}),),
-        queue_name="root-algorithm-video",
-        queue_path="root/algorithm/video",
-        department="algorithm",
-        owner="alice",
-        script="import ray\nray.init()\n",
-        script_filename="sample_code.py",
-        enqueued_at=ENQUEUED,
-    )
-    values.update(changes)
-    return JobSpec(**values)
-
-
-def pytorch_spec(**changes) -> JobSpec:
-    gpu = {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"}
-    values = dict(
-        id=9,
-        name="resnet-ddp",
-        object_name="resnet-ddp-9",
-        namespace="text",
-        kind="pytorch",
-        runtime="kubeflow",
-        image="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
-        head=PodGroup("master", 1, gpu),
-        workers=(PodGroup("worker", 3, gpu),),
-        queue_name="root-algorithm-text",
-        queue_path="root/algorithm/text",
-        department="algorithm",
-        owner="alice",
-        command=("torchrun", "train.py"),
-        enqueued_at=ENQUEUED,
-    )
-    values.update(changes)
-    return JobSpec(**values)
 
 
 def large_ray_spec() -> JobSpec:

@@ -29,9 +29,9 @@ from queues.models import Queue
 
 from .conftest import RAY_JOB, ROOT
 from .kube_emulator import emulator
+from .support.jobs import INTERN_JOB
+from .support.specs import pytorch_spec, ray_spec
 from .test_kubernetes_backend import backend_for
-from .test_manifests import pytorch_spec, ray_spec
-from .test_reclaim_cycle import INTERN_JOB
 
 pytestmark = pytest.mark.django_db
 QUEUE = "root-interns-intern-video"  # INTERN_JOB's

@@ -23,7 +23,7 @@ from jobs.specs import object_ref
 from jobs.sync import cluster_sync
 
 from .conftest import _person
-from .test_admission_cycle import refresh, submit
+from .support.jobs import refresh, submit
 from .test_cluster_backends import on_kubernetes, roles
 
 pytestmark = pytest.mark.django_db

@@ -1,38 +1,8 @@
 """The ElasticQuotaTree rules of DESIGN.md section 3, as pure functions (no database)."""
 
-from kube.quantity import parse_resources
-from queues.quota import Node, exceeds_max, rollup, shortfall, validate_tree
+from queues.quota import exceeds_max, rollup, shortfall, validate_tree
 
-
-def node(path, min=None, max=None, namespaces=()):
-    return Node(
-        path=path,
-        min=parse_resources("min", min or {}),
-        max=parse_resources("max", max or {}),
-        namespaces=tuple(namespaces),
-    )
-
-
-def seed_like():
-    nodes = [
-        node("root", {"cpu": 64, "memory": "256Gi"}, {"cpu": 64, "memory": "256Gi"}),
-        node("root/algorithm", {"cpu": 32, "memory": "64Gi"}, {"cpu": 48, "memory": "128Gi"}),
-        node(
-            "root/algorithm/video",
-            {"cpu": 12, "memory": "12Gi"},
-            {"cpu": 14, "memory": "14Gi"},
-            ["video"],
-        ),
-        node("root/algorithm/text", {"cpu": 12}, {"cpu": 24}, ["text"]),
-        node("root/interns", {"cpu": 0}, {"cpu": 64}),
-        node("root/interns/intern-video", {"cpu": 0}, {"cpu": 64}, ["intern-video"]),
-    ]
-    return {n.path: n for n in nodes}
-
-
-def request(**resources):
-    return parse_resources("request", {k.replace("_", "."): v for k, v in resources.items()})
-
+from .support.trees import node, request, seed_like
 
 # Invariants
 

@@ -31,7 +31,7 @@ from queues.selectors import tree_nodes
 from queues.services import tree_apply
 
 from .conftest import RAY_JOB
-from .test_quota import node, request
+from .support.trees import node, request
 
 pytestmark = pytest.mark.django_db
 

@@ -18,15 +18,9 @@ from queues.models import Queue
 from queues.services import tree_apply
 
 from .conftest import RAY_JOB, SEED_TREE
+from .support.jobs import INTERN_JOB
 
 pytestmark = pytest.mark.django_db
-
-INTERN_JOB = {
-    **RAY_JOB,
-    "queue": "root/interns/intern-video",
-    "name": "intern-sweep",
-    "workers": [{"name": "small-group", "replicas": 3, "resources": {"cpu": "4", "memory": "4G"}}],
-}  # 16 cpu: four of them fill the simulated cluster's 64
 
 
 @pytest.fixture

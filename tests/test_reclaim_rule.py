@@ -20,8 +20,7 @@ from queues.admission import (
 )
 from queues.quota import rollup
 
-from .test_admission_rule import job
-from .test_quota import node, request, seed_like
+from .support.trees import job, node, request, seed_like
 
 T0 = datetime(2025, 1, 10, 1, 0, tzinfo=UTC)
 CLUSTER = request(cpu=64)

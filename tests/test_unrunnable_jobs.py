@@ -33,7 +33,7 @@ from queues.models import QuotaNode
 from .conftest import PYTORCH_JOB, RAY_JOB, client_for, seed_tree_document
 from .kube_emulator import emulator
 from .support.cluster import simulated_nodes
-from .test_admission_cycle import UNPACKABLE, refresh, submit
+from .support.jobs import UNPACKABLE, refresh, submit
 from .test_views import RAY_FORM
 
 pytestmark = pytest.mark.django_db

@@ -19,7 +19,7 @@ from jobs.schema import job_parse
 from jobs.services import job_cancel, job_submit
 
 from .conftest import RAY_JOB
-from .test_admission_cycle import UNPACKABLE
+from .support.jobs import UNPACKABLE
 
 pytestmark = pytest.mark.django_db
 

@@ -1,0 +1,36 @@
+"""Job documents and the submit helper the service-level tests share: a job submitted
+through ``job_submit`` at a given time, read again, and documents shaped for a rule."""
+
+from __future__ import annotations
+
+import copy
+
+from jobs.schema import job_parse
+from jobs.services import job_submit
+
+from ..conftest import RAY_JOB
+
+# A gang that two 8-cpu nodes cannot hold, though each of its pods fits one (5 + 4.5 + 4.5
+# cpu, within the video leaf's max of 14): a pod larger than every node is refused at submit.
+UNPACKABLE = {
+    "head": {"resources": {"cpu": "5", "memory": "1Gi"}},
+    "workers": [
+        {"name": "small-group", "replicas": 2, "resources": {"cpu": "4500m", "memory": "1Gi"}}
+    ],
+}
+
+INTERN_JOB = {
+    **RAY_JOB,
+    "queue": "root/interns/intern-video",
+    "name": "intern-sweep",
+    "workers": [{"name": "small-group", "replicas": 3, "resources": {"cpu": "4", "memory": "4G"}}],
+}  # 16 cpu: four of them fill the simulated cluster's 64
+
+
+def submit(user, now, **changes):
+    return job_submit(user=user, draft=job_parse({**copy.deepcopy(RAY_JOB), **changes}), now=now)
+
+
+def refresh(job):
+    job.refresh_from_db()
+    return job
