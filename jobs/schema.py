@@ -196,8 +196,8 @@ class JobDraft:
     head: dict
     workers: list[dict]
     # Every pod of the gang, summed: an autoscaling worker group counts at its replicas
-    # (KubeRay's minReplicas), as DESIGN.md section 3 and kube-queue count it; ``pods``
-    # counts the pods themselves.
+    # (KubeRay's minReplicas), as docs/architecture.md section 4 and kube-queue count it;
+    # ``pods`` counts the pods themselves.
     request: ResourceList
     entrypoint: str = ""
     command: list[str] = field(default_factory=list)
@@ -404,8 +404,9 @@ class JobIn(Reader):
 
         A group may autoscale (``max_replicas``, Ray on KubeRay only): it runs between
         ``replicas`` and ``max_replicas`` pods. Its request counts ``replicas`` pods, the
-        gang that must start together (DESIGN.md section 3, as kube-queue counts a RayJob);
-        the pods the autoscaler adds later are placed by the cluster as it has room.
+        gang that must start together (docs/architecture.md section 4, as kube-queue counts
+        a RayJob); the pods the autoscaler adds later are placed by the cluster as it has
+        room.
         """
         if data is None:
             return [], {}

@@ -446,8 +446,8 @@ CELERY_BEAT_SCHEDULE = {
 BACKOFF_BASE_SECONDS = env_float("BACKOFF_BASE_SECONDS", 2.0)
 BACKOFF_MAX_SECONDS = env_float("BACKOFF_MAX_SECONDS", 60.0)
 
-# The cluster backend: "simulated" is the embedded cluster of DESIGN.md section 6,
-# "kubernetes" a real cluster reached through the KUBERNETES_* settings below.
+# The cluster backend: "simulated" is the embedded cluster of docs/architecture.md
+# section 8, "kubernetes" a real cluster reached through the KUBERNETES_* settings below.
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
 if CLUSTER_BACKEND not in ("simulated", "kubernetes"):
     raise ImproperlyConfigured(

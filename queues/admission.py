@@ -1,8 +1,9 @@
 """The admission rule: which queue heads are dequeued in one cycle, and whom they preempt.
 
-A pure function of the tree, the usage, the admitted jobs and the queue heads (DESIGN.md
-sections 3 and 4). It knows nothing of the database: a candidate is a key, a request and
-a rank; an admitted job is a key, a leaf, a request, a priority and an admission time.
+A pure function of the tree, the usage, the admitted jobs and the queue heads
+(docs/architecture.md section 5). It knows nothing of the database: a candidate is a key,
+a request and a rank; an admitted job is a key, a leaf, a request, a priority and an
+admission time.
 
 The rules, in the order they apply:
 

@@ -1,6 +1,6 @@
 """Can a job's pods ever be placed? Each pod's request against the shapes of the nodes.
 
-DESIGN.md section 3, "A job must be able to run somewhere". Quota says how much a job may
+docs/architecture.md section 4, "Every pod must fit a node". Quota says how much a job may
 hold; it does not say whether its pods fit the machines. A pod larger than every node, or
 asking for a resource no node has, would be admitted, time out and be admitted again for
 ever (or wait at the head of its queue), so such a job is refused. A pod fits a node only

@@ -1,7 +1,7 @@
 """Quota arithmetic over plain numbers: the tree invariants and "does R fit on this path".
 
-Nothing here touches the database; the rules of DESIGN.md section 3 are pure functions
-of the tree, the usage and the request.
+Nothing here touches the database; the rules of docs/architecture.md section 4 are pure
+functions of the tree, the usage and the request.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def _ancestors(path: str) -> tuple[str, ...]:
 
 
 def validate_tree(nodes: Iterable[Node]) -> list[str]:
-    """Every broken invariant of DESIGN.md section 3, as messages naming node and numbers."""
+    """Every broken invariant of docs/architecture.md section 4, as messages naming node and
+    numbers."""
     by_path = {node.path: node for node in nodes}
     children: dict[str, list[Node]] = {path: [] for path in by_path}
     errors: list[str] = []

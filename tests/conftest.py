@@ -1,8 +1,8 @@
 """Shared fixtures: the seed's quota tree, four personas, API clients, a real Celery worker.
 
-Personas (as in DESIGN.md): ``staff`` (admin), ``manager`` and ``member`` of the algorithm
-department (which owns root/algorithm and so the video and text queues), and ``outsider``,
-a member of infrastructure who must never see algorithm's jobs.
+Personas (as in docs/architecture.md section 1): ``staff`` (admin), ``manager`` and
+``member`` of the algorithm department (which owns root/algorithm and so the video and text
+queues), and ``outsider``, a member of infrastructure who must never see algorithm's jobs.
 """
 
 from __future__ import annotations

@@ -262,7 +262,7 @@ def test_only_one_admission_cycle_runs_at_a_time(member, now):
 def test_an_autoscaling_job_holds_the_gang_it_starts_with_in_quota(member, now):
     # text: max 24 cpu. The head (4), 2 workers of 4 cpu and KubeRay's autoscaler (0.5)
     # start together and hold 12.5, however far the autoscaler may grow the workers
-    # (DESIGN.md section 3: minReplicas); a plain 12-cpu job then no longer fits.
+    # (docs/architecture.md section 4: minReplicas); a plain 12-cpu job then no longer fits.
     group = {**RAY_JOB["workers"][0], "max_replicas": 4}
     job = submit(member, now, queue="root/algorithm/text", workers=[group], run_seconds=30)
     plain = submit(member, now + timedelta(seconds=1), queue="root/algorithm/text")

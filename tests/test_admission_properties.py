@@ -1,4 +1,4 @@
-"""The quota promise of DESIGN.md section 3, as properties of ``plan_admissions``.
+"""The quota promise of docs/architecture.md section 5, as properties of ``plan_admissions``.
 
 Hypothesis generates valid trees, jobs holding quota (sometimes more than an admin's lowered
 ``max``), some of them leaving (preempted or cancelled, their objects not yet gone), queues

@@ -451,8 +451,8 @@ def test_max_replicas_is_an_integer_from_replicas_to_the_limit(api, member, max_
 
 def test_an_autoscaling_job_is_counted_at_the_gang_it_starts_with(api, member):
     # video: max 14 cpu. Head 4 + 2 workers x 4 + the autoscaler's 0.5 = 12.5 starts
-    # together and fits, however far the autoscaler may grow it (DESIGN.md section 3:
-    # minReplicas, as kube-queue counts).
+    # together and fits, however far the autoscaler may grow it (docs/architecture.md
+    # section 4: minReplicas, as kube-queue counts).
     grows = submit(api, member, workers=autoscaling(max_replicas=10))
     too_many_to_start = submit(
         api, member, workers=[{**autoscaling(max_replicas=10)[0], "replicas": 3}]

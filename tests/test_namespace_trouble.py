@@ -1,4 +1,4 @@
-"""A namespace's trouble stays in that namespace (DESIGN.md section 11): on the emulator
+"""A namespace's trouble stays in that namespace (docs/architecture.md section 8): on the emulator
 with Caldera's least-privilege roles enforced, a tree namespace is deleted (its Role goes
 with it, so the server refuses before it looks the namespace up); only its own jobs wait
 and say why, and every other namespace syncs, admits and cancels as before. And an API

@@ -1,4 +1,5 @@
-"""Priority jumps as first-class actions: move to head and set priority (DESIGN.md 4)."""
+"""Priority jumps as first-class actions: move to head and set priority
+(docs/architecture.md section 5)."""
 
 import copy
 

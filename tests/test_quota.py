@@ -1,4 +1,4 @@
-"""The ElasticQuotaTree rules of DESIGN.md section 3, as pure functions (no database)."""
+"""The ElasticQuotaTree rules of docs/architecture.md section 4, as pure functions (no database)."""
 
 from queues.quota import exceeds_max, rollup, shortfall, validate_tree
 

@@ -1,5 +1,5 @@
 """The seed's intern story and the queue policies, through the database and the simulated
-cluster (DESIGN.md sections 3 and 4), on an explicit clock."""
+cluster (docs/architecture.md sections 5 and 6), on an explicit clock."""
 
 import copy
 from datetime import timedelta

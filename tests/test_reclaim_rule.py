@@ -1,4 +1,4 @@
-"""Reclaim, fair borrowing and in-queue preemption (DESIGN.md sections 3 and 4), pure.
+"""Reclaim, fair borrowing and in-queue preemption (docs/architecture.md section 5), pure.
 
 Each test is named after the rule it proves. The tree is the seed's shape: the cluster has
 64 cpu; algorithm is guaranteed 32 (video 12, text 12); interns are guaranteed nothing.

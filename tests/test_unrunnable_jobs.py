@@ -1,5 +1,5 @@
-"""A job must be able to run somewhere (DESIGN.md section 3), and one whose pods keep not
-starting is failed after START_TIMEOUT_ATTEMPTS (section 5).
+"""A job must be able to run somewhere (docs/architecture.md section 4), and one whose pods
+keep not starting is failed after START_TIMEOUT_ATTEMPTS (section 3).
 
 Refused at submit (API, batch, form preview) with the pod, the resource and the largest
 node; failed while waiting when the quota tree changes, by whichever door the change came

@@ -1,4 +1,4 @@
-"""The one interface every cluster backend implements (DESIGN.md section 6)."""
+"""The one interface every cluster backend implements (docs/architecture.md section 8)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from enum import StrEnum
 
 from jobs.spec import JobSpec
 
-# The Warning events that say why a job's pods are not running (DESIGN.md section 5): the
-# scheduler's failures, which the start timeout quotes, and evictions.
+# The Warning events that say why a job's pods are not running (docs/architecture.md
+# section 8): the scheduler's failures, which the start timeout quotes, and evictions.
 SCHEDULING_FAILURES = ("GangFailedScheduling", "FailedScheduling", "Unschedulable")
 WATCHED_REASONS = frozenset({*SCHEDULING_FAILURES, "Evicted"})
 
