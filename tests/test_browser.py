@@ -26,7 +26,7 @@ from jobs.models import Job, JobEvent, State
 from jobs.services import job_cancel
 
 from .conftest import RAY_JOB
-from .test_job_list import submit
+from .support.jobs import submit_document
 from .test_job_log import running
 
 pytestmark = pytest.mark.browser
@@ -155,8 +155,8 @@ def two_sweeps(transactional_db, member, other_member, manager):
     """Three jobs of alice's and three of carol's; made before the browser starts (its
     event loop would refuse the database calls)."""
     for n in range(3):
-        submit(member, RAY_JOB, name=f"sweep-{n}")
-        submit(other_member, RAY_JOB, name=f"other-{n}")
+        submit_document(member, RAY_JOB, name=f"sweep-{n}")
+        submit_document(other_member, RAY_JOB, name=f"other-{n}")
 
 
 def test_a_manager_cancels_a_filtered_set_and_a_member_only_their_own(
@@ -232,7 +232,7 @@ def test_a_running_jobs_log_lines_appear_on_its_page(live_server, running_job, p
 
 
 def submit_and_close(*args, **changes) -> None:
-    submit(*args, **changes)
+    submit_document(*args, **changes)
     connection.close()  # this thread's
 
 
@@ -248,15 +248,15 @@ def busy_hour(transactional_db, member, intern):
             usage_record(now=now - timedelta(minutes=ago))
 
     minutes(60, 46)
-    submit(member, RAY_JOB, name="video-a")
+    submit_document(member, RAY_JOB, name="video-a")
     admission_cycle()
     minutes(45, 31)
-    submit(member, RAY_JOB, name="video-b")
-    submit(intern, RAY_JOB, name="intern-a", queue="root/interns/intern-video")
+    submit_document(member, RAY_JOB, name="video-b")
+    submit_document(intern, RAY_JOB, name="intern-a", queue="root/interns/intern-video")
     admission_cycle()
     minutes(30, 16)
-    submit(member, RAY_JOB, name="video-c")
-    submit(intern, RAY_JOB, name="intern-b", queue="root/interns/intern-text")
+    submit_document(member, RAY_JOB, name="video-c")
+    submit_document(intern, RAY_JOB, name="intern-b", queue="root/interns/intern-text")
     admission_cycle()
     minutes(15, 1)
 
@@ -304,10 +304,10 @@ def video_waiting(transactional_db, member, other_member, settings):
     """alice's first job holds 12 of video's 14 cpu; her second waits for it, backing off
     for longer than the test takes; carol's waits behind the second."""
     settings.BACKOFF_BASE_SECONDS = 600
-    submit(member, RAY_JOB, name="video-first")
-    second = submit(member, RAY_JOB, name="video-second")
+    submit_document(member, RAY_JOB, name="video-first")
+    second = submit_document(member, RAY_JOB, name="video-second")
     admission_cycle()
-    submit(other_member, RAY_JOB, name="video-third")
+    submit_document(other_member, RAY_JOB, name="video-third")
     estimates_refresh()
     return second
 
@@ -346,7 +346,7 @@ def test_a_waiting_job_shows_its_path_and_about_when_it_starts(live_server, vide
 def wide_job(transactional_db, member):
     """A job from before JOB_MAX_WORKER_GROUPS: 5,000 groups of two pods."""
     tiny = {"cpu": "10m", "memory": "1Mi"}
-    job = submit(member, RAY_JOB, name="wide", head={"resources": tiny}, workers=[])
+    job = submit_document(member, RAY_JOB, name="wide", head={"resources": tiny}, workers=[])
     job.workers = [{"name": f"g{n}", "replicas": 2, "resources": tiny} for n in range(5_000)]
     job.save(update_fields=["workers"])
     return job
@@ -376,7 +376,7 @@ def test_a_large_jobs_page_shows_a_bounded_summary_of_its_pods(live_server, wide
 def stuck_leaving(transactional_db, member, settings):
     """alice's job, cancelled while running, whose objects the cluster has kept past
     LEAVING_WARN_SECONDS; the scheduler said five times that its head did not fit."""
-    job = submit(member, RAY_JOB, name="video-stuck")
+    job = submit_document(member, RAY_JOB, name="video-stuck")
     now = timezone.now()
     Job.objects.filter(pk=job.pk).update(state=State.RUNNING, dequeued_at=now)
     JobEvent.objects.create(

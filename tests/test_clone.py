@@ -12,7 +12,7 @@ from jobs.models import Job
 from jobs.schema import job_document, job_parse
 
 from .conftest import PYTORCH_JOB, RAY_JOB
-from .test_job_list import submit
+from .support.jobs import submit_document
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +44,7 @@ def form_for(data) -> SubmitForm:
 
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_a_job_becomes_its_submission_again_through_the_api_and_the_form(member, document):
-    job = submit(member, document)
+    job = submit_document(member, document)
     again = job_document(job)
     assert job_parse(copy.deepcopy(again)) == job_parse(copy.deepcopy(job_document(job)))
     original = job_parse({**copy.deepcopy(document), "runtime": job.runtime})
@@ -71,7 +71,7 @@ def test_what_the_form_cannot_hold_is_named():
 
 
 def test_the_submit_page_opens_filled_in_from_a_job(client, member, other_member, outsider):
-    job = submit(other_member, WITH_EVERYTHING)  # a colleague's job: members may copy it
+    job = submit_document(other_member, WITH_EVERYTHING)  # a colleague's job: members may copy it
     client.force_login(member)
     assert f'href="/jobs/new/?copy={job.pk}"' in client.get(f"/jobs/{job.pk}/").content.decode()
     page = client.get(f"/jobs/new/?copy={job.pk}").content.decode()

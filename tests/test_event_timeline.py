@@ -12,7 +12,7 @@ from jobs.models import JobEvent
 from jobs.selectors import EVENT_PAGE, Cycles, event_timeline, timeline_page
 
 from .conftest import RAY_JOB
-from .test_job_list import submit
+from .support.jobs import submit_document
 
 START = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 GANG = "rayjob-{pod} in gang failed to be scheduled in cycle {cycle}: {why}"
@@ -86,7 +86,7 @@ def test_the_page_shows_the_newest_rows_unless_asked_for_another():
 
 @pytest.mark.django_db
 def test_thousands_of_cycles_keep_the_page_small(client, member):
-    job = submit(member, RAY_JOB)
+    job = submit_document(member, RAY_JOB)
     JobEvent.objects.bulk_create(
         [*(JobEvent(job=job, **vars_of(e)) for e in failures(1, 2000, 10))]
     )
@@ -99,7 +99,7 @@ def test_thousands_of_cycles_keep_the_page_small(client, member):
 
 @pytest.mark.django_db
 def test_the_api_pages_the_events_with_a_link_to_the_next(api, member):
-    job = submit(member, RAY_JOB)
+    job = submit_document(member, RAY_JOB)
     JobEvent.objects.bulk_create([JobEvent(job=job, **vars_of(e)) for e in failures(1, 300, 10)])
     answer = api(member).get(f"/api/v1/jobs/{job.pk}/events/")
     assert len(answer.json()) == 500 and answer.json()[0]["reason"] == "Enqueued"

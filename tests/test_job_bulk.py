@@ -9,7 +9,7 @@ import pytest
 from jobs.models import Job, JobEvent, State
 
 from .conftest import RAY_JOB
-from .test_job_list import submit
+from .support.jobs import submit_document
 
 pytestmark = pytest.mark.django_db
 
@@ -20,9 +20,9 @@ MEMBERS_CANCEL = "members cancel only their own jobs; managers cancel any job"
 @pytest.fixture
 def sweep(member, other_member, outsider):
     """Four of alice's jobs, two of carol's (both algorithm), one of oscar's (infrastructure)."""
-    alices = [submit(member, RAY_JOB, name=f"sweep-{n}") for n in range(4)]
-    carols = [submit(other_member, RAY_JOB, name=f"sweep-{n}") for n in range(2)]
-    oscars = [submit(outsider, RAY_JOB, queue="root/infrastructure/devops", name="theirs")]
+    alices = [submit_document(member, RAY_JOB, name=f"sweep-{n}") for n in range(4)]
+    carols = [submit_document(other_member, RAY_JOB, name=f"sweep-{n}") for n in range(2)]
+    oscars = [submit_document(outsider, RAY_JOB, queue="root/infrastructure/devops", name="theirs")]
     return alices, carols, oscars
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import html
 from datetime import UTC, datetime
 from urllib.parse import urlencode
@@ -15,19 +14,14 @@ from django.test.utils import CaptureQueriesContext
 from jobs.listing import API_QUERY, PAGE_QUERY, JobQuery, job_list
 from jobs.listing import parse_query as parse
 from jobs.models import Job, State
-from jobs.schema import job_parse
-from jobs.services import job_submit
 from jobs.validation import JobInvalid
 
 from .conftest import PYTORCH_JOB, RAY_JOB
+from .support.jobs import submit_document
 
 pytestmark = pytest.mark.django_db
 
 JOBS = "/api/v1/jobs/"
-
-
-def submit(user, document, **changes) -> Job:
-    return job_submit(user=user, draft=job_parse({**copy.deepcopy(document), **changes}))
 
 
 @pytest.fixture
@@ -37,10 +31,10 @@ def jobs(member, other_member, manager, outsider):
     for n in range(15):
         owner = [member, other_member, manager][n % 3]
         document = RAY_JOB if n % 2 == 0 else PYTORCH_JOB
-        made.append(submit(owner, document, name=f"sweep-{n % 4}", priority=-(n % 5)))
+        made.append(submit_document(owner, document, name=f"sweep-{n % 4}", priority=-(n % 5)))
     Job.objects.filter(pk__in=[made[0].pk, made[5].pk]).update(state=State.SUCCEEDED)
     Job.objects.filter(pk=made[7].pk).update(created_at=datetime(2026, 1, 10, 12, 0, tzinfo=UTC))
-    submit(outsider, RAY_JOB, queue="root/infrastructure/devops", name="theirs")
+    submit_document(outsider, RAY_JOB, queue="root/infrastructure/devops", name="theirs")
     return made
 
 

@@ -24,9 +24,10 @@ from jobs.sync import cluster_sync
 
 from .conftest import RAY_JOB
 from .kube_emulator import status
+from .support.jobs import submit
 from .test_cluster_backends import on_kubernetes
 from .test_kubernetes_logs import play_operator
-from .test_views import HTMX, login, submit
+from .test_views import HTMX, login
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,8 @@ from jobs.admission import admission_cycle
 from jobs.history import usage_record
 from jobs.models import USAGE_SAMPLES, UsageSample
 
-from .test_views import HTMX, login, submit
+from .support.jobs import submit
+from .test_views import HTMX, login
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from jobs.task_names import USAGE_HISTORY_TASK
 from portal.celery import app
 
 from .conftest import wait_for
-from .test_views import submit
+from .support.jobs import submit
 
 pytestmark = pytest.mark.django_db
 

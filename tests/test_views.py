@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from datetime import timedelta
 
 import pytest
@@ -15,11 +14,10 @@ from django.utils import timezone
 from jobs.admission import admission_cycle
 from jobs.estimate import estimates_refresh
 from jobs.models import Job, JobEvent
-from jobs.schema import job_parse
-from jobs.services import job_cancel, job_submit
+from jobs.services import job_cancel
 
 from .conftest import RAY_JOB
-from .support.jobs import UNPACKABLE
+from .support.jobs import UNPACKABLE, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -44,10 +42,6 @@ RAY_FORM = {
     "priority": "0",
     "run_seconds": "600",
 }
-
-
-def submit(user, **changes) -> Job:
-    return job_submit(user=user, draft=job_parse({**copy.deepcopy(RAY_JOB), **changes}))
 
 
 def login(client, user):

@@ -17,7 +17,7 @@ from queues.admission import BEST_EFFORT, PRIORITY, Admitted
 from queues.quota import Node, Standing, lent_by_node, path_standing, rollup
 
 from .conftest import RAY_JOB
-from .test_job_list import submit
+from .support.jobs import submit_document
 
 CORES = 1000
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -208,10 +208,10 @@ def test_the_path_lists_only_what_the_job_asks_for():
 def video_full(member, other_member):
     """alice's first job holds 12 of root/algorithm/video's 14 cpu; her second (12 cpu)
     backs off; carol's (1 job behind it) waits."""
-    first = submit(member, RAY_JOB, name="first")
-    second = submit(member, RAY_JOB, name="second")
+    first = submit_document(member, RAY_JOB, name="first")
+    second = submit_document(member, RAY_JOB, name="second")
     admission_cycle()
-    third = submit(other_member, RAY_JOB, name="third", run_seconds=None)
+    third = submit_document(other_member, RAY_JOB, name="third", run_seconds=None)
     estimates_refresh()  # what beat does every ESTIMATE_SECONDS
     return first, second, third
 

@@ -27,8 +27,16 @@ INTERN_JOB = {
 }  # 16 cpu: four of them fill the simulated cluster's 64
 
 
-def submit(user, now, **changes):
-    return job_submit(user=user, draft=job_parse({**copy.deepcopy(RAY_JOB), **changes}), now=now)
+def submit_document(user, document: dict, *, now=None, **changes):
+    """``document`` with ``changes`` submitted by ``user`` through ``job_submit`` (at
+    ``now``, else the present)."""
+    draft = job_parse({**copy.deepcopy(document), **changes})
+    return job_submit(user=user, draft=draft, now=now)
+
+
+def submit(user, now=None, **changes):
+    """The seed's RayJob with ``changes``, submitted by ``user`` (at ``now``)."""
+    return submit_document(user, RAY_JOB, now=now, **changes)
 
 
 def refresh(job):
