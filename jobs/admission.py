@@ -64,7 +64,9 @@ def backoff_delay(
     """
     base = settings.BACKOFF_BASE_SECONDS if base is None else base
     cap = settings.BACKOFF_MAX_SECONDS if cap is None else cap
-    return timedelta(seconds=min(base * 2 ** max(attempts - 1, 0), cap))
+    # Past 2**60 x base every cap is reached; a larger power would not fit a float.
+    exponent = min(max(attempts - 1, 0), 60)
+    return timedelta(seconds=min(base * 2**exponent, cap))
 
 
 # The fields ``leave_for_backoff`` changes, for a caller's bulk_update.
@@ -535,7 +537,7 @@ def _write_backoffs(refused: dict, now: datetime) -> list[int]:
             FROM {JOBS} j JOIN {QUEUES} q ON q.id = j.queue_id
             WHERE j.id = ANY(%s) AND j.state = ANY(%s)
             ORDER BY j.id
-            FOR UPDATE OF j
+            FOR NO KEY UPDATE OF j
             """,
             [list(refused), moving(State.BACKOFF, PENDING)],
         )

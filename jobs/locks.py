@@ -61,7 +61,10 @@ def advisory_lock(key: int) -> Iterator[bool]:
 # The ids of the jobs a statement is about to change, locked in the one order. A statement
 # that changes many jobs selects them through this, so that it waits for the rows in the
 # same order as every other writer.
-LOCK_IN_ORDER = f"SELECT id FROM {JOBS} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+# FOR NO KEY UPDATE: writers still wait for each other, but not for the foreign-key checks
+# of the events other transactions insert for these jobs (FOR KEY SHARE, taken at their
+# COMMIT in no particular order), which FOR UPDATE would deadlock with.
+LOCK_IN_ORDER = f"SELECT id FROM {JOBS} WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE"
 
 
 def lock_jobs(ids: Collection[int]) -> list[int]:

@@ -18,6 +18,7 @@ being answered as if the parameter were not there.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -47,7 +48,7 @@ def _quoted(text: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Param:
+class Param(ABC):
     """One query parameter: ``parse`` reads one value's text or raises ValueError with the
     reason; ``schema`` is the JSON schema of the parameter in the query string and
     ``text_schema`` that of its text as a JSON string (a bulk action's filter)."""
@@ -57,11 +58,11 @@ class Param:
     default: Any = None
     many = False  # a list: comma-separated values, or the parameter repeated
 
-    def parse(self, text: str) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def parse(self, text: str) -> Any: ...
 
-    def schema(self) -> dict:
-        raise NotImplementedError
+    @abstractmethod
+    def schema(self) -> dict: ...
 
     def text_schema(self) -> dict:
         return self.schema()
@@ -128,12 +129,12 @@ class Choice(Param):
 class _List(Param):
     many = True
 
+    @abstractmethod
     def item(self, text: str) -> str | None:
         """One item's value, None to leave it out; ValueError when it is refused."""
-        raise NotImplementedError
 
-    def item_schema(self) -> dict:
-        raise NotImplementedError
+    @abstractmethod
+    def item_schema(self) -> dict: ...
 
     def parse(self, text: str) -> tuple[str, ...]:
         values = []

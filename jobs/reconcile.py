@@ -157,7 +157,7 @@ def jobs_deferred(reasons: dict[int, str], *, now: datetime) -> list[int]:
         return []
     with transaction.atomic():
         jobs = list(
-            Job.objects.select_for_update(of=("self",))
+            Job.objects.select_for_update(of=("self",), no_key=True)
             .select_related("queue")
             .filter(pk__in=list(reasons), state=State.ADMITTED)
             .order_by("pk")
@@ -193,7 +193,7 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
     with transaction.atomic():
         moved = list(
             Job.objects.filter(pk__in=job_ids, state__in=LEAVING)
-            .select_for_update(of=("self",))
+            .select_for_update(of=("self",), no_key=True)
             .order_by("pk")
             .values_list("pk", "state", "queue__name")
         )
@@ -253,7 +253,7 @@ def jobs_transition(target: str, messages: dict[int, str], now: datetime, reason
     stamps = {"started_at": now} if target == State.RUNNING else {"finished_at": now}
     with transaction.atomic():
         moved = list(
-            Job.objects.select_for_update()
+            Job.objects.select_for_update(no_key=True)
             .filter(pk__in=list(messages), state__in=sources_of(target))
             .order_by("pk")
             .values_list("pk", flat=True)

@@ -313,7 +313,7 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
     if job_may_act(user, job) is None:
         raise JobPermissionDenied("members cancel only their own jobs; managers cancel any job")
     with transaction.atomic():
-        locked = Job.objects.select_for_update().get(pk=job.pk)
+        locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
         if locked.state in (State.CANCELLED, State.STOPPING):
             return locked
         was = locked.state
@@ -422,7 +422,7 @@ def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
 
 
 def _lock_pending(job: Job) -> Job:
-    locked = Job.objects.select_for_update().get(pk=job.pk)
+    locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
     if locked.state not in PENDING:
         raise JobConflict(f"only a pending job can change priority; this one is {locked.state}")
     return locked

@@ -31,7 +31,7 @@ def start_clocks_resume(*, outage_since: datetime, now: datetime) -> int:
             WHERE id IN (
                 SELECT id FROM {JOBS}
                 WHERE state = %(admitted)s AND start_clock_at < %(now)s
-                ORDER BY id FOR UPDATE
+                ORDER BY id FOR NO KEY UPDATE
             )
             """,
             {"now": now, "since": outage_since, "admitted": State.ADMITTED},
@@ -69,7 +69,7 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
         last_failure.setdefault(job_id, message)
     with transaction.atomic():
         jobs = list(
-            Job.objects.select_for_update(of=("self",))
+            Job.objects.select_for_update(of=("self",), no_key=True)
             .select_related("queue")
             .filter(pk__in=late, state=State.ADMITTED)
             .order_by("pk")

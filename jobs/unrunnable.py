@@ -58,7 +58,7 @@ def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = No
     with transaction.atomic():
         for shape, reason in refused:
             moved = list(
-                Job.objects.select_for_update(of=("self",))
+                Job.objects.select_for_update(of=("self",), no_key=True)
                 .filter(state__in=PENDING, **shape)
                 .order_by("pk")
                 .values_list("pk", flat=True)

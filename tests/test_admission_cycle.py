@@ -88,6 +88,9 @@ def test_a_backed_off_job_is_not_retried_before_its_next_attempt(member, now):
 @override_settings(BACKOFF_BASE_SECONDS=2, BACKOFF_MAX_SECONDS=30)
 def test_backoff_is_exponential_and_bounded():
     assert [backoff_delay(n).total_seconds() for n in range(1, 8)] == [2, 4, 8, 16, 30, 30, 30]
+    # A job tried thousands of times (a long benchmark) stays at the cap: 2**5000 would not
+    # fit a float.
+    assert backoff_delay(5000).total_seconds() == 30
 
 
 def test_repeated_refusals_grow_the_delay_and_record_one_event_per_reason(member, now):

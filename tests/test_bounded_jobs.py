@@ -21,12 +21,13 @@ from django.test import override_settings
 
 from jobs.cluster.simulated import SimulatedCluster, parse_nodes
 from jobs.models import JOBS, Job
-from jobs.spec import JobSpec, PodGroup
+from jobs.spec import PodGroup
 from queues import exchange
 from queues.services import tree_apply, tree_export
 
 from .conftest import RAY_JOB, seed_tree_document
 from .support.cluster import simulated_nodes
+from .support.specs import ray_spec
 
 pytestmark = pytest.mark.django_db
 
@@ -151,20 +152,11 @@ def test_a_gang_of_more_pods_than_the_nodes_hold_can_never_run(api, member):
 
 def test_the_simulated_scheduler_counts_pods_on_each_node():
     sim = SimulatedCluster(parse_nodes("cpu=16,memory=64Gi,pods=2"), cycle_seconds=5)
-    spec = JobSpec(
+    spec = ray_spec(
         id=1,
-        name="rayjob-1",
         object_name="rayjob-1",
-        namespace="video",
-        kind="ray",
-        runtime="kuberay",
-        image="rayproject/ray:2.36.1",
         head=PodGroup("head", 1, {"cpu": "1"}),
         workers=(PodGroup("w", 2, {"cpu": "1"}),),
-        queue_name="root-algorithm-video",
-        queue_path="root/algorithm/video",
-        department="algorithm",
-        owner="alice",
         run_seconds=60,
     )
     now = datetime(2026, 1, 1, tzinfo=UTC)

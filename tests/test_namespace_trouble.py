@@ -22,7 +22,6 @@ from jobs.services import job_cancel
 from jobs.specs import object_ref
 from jobs.sync import cluster_sync
 
-from .conftest import _person
 from .support.jobs import refresh, submit
 from .test_cluster_backends import on_kubernetes, roles
 
@@ -37,16 +36,6 @@ SMALL = {
 @pytest.fixture
 def now():
     return timezone.now().replace(microsecond=0)
-
-
-@pytest.fixture
-def intern(departments):
-    return _person(departments["interns"], "ivan", "member")
-
-
-@pytest.fixture
-def operator(departments):
-    return _person(departments["infrastructure"], "dora", "member")
 
 
 def rayjobs(kube) -> set[tuple[str, str]]:
@@ -64,14 +53,14 @@ def running(kube, job) -> None:
 
 
 def test_a_deleted_namespace_holds_only_its_own_jobs_until_it_is_back(
-    member, intern, operator, now
+    member, intern, outsider, now
 ):
     later = lambda seconds: now + timedelta(seconds=seconds)  # noqa: E731
     with on_kubernetes(CLUSTER_RUNTIMES=["kuberay"], NAMESPACE_GRACE_SECONDS=600) as kube:
         kube.rbac(roles())
         video = submit(member, now, **SMALL)
         text = submit(member, now, queue="root/algorithm/text", **SMALL)
-        ops = submit(operator, now, queue="root/infrastructure/devops", **SMALL)
+        ops = submit(outsider, now, queue="root/infrastructure/devops", **SMALL)
         assert sorted(admission_cycle(now=now).admitted) == sorted([video.pk, text.pk, ops.pk])
         jobs_reconcile([video.pk, text.pk, ops.pk], now=now)
         cluster_sync(now=now)
@@ -92,7 +81,7 @@ def test_a_deleted_namespace_holds_only_its_own_jobs_until_it_is_back(
         running(kube, video)
         synced = cluster_sync(now=later(2))
         assert synced.started == [video.pk] and synced.troubled == ["intern-text"]
-        job_cancel(user=operator, job=refresh(ops), now=later(3))
+        job_cancel(user=outsider, job=refresh(ops), now=later(3))
         jobs_reconcile([ops.pk], now=later(3))
         assert cluster_sync(now=later(4)).left == [ops.pk]
         assert refresh(ops).state == "cancelled"
