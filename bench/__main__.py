@@ -1,8 +1,9 @@
 """``make bench``: run the benchmarks and write their figures into docs/benchmarks.md.
 
     python -m bench [--full] [--part kueue --part throughput --part reads --part reaction
-                     --part mixed --part cluster]
+                     --part mixed --part cluster --part estimate --part broker]
                     [--scenario baseline] [--variant service --variant api] [--seconds 5]
+                    [--repeat 3]
 
 Runs inside ``python -m portal.embedded run --`` (as ``make bench`` does), so it has a
 PostgreSQL and a Redis; each part gets a fresh database of its own (see bench/services.py).
@@ -22,6 +23,15 @@ The parts:
   baseline scenario replayed through the service (estimates.py);
 - broker: submit latency and the probes with Redis answering and with it stopped by
   SIGSTOP (broker.py).
+
+Runs of the same code on a 2-core machine differ by up to 15%, so one figure says little.
+``--repeat N`` runs the chosen parts N times: the tables show each figure's median. Every
+run ends by setting its figures against the last record, docs/benchmarks.json (the raw
+results behind the figures in docs/benchmarks.md, bench/record.py): the record, this run
+(with the min .. max of the repeats), the change in percent, and LOSS where the change goes
+the wrong way by more than the repeats' spread, or by more than 15% after one run. The same
+comparison goes under each part's figures in the markdown. ``--output`` elsewhere writes
+its own record beside it (same stem, .json) and leaves docs/benchmarks.json as it is.
 """
 
 from __future__ import annotations
@@ -35,9 +45,9 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import report
+from . import record, report
 from .replay import VARIANTS
-from .services import REPO, bench_environment, flush_redis, recreate_database, web, worker
+from .services import REPO, bench_environment, flush_redis, one_node, recreate_database, web, worker
 
 RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
@@ -68,8 +78,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale", type=float, default=1.0, help="share of each workload set (quick trials)"
     )
-    parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the parts N times; figures are the medians",
+    )
+    parser.add_argument("--output", type=Path, default=report.OUTPUT)
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat takes a count of 1 or more")
     parts = args.part or PARTS
     seconds = args.seconds or (10 if args.full else 5)
 
@@ -86,10 +105,40 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": report.machine(),
+        "repeat": args.repeat,
     }
+    repeats = []
+    for turn in range(1, args.repeat + 1):
+        if args.repeat > 1:
+            print(f"bench: run {turn} of {args.repeat}", flush=True)
+        repeats.append(run_parts(env, parts, args, seconds))
+    run |= record.median(repeats)
+    if args.repeat > 1:
+        run["repeats"] = repeats
+
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(run, indent=2))
+    comparisons = report.write(args.output, run)
+    print(f"bench: figures written to {args.output}", flush=True)
+    print(
+        f"bench: against the last record ({os.path.relpath(report.RECORD, REPO)}); LOSS: worse"
+        + (
+            " by more than the spread of the repeats"
+            if args.repeat > 1
+            else f" by more than {record.NOISE_PERCENT:.0f}%"
+        ),
+        flush=True,
+    )
+    print(record.table(comparisons), flush=True)
+    return 0
+
+
+def run_parts(env: dict, parts: list[str], args: argparse.Namespace, seconds: float) -> dict:
+    """Each chosen part once: its results by their key in a run."""
+    results = {}
     if "kueue" in parts:
         scenarios = args.scenario or (["baseline", "large-scale"] if args.full else ["baseline"])
-        run["kueue"] = [
+        results["kueue"] = [
             result
             for name in scenarios
             for result in kueue_part(
@@ -97,25 +146,20 @@ def main(argv: list[str] | None = None) -> int:
             )
         ]
     if "throughput" in parts:
-        run["throughput"] = throughput_part(env, seconds)
+        results["throughput"] = throughput_part(env, seconds)
     if "reads" in parts:
-        run["reads"] = reads_part(env, seconds / 2)
+        results["reads"] = reads_part(env, seconds / 2)
     if "reaction" in parts:
-        run["reaction_idle"] = reaction_part(env)
+        results["reaction_idle"] = reaction_part(env)
     if "mixed" in parts:
-        run["mixed"] = mixed_part(env, seconds)
+        results["mixed"] = mixed_part(env, seconds)
     if "cluster" in parts:
-        run["cluster"] = cluster_part(env)
+        results["cluster"] = cluster_part(env)
     if "estimate" in parts:
-        run["estimate"] = estimate_part(env, args.scale)
+        results["estimate"] = estimate_part(env, args.scale)
     if "broker" in parts:
-        run["broker"] = broker_part(env, seconds)
-
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(run, indent=2))
-    report.write(args.output, run)
-    print(f"bench: figures written to {args.output}", flush=True)
-    return 0
+        results["broker"] = broker_part(env, seconds)
+    return results
 
 
 def fresh(env: dict) -> None:
@@ -142,7 +186,7 @@ def kueue_part(
         # own (1 cpu more in the cluster), so one run gives both figures.
         probing = probe and name == "baseline" and variant == "service"
         cpu = scenario.total_cpu + (1 if probing else 0)
-        run_env = {**env, "SIMULATED_CLUSTER_NODES": f"1xcpu={cpu}"}
+        run_env = {**env, "SIMULATED_CLUSTER_NODES": one_node(cpu=cpu)}
         document = with_probe(scenario.tree_document()) if probing else None
         user = prepare(scenario, document)
         with worker(run_env):
@@ -214,7 +258,7 @@ def mixed_part(env: dict, seconds: float) -> dict:
     user = prepare(scenario)
     # A cluster as large as the scenario's quota, as in its replay: the worker admits and
     # runs what arrives while the clients read and submit.
-    run_env = {**env, "SIMULATED_CLUSTER_NODES": f"1xcpu={scenario.total_cpu}"}
+    run_env = {**env, "SIMULATED_CLUSTER_NODES": one_node(cpu=scenario.total_cpu)}
     with worker(run_env), web(run_env, port=PORT) as url:
         result = measure(scenario, user=user, base_url=url, env=run_env, seconds=seconds)
     print(f"bench: mixed {json.dumps(result)}", flush=True)
@@ -249,7 +293,7 @@ def estimate_part(env: dict, scale: float) -> dict:
     # The sampler makes the estimates at beat's pace itself, to time each refresh.
     run_env = {
         **env,
-        "SIMULATED_CLUSTER_NODES": f"1xcpu={scenario.total_cpu}",
+        "SIMULATED_CLUSTER_NODES": one_node(cpu=scenario.total_cpu),
         "ESTIMATE_SECONDS": "86400",
     }
     stop, samples, took = threading.Event(), [], []

@@ -1,8 +1,9 @@
 """Write the figures of a benchmark run into docs/benchmarks.md.
 
 Each part's figures sit between markers of their own, with the command and date of the run
-that produced them; the analysis around them is written by hand. A run replaces the figures
-of the parts it ran and leaves the others as they were.
+that produced them and how they compare with the record before it; the analysis around
+them is written by hand. A run replaces the figures of the parts it ran and leaves the
+others as they were, in the markdown and in its record (bench/record.py).
 """
 
 from __future__ import annotations
@@ -11,8 +12,13 @@ import os
 import platform
 from pathlib import Path
 
+from . import record
 from .kueue import KUEUE_BASELINE, KUEUE_LARGE_SCALE_LIMIT_SECONDS
+from .services import REPO
 
+OUTPUT = REPO / "docs" / "benchmarks.md"
+# The record every run is compared with: the raw results behind OUTPUT's figures.
+RECORD = OUTPUT.with_suffix(".json")
 SECTIONS = ("kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker")
 
 
@@ -30,9 +36,11 @@ def machine() -> str:
 
 
 def _stamp(run: dict) -> list[str]:
+    repeat = run.get("repeat", 1)
     return [
         f"Last run: `{run['command']}` on {run['date']}, {run['machine']}"
-        f" (command line: `{run['argv']}`).",
+        f" (command line: `{run['argv']}`)."
+        + (f" Each figure is the median of {repeat} runs." if repeat > 1 else ""),
         "",
     ]
 
@@ -292,13 +300,33 @@ RENDERERS = {
 }
 
 
-def write(path: Path, run: dict) -> None:
-    """Replace the figures of every part the run holds; keep the others."""
+def record_path(path: Path) -> Path:
+    """Where the raw results behind the figures at ``path`` go: beside it, same stem, so a
+    trial written elsewhere never replaces the record in docs/."""
+    return path.with_suffix(".json")
+
+
+def write(path: Path, run: dict, against: Path = RECORD) -> list[record.Comparison]:
+    """Replace the figures of every part the run holds; keep the others. Return the run's
+    figures set against the record at ``against``, read before anything is written."""
+    last = record.read(against)
+    comparisons = record.compare(last, run)
     text = path.read_text() if path.exists() else "# Benchmarks\n"
     for section, (present, renderer) in RENDERERS.items():
         if not present(run):
             continue
-        block = "\n".join([start(section), "", *_stamp(run), *renderer(run), "", end(section)])
+        against_lines = record.markdown(last, comparisons, section)
+        block = "\n".join(
+            [
+                start(section),
+                "",
+                *_stamp(run),
+                *renderer(run),
+                *(["", *against_lines] if against_lines else []),
+                "",
+                end(section),
+            ]
+        )
         if start(section) in text and end(section) in text:
             before, rest = text.split(start(section), 1)
             _, after = rest.split(end(section), 1)
@@ -307,3 +335,5 @@ def write(path: Path, run: dict) -> None:
             text = text.rstrip() + f"\n\n{block}\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+    record.save(record_path(path), run)
+    return comparisons

@@ -24,6 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 BENCH_REDIS_DB = 14
 
 
+NODE_PODS = 100_000
+
+
 def bench_environment(environ: dict[str, str]) -> dict[str, str]:
     """The environment of every benchmark process, pointing at the bench's own data."""
     database = urlsplit(environ["DATABASE_URL"])
@@ -34,12 +37,18 @@ def bench_environment(environ: dict[str, str]) -> dict[str, str]:
     env["REDIS_URL"] = urlunsplit(redis_url._replace(path=f"/{BENCH_REDIS_DB}"))
     env.setdefault("SECRET_KEY", "benchmark-only-secret")
     env.setdefault("DEMO_TRAFFIC", "0")
-    # Kueue's scenarios count quota, not nodes: one node large enough for their 20-cpu jobs,
-    # or submits would refuse them as never able to run (the kueue part sizes it to each
-    # scenario's quota for its worker and web).
-    env.setdefault("SIMULATED_CLUSTER_NODES", "1xcpu=1000")
+    # The kueue part sizes the node to each scenario's quota for its worker and web.
+    env.setdefault("SIMULATED_CLUSTER_NODES", one_node(cpu=1000))
     env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     return env
+
+
+def one_node(*, cpu: int) -> str:
+    """SIMULATED_CLUSTER_NODES for Kueue's scenarios, which count quota, not nodes: one
+    node large enough for their 20-cpu jobs (or submits would refuse them as never able
+    to run), and with room for every pod, since Kueue's runner has no kubelet whose 110
+    pods would cap the replay at 110 running jobs."""
+    return f"1xcpu={cpu},pods={NODE_PODS}"
 
 
 def recreate_database(env: dict[str, str]) -> None:
