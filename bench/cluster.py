@@ -71,10 +71,10 @@ def measure() -> dict:
     from django.utils import timezone
 
     from jobs.cluster import get_backend
+    from jobs.engine.reconcile import jobs_reconcile
+    from jobs.engine.sync import cluster_sync
     from jobs.models import Job, State
-    from jobs.reconcile import jobs_reconcile
     from jobs.services import job_submit_batch
-    from jobs.sync import cluster_sync
     from queues.services import tree_apply
 
     tree_apply(document=tree_document())

@@ -1,4 +1,4 @@
-"""How far the estimated start (jobs/estimate.py) is from the actual start, over Kueue's
+"""How far the estimated start (jobs/reads/estimate.py) is from the actual start, over Kueue's
 baseline scenario replayed in real time.
 
 While the replay runs, the sampler makes the estimates every ESTIMATE_SECONDS, as beat
@@ -30,9 +30,9 @@ def sample(
     from django.db import connection
     from django.utils import timezone
 
-    from jobs.estimate import estimates, estimates_refresh
     from jobs.models import PENDING, Job
-    from jobs.selectors import job_positions
+    from jobs.reads.estimate import estimates, estimates_refresh
+    from jobs.reads.selectors import job_positions
 
     samples: list[tuple[int, float, float | None]] = []
     refresh_at = time.monotonic()

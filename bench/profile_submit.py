@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
     django.setup()
     from django.db import connection
 
-    from jobs.schema import job_parse
+    from jobs.document.schema import job_parse
     from jobs.services import job_submit
     from queues import selectors
 

@@ -89,7 +89,7 @@ def _round(user, index: int) -> tuple[float, float]:
 
 
 def _submit(user, name: str, run_seconds: float):
-    from jobs.schema import job_parse
+    from jobs.document.schema import job_parse
     from jobs.services import job_submit
 
     body = {

@@ -1,6 +1,6 @@
 """Reads at depth: what a position, a queue's first page and the queue page cost at 1k,
 10k and 100k pending jobs in one queue, with 1,000 queues in the tree; and the jobs list
-(jobs/listing.py) over all of them: its first page, a page nine tenths of the way down by
+(jobs/reads/listing.py) over all of them: its first page, a page nine tenths of the way down by
 cursor (by submission and by priority), and the jobs page's HTML.
 
 The jobs are queued through the batch service (so tickets and pending blocks are written
@@ -116,8 +116,8 @@ def measure(*, base_url: str, env: dict, seconds: float) -> dict:
 def _job_list_targets(cookie: str) -> dict[str, tuple[list[str], str | None]]:
     """The jobs list's reads: page 1, and pages that start nine tenths of the way down
     (as a reader who followed "Next page" that far would ask for them)."""
-    from jobs.listing import cursor_text
     from jobs.models import Job
+    from jobs.reads.listing import cursor_text
 
     jobs = Job.objects.order_by("-id").values_list("priority", "id")
     count = jobs.count()

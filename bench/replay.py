@@ -123,7 +123,7 @@ def _scenario_jobs(scenario: Scenario):
 
 
 def _service_submitter(user, _base_url):
-    from jobs.schema import job_parse
+    from jobs.document.schema import job_parse
     from jobs.services import job_submit
 
     def submit(bodies: list[dict]) -> None:

@@ -2,7 +2,7 @@
 
 Run inside ``python -m portal.embedded run --`` (or with DATABASE_URL and REDIS_URL set);
 nothing is read from or written to the database. It times, in-process and in the mean
-over N rounds (default 2,000): binding a serializer's fields (what ``jobs.schema.bound``
+over N rounds (default 2,000): binding a serializer's fields (what ``jobs.document.schema.bound``
 saves), reading one of the Kueue baseline's job documents through ``JobIn``, writing a
 job through ``JobOut``, writing a batch's 1,000 entries through ``JobBatchOut`` (DRF's
 loop, and ``batch_out`` as the endpoint does), and one
@@ -29,8 +29,8 @@ def main(argv: list[str]) -> int:
     django.setup()
     from django.contrib.auth.models import User
 
+    from jobs.document.schema import JobBatchOut, JobIn, JobOut, batch_out, bound, jobs_out
     from jobs.models import Job
-    from jobs.schema import JobBatchOut, JobIn, JobOut, batch_out, bound, jobs_out
     from kube.quantity import parse_quantity
     from queues.models import Queue, QuotaNode
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Job, JobEvent
+from jobs.models import Job, JobEvent
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

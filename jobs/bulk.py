@@ -8,7 +8,7 @@ whole (an unknown action, a priority out of range, too many jobs) changes nothin
 that its action refuses is named with the reason and the others go ahead, each change an
 event on its job. All of it commits together, so a failure half-way leaves nothing done.
 The chosen jobs are locked at once, by id, the order in which the admission cycle locks
-its own (``jobs.locks``), so a bulk action and a cycle wait for each other instead of
+its own (``jobs.engine.locks``), so a bulk action and a cycle wait for each other instead of
 deadlocking; one that still loses to contention is tried again.
 """
 
@@ -21,11 +21,12 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from .listing import JobFilter
-from .locks import lock_jobs, retrying
-from .models import Job
-from .selectors import jobs_for_user
-from .services import (
+from jobs.document.validation import PRIORITY_RANGE, JobInvalid
+from jobs.engine.locks import lock_jobs, retrying
+from jobs.models import Job
+from jobs.reads.listing import JobFilter
+from jobs.reads.selectors import jobs_for_user
+from jobs.services import (
     JobConflict,
     JobPermissionDenied,
     job_cancel,
@@ -33,7 +34,6 @@ from .services import (
     job_resubmit,
     job_set_priority,
 )
-from .validation import PRIORITY_RANGE, JobInvalid
 
 BULK_MAX = 5_000  # jobs one request may act on
 # Each action, and what the answer says of the jobs it changed.

@@ -117,7 +117,7 @@ class Job(models.Model):
     request = models.JSONField()
     priority = models.IntegerField(default=0)
     # The expected run time the job declares, if any: estimates of when jobs start use it
-    # (jobs/estimate.py), and the simulated cluster runs the job this long (see
+    # (jobs/reads/estimate.py), and the simulated cluster runs the job this long (see
     # DEFAULT_RUN_SECONDS when it declares none). Fractions are allowed (benchmarks replay
     # 0.2 s jobs).
     run_seconds = models.FloatField(null=True, blank=True)
@@ -169,7 +169,7 @@ class Job(models.Model):
             models.Index(fields=["owner", "-id"], name="job_owner"),
             models.Index(fields=["queue", "state", "-id"], name="job_queue_state"),
             # The jobs list's keyset pages when sorted by priority or by name
-            # (jobs/listing.py); by submission it follows the primary key.
+            # (jobs/reads/listing.py); by submission it follows the primary key.
             models.Index(fields=["priority", "id"], name="job_list_priority"),
             models.Index(fields=["name", "id"], name="job_list_name"),
             # Text in the name (``?q=``, ILIKE '%text%'): trigrams find the few jobs that
@@ -298,7 +298,7 @@ class UnavailableNamespace(models.Model):
     elsewhere: not found, being deleted, or without Caldera's Role. One row per such
     namespace, from the sync or reconcile that found it (``since``, kept while it lasts)
     until a sync finds it back; its jobs wait, and those not yet in the cluster fail once it
-    has lasted NAMESPACE_GRACE_SECONDS (``jobs.namespace_health``)."""
+    has lasted NAMESPACE_GRACE_SECONDS (``jobs.engine.namespace_health``)."""
 
     namespace = models.CharField(max_length=63, primary_key=True)
     reason = models.TextField()  # the server's words and what Caldera found
@@ -378,7 +378,7 @@ class SimulatedPod(models.Model):
 
 class StartEstimate(models.Model):
     """About when a pending job starts, as the last replay of the rule found it
-    (``jobs/estimate.py``): beat replaces every row each ESTIMATE_SECONDS, so pages and the
+    (``jobs/reads/estimate.py``): beat replaces every row each ESTIMATE_SECONDS, so pages and the
     API read it in one indexed query instead of replaying the rule themselves. Only the
     first ESTIMATE_DEPTH jobs of each queue have a row."""
 
@@ -397,7 +397,7 @@ class StartEstimate(models.Model):
 
 class UsageSample(models.Model):
     """One node's use of one resource over one interval of the usage history: what beat
-    records every USAGE_HISTORY_SECONDS (``jobs/history.py``) and the charts, the CSV and
+    records every USAGE_HISTORY_SECONDS (``jobs/usage/samples.py``) and the charts, the CSV and
     the API read.
 
     A recording writes every node and resource in one INSERT; a second one in the same

@@ -7,16 +7,15 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
+from jobs.engine.cycle import capacity_changed
+from jobs.engine.namespace_health import held_reason, unavailable_namespaces
+from jobs.engine.triggers import request_admission, request_quota_publish
+from jobs.engine.unrunnable import jobs_fail_unrunnable
+from jobs.models import LIVE, Job
+from jobs.reads.selectors import usage_by_path
 from kube.quantity import ResourceList
 from queues import signals
 from queues.models import Queue, QuotaNode
-
-from .admission import capacity_changed
-from .models import LIVE, Job
-from .namespace_health import held_reason, unavailable_namespaces
-from .selectors import usage_by_path
-from .triggers import request_admission, request_quota_publish
-from .unrunnable import jobs_fail_unrunnable
 
 
 def on_tree_changed(sender, **kwargs) -> None:
@@ -31,7 +30,7 @@ def on_tree_changed(sender, **kwargs) -> None:
 
 
 def namespace_trouble(sender, **kwargs) -> dict[str, str]:
-    """The namespaces the cluster takes no jobs in now (``jobs.namespace_health``)."""
+    """The namespaces the cluster takes no jobs in now (``jobs.engine.namespace_health``)."""
     return {name: held_reason(row) for name, row in unavailable_namespaces().items()}
 
 

@@ -10,18 +10,17 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
+from jobs.cluster import get_backend
+from jobs.document.schema import JobDraft, JobIn, bound, job_document, job_parse
+from jobs.document.validation import PRIORITY_RANGE, JobInvalid, job_pods
+from jobs.engine.triggers import request_admission, request_reconcile
+from jobs.models import LEAVING, PENDING, TERMINAL, Job, JobEvent, State, sources_of
+from jobs.reads.selectors import QUEUE_ORDER
 from kube.quantity import ResourceList
 from queues import selectors as queue_selectors
 from queues.models import Queue
 from queues.placement import unplaceable
 from queues.quota import exceeds_max
-
-from .cluster import get_backend
-from .models import LEAVING, PENDING, TERMINAL, Job, JobEvent, State, sources_of
-from .schema import JobDraft, JobIn, bound, job_document, job_parse
-from .selectors import QUEUE_ORDER
-from .triggers import request_admission, request_reconcile
-from .validation import PRIORITY_RANGE, JobInvalid, job_pods
 
 
 class JobPermissionDenied(Exception):

@@ -6,13 +6,11 @@ import logging
 
 from celery import shared_task
 
-from .admission import admission_cycle
-from .cluster import ClusterUnavailable, Rejected
-from .estimate import estimates_refresh
-from .history import usage_record
-from .reconcile import jobs_reconcile, quota_publish
-from .sync import cluster_sync
-from .task_names import (
+from jobs.cluster import ClusterUnavailable, Rejected
+from jobs.engine.cycle import admission_cycle
+from jobs.engine.reconcile import jobs_reconcile, quota_publish
+from jobs.engine.sync import cluster_sync
+from jobs.engine.task_names import (
     ADMIT_TASK,
     ESTIMATES_TASK,
     PUBLISH_QUOTA_TASK,
@@ -21,8 +19,10 @@ from .task_names import (
     USAGE_AUDIT_TASK,
     USAGE_HISTORY_TASK,
 )
-from .triggers import ADMIT, SYNC
-from .usage_audit import usage_audit as audit_usage
+from jobs.engine.triggers import ADMIT, SYNC
+from jobs.engine.usage_audit import usage_audit as audit_usage
+from jobs.reads.estimate import estimates_refresh
+from jobs.usage.samples import usage_record
 
 log = logging.getLogger(__name__)
 
@@ -135,5 +135,5 @@ def usage_history() -> None:
 
 @shared_task(name=ESTIMATES_TASK, ignore_result=True, **IDEMPOTENT)
 def estimates() -> None:
-    """Estimate again when the first pending jobs of every queue start (jobs/estimate.py)."""
+    """Estimate again when the first pending jobs of every queue start (jobs/reads/estimate.py)."""
     estimates_refresh()

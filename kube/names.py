@@ -1,9 +1,9 @@
 """The names Caldera writes on Kubernetes objects that more than one layer writes or reads.
 
 The quota tree's Volcano queues (``queues.exchange``) and the jobs' objects
-(``jobs.manifests``) carry the same queue-path annotation; the Kubernetes backend finds
+(``jobs.cluster.manifests``) carry the same queue-path annotation; the Kubernetes backend finds
 the quota objects it owns by the managed-by label and applies them as its field manager.
-The labels only jobs carry live with the manifests (``jobs.manifests.common``).
+The labels only jobs carry live with the manifests (``jobs.cluster.manifests.common``).
 """
 
 from __future__ import annotations

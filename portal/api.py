@@ -9,8 +9,8 @@ from __future__ import annotations
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from jobs.document.validation import JobInvalid
 from jobs.services import JobConflict, JobPermissionDenied
-from jobs.validation import JobInvalid
 from kube.quantity import QuantityError
 from queues.services import TreeError
 

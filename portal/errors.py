@@ -22,7 +22,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
-from jobs.locks import is_contention
+from jobs.engine.locks import is_contention
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ API_PREFIX = "/api/"
 # How long a client should wait before trying again when a backing service is down:
 # about the time PostgreSQL or Redis takes to restart.
 RETRY_AFTER_SECONDS = 10
-# A transaction that lost to others' locks was already tried again (jobs.locks.retrying);
+# A transaction that lost to others' locks was already tried again (jobs.engine.locks.retrying);
 # the same request a moment later finds the rows free.
 BUSY_RETRY_AFTER_SECONDS = 1
 BUSY_DETAIL = "busy: other changes to the same jobs went first; try again"

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import Error, connection, transaction
 from django.http import HttpRequest, JsonResponse
 
-from jobs.selectors import cluster_trouble
+from jobs.reads.selectors import cluster_trouble
 
 from .heartbeat import live_workers
 

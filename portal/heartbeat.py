@@ -19,7 +19,7 @@ import redis
 from celery import bootsteps
 from django.conf import settings
 
-from jobs.triggers import redis_client
+from jobs.engine.triggers import redis_client
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from prometheus_client.core import (
 )
 
 from jobs.models import JOB_EVENTS, JOBS, PENDING, JobEvent, State
-from jobs.selectors import jobs_stuck_leaving, usage_by_path
+from jobs.reads.selectors import jobs_stuck_leaving, usage_by_path
 from kube.quantity import scale
 from queues.models import Queue
 from queues.selectors import QUEUES, tree_nodes

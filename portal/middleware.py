@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 from django.http import HttpRequest, HttpResponse
 
-from jobs.locks import is_contention
+from jobs.engine.locks import is_contention
 
 from . import errors
 from .input import pairs_problem, text_problem

@@ -19,8 +19,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ResolvedComponent, force_instance
 from rest_framework import serializers
 
-from jobs.fields import Reader
-from jobs.params import NO_CONTROL
+from jobs.document.fields import Reader
+from jobs.document.params import NO_CONTROL
 from queues.api_base import REFUSALS, Body
 
 from .errors import BROKER, DATABASE

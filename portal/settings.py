@@ -16,7 +16,7 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from jobs.task_names import (
+from jobs.engine.task_names import (
     ADMIT_TASK,
     ESTIMATES_TASK,
     PUBLISH_QUOTA_TASK,
@@ -209,7 +209,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "jobs.context_processors.cluster_health",
+                "jobs.web.context_processors.cluster_health",
             ],
         },
     },
@@ -362,7 +362,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # refusing) broker its retries held one publish for 20 s instead of 5 (redis-py retries
     # a timeout three times, with backoff). Celery's own retry policy still retries the
     # publishes that ask for it; the web tier's requests go through a sender thread that
-    # drops them instead (jobs/triggers.py).
+    # drops them instead (jobs/engine/triggers.py).
     "retry_on_timeout": False,
     # An unacknowledged message (its worker was killed or lost its connection) is delivered
     # again after this long. It must outlast the longest task, else a second copy starts
@@ -392,9 +392,9 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 ADMIT_BEAT_SECONDS = env_float("ADMIT_BEAT_SECONDS", 2.0)
 SYNC_BEAT_SECONDS = env_float("SYNC_BEAT_SECONDS", 1.0)
 # How often beat recomputes every node's usage and every queue's pending count from the
-# jobs and logs any node above its limit or any count that drifted (jobs/usage_audit.py).
+# jobs and logs any node above its limit or any count that drifted (jobs/engine/usage_audit.py).
 USAGE_AUDIT_SECONDS = env_float("USAGE_AUDIT_SECONDS", 300.0)
-# The usage history (jobs/history.py): beat records every node's used, min, max, pending
+# The usage history (jobs/usage/samples.py): beat records every node's used, min, max, pending
 # demand and admitted jobs per resource once per USAGE_HISTORY_SECONDS (one sample per
 # interval, however many beats or workers), and deletes samples older than
 # USAGE_HISTORY_DAYS. Rows kept: nodes x resources x 1,440 a day at the default.
@@ -406,7 +406,7 @@ if USAGE_HISTORY_SECONDS < 1 or USAGE_HISTORY_DAYS < 1:
         f"{USAGE_HISTORY_SECONDS} and {USAGE_HISTORY_DAYS}"
     )
 # How often beat replays the admission rule forward to estimate when the first
-# ESTIMATE_DEPTH pending jobs of every queue start (jobs/estimate.py); pages read the result.
+# ESTIMATE_DEPTH pending jobs of every queue start (jobs/reads/estimate.py); pages read the result.
 ESTIMATE_SECONDS = env_float("ESTIMATE_SECONDS", 10.0)
 ESTIMATE_DEPTH = env_int("ESTIMATE_DEPTH", 200)
 if ESTIMATE_SECONDS <= 0 or ESTIMATE_DEPTH < 1:

@@ -5,7 +5,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from jobs import api as jobs_api
+from jobs.usage import api as usage_api
+from jobs.web import api as jobs_api
 from queues import api as queues_api
 
 from .health import healthz, livez, readyz
@@ -14,7 +15,7 @@ from .sign_in import LoginPage, ProviderCallback, ProviderSignIn, admin_login
 
 api_v1 = [
     path("quota-tree/", queues_api.QuotaTreeView.as_view(), name="api-quota-tree"),
-    path("quota-tree/history/", jobs_api.QuotaHistoryView.as_view(), name="api-quota-history"),
+    path("quota-tree/history/", usage_api.QuotaHistoryView.as_view(), name="api-quota-history"),
     path("departments/", queues_api.DepartmentListView.as_view(), name="api-departments"),
     path(
         "departments/<slug:name>/members/",
@@ -59,7 +60,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
-    path("", include("jobs.urls")),
+    path("", include("jobs.web.urls")),
 ]
 
 # Errors raised outside the API's own handling: JSON under /api/, a page for a person.

@@ -1,4 +1,4 @@
-"""What the apps' APIs share (jobs.api builds on queues, so it lives here): bodies that take
+"""What the apps' APIs share (jobs.web.api builds on queues, so it lives here): bodies that take
 no field they do not declare, JSON-only operations, and the refusals an operation declares
 beyond its schema.
 

@@ -63,7 +63,7 @@ def seed_tree_document() -> dict:
 
 
 def _clear_trigger_marks() -> None:
-    from jobs.triggers import redis_client
+    from jobs.engine.triggers import redis_client
 
     client = redis_client()
     for key in client.scan_iter("caldera:*"):

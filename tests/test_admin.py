@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from audit.models import AuditEntry
-from jobs.admission import admission_cycle
-from jobs.schema import job_parse
+from jobs.document.schema import job_parse
+from jobs.engine.cycle import admission_cycle
 from jobs.services import job_submit
 from queues import exchange
 from queues.departments import department_create, membership_set

@@ -6,12 +6,12 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from jobs.admission import admission_cycle, backoff_delay
+from jobs.engine.cycle import admission_cycle, backoff_delay
+from jobs.engine.reconcile import jobs_reconcile
+from jobs.engine.sync import cluster_sync
 from jobs.models import JobEvent, SimulatedPod
-from jobs.reconcile import jobs_reconcile
-from jobs.selectors import queue_usage
+from jobs.reads.selectors import queue_usage
 from jobs.services import job_cancel, job_set_priority
-from jobs.sync import cluster_sync
 
 from .conftest import RAY_JOB
 from .support.jobs import UNPACKABLE, refresh, submit
@@ -240,7 +240,7 @@ def test_a_job_whose_pods_run_is_never_timed_out(member, now):
 
 
 def test_only_one_admission_cycle_runs_at_a_time(member, now):
-    from jobs.locks import ADMISSION, advisory_lock
+    from jobs.engine.locks import ADMISSION, advisory_lock
 
     submit(member, now)
     with advisory_lock(ADMISSION) as held:

@@ -16,8 +16,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from jobs.document.validation import OFFSET_MAX, PAGE_MAX
 from jobs.models import Job
-from jobs.validation import OFFSET_MAX, PAGE_MAX
 from queues.models import Department, QuotaNode
 
 from .conftest import PYTORCH_JOB, RAY_JOB, seed_tree_document

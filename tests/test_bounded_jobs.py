@@ -20,8 +20,8 @@ from django.db import connection
 from django.test import override_settings
 
 from jobs.cluster.simulated import SimulatedCluster, parse_nodes
+from jobs.cluster.spec import PodGroup
 from jobs.models import JOBS, Job
-from jobs.spec import PodGroup
 from queues import exchange
 from queues.services import tree_apply, tree_export
 

@@ -19,11 +19,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
-from jobs.estimate import estimates_refresh
-from jobs.history import usage_record
+from jobs.engine.cycle import admission_cycle
 from jobs.models import Job, JobEvent, State
+from jobs.reads.estimate import estimates_refresh
 from jobs.services import job_cancel
+from jobs.usage.samples import usage_record
 
 from .conftest import RAY_JOB
 from .support.jobs import submit_document

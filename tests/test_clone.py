@@ -7,9 +7,9 @@ import copy
 import pytest
 from django.conf import settings
 
-from jobs.forms import MAX_GROUPS, SubmitForm, form_data
+from jobs.document.forms import MAX_GROUPS, SubmitForm, form_data
+from jobs.document.schema import job_document, job_parse
 from jobs.models import Job
-from jobs.schema import job_document, job_parse
 
 from .conftest import PYTORCH_JOB, RAY_JOB
 from .support.jobs import submit_document

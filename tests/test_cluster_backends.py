@@ -12,17 +12,17 @@ import yaml
 from django.test import override_settings
 from django.utils import timezone
 
-from jobs.admission import admission_cycle, backoff_delay
 from jobs.cluster import ClusterUnavailable, ObjectRef, get_backend
 from jobs.cluster.access import rbac_documents
 from jobs.cluster.kubernetes import KubernetesBackend, Settings
+from jobs.cluster.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
 from jobs.cluster.simulated import SimulatedBackend, parse_nodes
-from jobs.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
+from jobs.engine.cycle import admission_cycle, backoff_delay
+from jobs.engine.reconcile import jobs_reconcile, quota_publish
+from jobs.engine.sync import cluster_sync
 from jobs.models import JobEvent, UnavailableNamespace
-from jobs.reconcile import jobs_reconcile, quota_publish
-from jobs.selectors import cluster_trouble, queue_usage
+from jobs.reads.selectors import cluster_trouble, queue_usage
 from jobs.services import job_cancel
-from jobs.sync import cluster_sync
 
 from .conftest import client_for, wait_for
 from .kube_emulator import emulator

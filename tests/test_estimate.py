@@ -1,4 +1,4 @@
-"""About when a pending job starts (jobs/estimate.py): the admission rule replayed forward
+"""About when a pending job starts (jobs/reads/estimate.py): the admission rule replayed forward
 over expected ends, on hand-built trees."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
-from jobs.estimate import Holder, Line, Start, Waiter, describe, estimate_starts
+from jobs.reads.estimate import Holder, Line, Start, Waiter, describe, estimate_starts
 from queues.admission import BEST_EFFORT, PRIORITY
 from queues.quota import Node
 

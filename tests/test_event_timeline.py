@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import JobEvent
-from jobs.selectors import EVENT_PAGE, Cycles, event_timeline, timeline_page
+from jobs.reads.selectors import EVENT_PAGE, Cycles, event_timeline, timeline_page
 
 from .conftest import RAY_JOB
 from .support.jobs import submit_document

@@ -27,12 +27,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from rest_framework.authtoken.models import Token
 
-from jobs.admission import holding_jobs, leaf_usage, usage_of
 from jobs.cluster import get_backend
-from jobs.locks import ADMISSION
+from jobs.engine.cycle import holding_jobs, leaf_usage, usage_of
+from jobs.engine.locks import ADMISSION
+from jobs.engine.usage_audit import usage_audit
 from jobs.models import HOLDING, Job, JobEvent, SimulatedPod, State
 from jobs.services import job_submit_batch
-from jobs.usage_audit import usage_audit
 from kube.quantity import add
 from portal.embedded import free_port, redis_pings, redis_server_program
 from queues.quota import rollup

@@ -10,7 +10,7 @@ from celery.contrib.testing.worker import start_worker
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs.triggers import redis_client
+from jobs.engine.triggers import redis_client
 from portal.celery import app as celery_app
 from portal.health import probe_redis
 from portal.heartbeat import WORKERS_KEY, beat, live_workers
@@ -29,7 +29,7 @@ def test_it_answers_200_with_the_state_of_each_part(client):
 
 
 def test_it_reports_a_broker_that_does_not_answer(client, settings):
-    from jobs.triggers import redis_client
+    from jobs.engine.triggers import redis_client
 
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     redis_client.cache_clear()

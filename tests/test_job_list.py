@@ -11,10 +11,10 @@ from django.db import connection
 from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 
-from jobs.listing import API_QUERY, PAGE_QUERY, JobQuery, job_list
-from jobs.listing import parse_query as parse
+from jobs.document.validation import JobInvalid
 from jobs.models import Job, State
-from jobs.validation import JobInvalid
+from jobs.reads.listing import API_QUERY, PAGE_QUERY, JobQuery, job_list
+from jobs.reads.listing import parse_query as parse
 
 from .conftest import PYTORCH_JOB, RAY_JOB
 from .support.jobs import submit_document
@@ -220,7 +220,7 @@ def test_the_jobs_page_lists_filters_sorts_groups_and_pages(jobs, client, member
 
 
 def test_counting_stops_past_its_bound(jobs, member, settings, monkeypatch):
-    monkeypatch.setattr("jobs.listing.COUNT_MAX", 10)
+    monkeypatch.setattr("jobs.reads.listing.COUNT_MAX", 10)
     page = job_list(member, parse_query({}))
     assert (page.count, page.more) == (10, True)
     page = job_list(member, parse_query({"kind": "ray"}))

@@ -14,13 +14,13 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
+from jobs.document.schema import job_parse
+from jobs.engine.cycle import admission_cycle
+from jobs.engine.objects import job_spec
+from jobs.engine.reconcile import jobs_reconcile
+from jobs.engine.sync import cluster_sync
 from jobs.models import Job, State
-from jobs.reconcile import jobs_reconcile
-from jobs.schema import job_parse
 from jobs.services import job_cancel, job_submit
-from jobs.specs import job_spec
-from jobs.sync import cluster_sync
 
 from .conftest import RAY_JOB
 from .kube_emulator import status

@@ -1,5 +1,5 @@
 """One declared job schema: the API, the batch endpoint, the form and the OpenAPI document
-all take it from ``jobs.schema``."""
+all take it from ``jobs.document.schema``."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
-from jobs.fields import flat
-from jobs.forms import SubmitForm
+from jobs.document.fields import flat
+from jobs.document.forms import SubmitForm
+from jobs.document.schema import BackoffOut, EventOut, JobBatchOut, JobIn, JobOut, batch_out
+from jobs.document.validation import PRIORITY_RANGE
+from jobs.engine.cycle import admission_cycle
 from jobs.models import Job
-from jobs.schema import BackoffOut, EventOut, JobBatchOut, JobIn, JobOut, batch_out
-from jobs.validation import PRIORITY_RANGE
 
 from .conftest import PYTORCH_JOB, RAY_JOB
 from .test_views import RAY_FORM, login

@@ -15,8 +15,12 @@ from kubernetes.client import ApiException
 
 from jobs.cluster import ClusterUnavailable, ObjectRef, kinds
 from jobs.cluster.kubernetes import KubernetesBackend, Settings
-from jobs.manifests import build_manifests
-from jobs.manifests.common import ANNOTATION_DEQUEUED, ANNOTATION_ENQUEUED, kube_queue_timestamp
+from jobs.cluster.manifests import build_manifests
+from jobs.cluster.manifests.common import (
+    ANNOTATION_DEQUEUED,
+    ANNOTATION_ENQUEUED,
+    kube_queue_timestamp,
+)
 from kube.names import LABEL_MANAGED_BY, MANAGER
 
 from .conftest import wait_for

@@ -13,8 +13,8 @@ from kubernetes.client import ApiException
 
 from jobs.cluster import ClusterUnavailable, LogUnavailable, ObjectRef
 from jobs.cluster.kubernetes import log_window
-from jobs.manifests import build_manifests
-from jobs.spec import JobSpec, PodGroup
+from jobs.cluster.manifests import build_manifests
+from jobs.cluster.spec import JobSpec, PodGroup
 
 from .kube_emulator import emulator, status
 from .support.specs import pytorch_spec, ray_spec, volcano_spec

@@ -1,6 +1,6 @@
 """Bulk actions and admission cycles against each other: one lock order, no deadlock.
 
-Every writer locks several jobs by id, ascending (``jobs.locks``). Before that, a bulk
+Every writer locks several jobs by id, ascending (``jobs.engine.locks``). Before that, a bulk
 action by ``ids`` locked its jobs in the order given while the cycle locked its own in the
 order its statements scanned them, and PostgreSQL killed one side with ``deadlock
 detected``; the person was then told the database was down. These tests run both paths in
@@ -19,9 +19,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
+from jobs.document.schema import job_parse
+from jobs.engine.cycle import admission_cycle
 from jobs.models import JOBS, PENDING, Job
-from jobs.schema import job_parse
 from jobs.services import job_submit
 
 from .conftest import RAY_JOB, _server_url, wait_for

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs.manifests import build_manifests
-from jobs.manifests.common import kube_queue_timestamp, object_name
-from jobs.spec import JobSpec, PodGroup
+from jobs.cluster.manifests import build_manifests
+from jobs.cluster.manifests.common import kube_queue_timestamp, object_name
+from jobs.cluster.spec import JobSpec, PodGroup
 
 from . import k8s_schema
 from .support.specs import ENQUEUED, pytorch_spec, ray_spec

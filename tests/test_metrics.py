@@ -17,12 +17,12 @@ import yaml
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from jobs.admission import admission_cycle
+from jobs.document.schema import job_parse
+from jobs.engine.cycle import admission_cycle
+from jobs.engine.reconcile import jobs_reconcile
+from jobs.engine.sync import cluster_sync
 from jobs.models import Job, JobEvent, State
-from jobs.reconcile import jobs_reconcile
-from jobs.schema import job_parse
 from jobs.services import job_cancel, job_submit
-from jobs.sync import cluster_sync
 from portal.metrics import DatabaseCollector
 from portal.process_metrics import serve_process_metrics
 from queues.models import Queue

@@ -12,15 +12,15 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
 from jobs.cluster import ClusterUnavailable, NamespaceTrouble
+from jobs.engine.cycle import admission_cycle
+from jobs.engine.namespace_health import namespaces_troubled
+from jobs.engine.objects import object_ref
+from jobs.engine.reconcile import jobs_reconcile
+from jobs.engine.sync import cluster_sync
 from jobs.models import Job, State, UnavailableNamespace
-from jobs.namespace_health import namespaces_troubled
-from jobs.reconcile import jobs_reconcile
-from jobs.selectors import cluster_trouble, queue_usage
+from jobs.reads.selectors import cluster_trouble, queue_usage
 from jobs.services import job_cancel
-from jobs.specs import object_ref
-from jobs.sync import cluster_sync
 
 from .support.jobs import refresh, submit
 from .test_cluster_backends import on_kubernetes, roles

@@ -15,10 +15,11 @@ from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
 
-from jobs import selectors, services
-from jobs.admission import compact_pending_blocks
+from jobs import services
+from jobs.document.schema import job_parse
+from jobs.engine.cycle import compact_pending_blocks
 from jobs.models import PENDING, TICKET_BLOCK, Job, PendingBlock, State
-from jobs.schema import job_parse
+from jobs.reads import selectors
 
 from .conftest import RAY_JOB
 

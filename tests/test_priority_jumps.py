@@ -6,9 +6,9 @@ import copy
 import pytest
 from django.urls import reverse
 
+from jobs.document.validation import JobInvalid
 from jobs.models import Job, JobEvent
 from jobs.services import JobPermissionDenied, job_set_priority
-from jobs.validation import JobInvalid
 from queues.models import Queue
 
 from .conftest import RAY_JOB

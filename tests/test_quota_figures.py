@@ -1,13 +1,13 @@
 """The quota tree's figures on hand-built trees (queues/quota.py): borrowed, lent, free and
 pending demand per node and resource, and the bars and charts drawn from them
-(jobs/charts.py). No database."""
+(jobs/usage/charts.py). No database."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from jobs.charts import bar, chart, nice_step, tick_label, y_scale
-from jobs.history import RANGES, Point
+from jobs.usage.charts import bar, chart, nice_step, tick_label, y_scale
+from jobs.usage.samples import RANGES, Point
 from queues.quota import Balance, Node, balances, lent_by_node, rollup
 
 CORES = 1000

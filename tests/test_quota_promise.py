@@ -1,6 +1,6 @@
 """The quota promise at run time: a cycle's write that would break it is rolled back.
 
-``queues.quota.breaches`` judges usage after a change; ``jobs.admission.plan_write`` calls
+``queues.quota.breaches`` judges usage after a change; ``jobs.engine.cycle.plan_write`` calls
 it inside the cycle's transaction. A plan written here by hand stands for a planning fault
 (the one the pure function had: a victim admitted in the same cycle), since the planner
 itself no longer makes such plans.
@@ -17,14 +17,14 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from jobs.admission import admission_cycle, plan_write
+from jobs.document.schema import job_parse
+from jobs.engine.cycle import admission_cycle, plan_write
+from jobs.engine.reconcile import jobs_reconcile
+from jobs.engine.sync import cluster_sync
+from jobs.engine.usage_audit import usage_audit
 from jobs.models import Job, JobEvent, PendingBlock
-from jobs.reconcile import jobs_reconcile
-from jobs.schema import job_parse
-from jobs.selectors import usage_by_path
+from jobs.reads.selectors import usage_by_path
 from jobs.services import job_submit
-from jobs.sync import cluster_sync
-from jobs.usage_audit import usage_audit
 from queues.admission import Candidate, Plan
 from queues.quota import Breach, breaches
 from queues.selectors import tree_nodes
@@ -110,7 +110,7 @@ def test_it_rolls_back_a_plan_that_would_take_a_leaf_above_its_max(member, caplo
     now = timezone.now()
     first, second = submit(member, now), submit(member, now)
     leaf = first.queue.node.path
-    with caplog.at_level(logging.ERROR, logger="jobs.admission"):
+    with caplog.at_level(logging.ERROR, logger="jobs.engine.cycle"):
         written = plan_write(
             over_admitting_plan(first, second),
             tree=tree_nodes(),
@@ -134,7 +134,7 @@ def test_it_rolls_back_a_plan_that_would_take_a_leaf_above_its_max(member, caplo
 def test_it_rolls_back_a_plan_that_would_take_the_cluster_above_its_allocatable(member, caplog):
     now = timezone.now()
     job = submit(member, now)
-    with caplog.at_level(logging.ERROR, logger="jobs.admission"):
+    with caplog.at_level(logging.ERROR, logger="jobs.engine.cycle"):
         written = plan_write(
             over_admitting_plan(job),
             tree=tree_nodes(),
@@ -204,7 +204,7 @@ def test_a_borrower_admitted_in_a_cycle_is_reclaimed_only_by_a_later_cycle(staff
         return job_submit(user=staff, draft=job_parse(body), now=now + timedelta(seconds=at))
 
     two, four, six = job("root-a-x", "2", 0), job("root-a-x", "4", 1), job("root-b-y", "6", 2)
-    with caplog.at_level(logging.ERROR, logger="jobs.admission"):
+    with caplog.at_level(logging.ERROR, logger="jobs.engine.cycle"):
         first = admission_cycle(now=now + timedelta(seconds=3))
         assert sorted(first.admitted) == [two.pk, six.pk] and first.preempted == []
         assert first.backed_off == [four.pk]
@@ -245,7 +245,7 @@ def test_the_audit_reports_a_node_above_its_max_and_a_drifted_count(member, capl
     # pending block that counts a job nobody submitted.
     Job.objects.filter(pk__in=[first.pk, second.pk]).update(state="admitted", dequeued_at=now)
     PendingBlock.objects.create(queue=first.queue, priority=0, block=0, jobs=1)
-    with caplog.at_level(logging.ERROR, logger="jobs.usage_audit"):
+    with caplog.at_level(logging.ERROR, logger="jobs.engine.usage_audit"):
         report = usage_audit()
     assert Breach("root/algorithm/video", "cpu", 24000, 14000) in report.over_quota
     assert report.count_drift == {first.queue_id: (0, 1)}

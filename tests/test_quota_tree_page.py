@@ -15,9 +15,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
-from jobs.history import usage_record
+from jobs.engine.cycle import admission_cycle
 from jobs.models import USAGE_SAMPLES, UsageSample
+from jobs.usage.samples import usage_record
 
 from .support.jobs import submit
 from .test_views import HTMX, login

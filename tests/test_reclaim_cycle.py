@@ -8,12 +8,12 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
+from jobs.document.schema import job_parse
+from jobs.engine.cycle import admission_cycle
+from jobs.engine.reconcile import jobs_reconcile
+from jobs.engine.sync import cluster_sync
 from jobs.models import Job, SimulatedPod
-from jobs.reconcile import jobs_reconcile
-from jobs.schema import job_parse
 from jobs.services import job_submit
-from jobs.sync import cluster_sync
 from queues.models import Queue
 from queues.services import tree_apply
 

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 from jobs.cluster.simulated import SimulatedBackend, SimulatedCluster, parse_nodes
-from jobs.spec import JobSpec, PodGroup
+from jobs.cluster.spec import JobSpec, PodGroup
 
 T0 = datetime(2025, 1, 10, 1, 36, 24, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from jobs.triggers import (
+from jobs.engine.triggers import (
     SENDER,
     SENDER_QUEUE_SIZE,
     request_admission,
@@ -27,7 +27,7 @@ def test_a_burst_of_admission_requests_takes_one_place_in_the_sender(settings):
 
 
 def test_requests_beyond_the_senders_queue_are_dropped_with_one_warning(settings, caplog):
-    with broker_hung(settings), caplog.at_level(logging.WARNING, logger="jobs.triggers"):
+    with broker_hung(settings), caplog.at_level(logging.WARNING, logger="jobs.engine.triggers"):
         for job_id in range(2 * SENDER_QUEUE_SIZE):
             request_reconcile([job_id])  # returns at once, however many wait
         assert SENDER.unsent() <= SENDER_QUEUE_SIZE + 1  # the queue, and one being sent

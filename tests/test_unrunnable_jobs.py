@@ -21,13 +21,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
 from jobs.cluster import get_backend
+from jobs.document.validation import job_pods
+from jobs.engine.cycle import admission_cycle
+from jobs.engine.reconcile import jobs_reconcile
+from jobs.engine.sync import cluster_sync
+from jobs.engine.unrunnable import jobs_fail_unrunnable
 from jobs.models import Job
-from jobs.reconcile import jobs_reconcile
-from jobs.sync import cluster_sync
-from jobs.unrunnable import jobs_fail_unrunnable
-from jobs.validation import job_pods
 from queues.models import QuotaNode
 
 from .conftest import PYTORCH_JOB, RAY_JOB, client_for, seed_tree_document

@@ -1,4 +1,4 @@
-"""The usage history (jobs/history.py): what beat records per node and resource, once per
+"""The usage history (jobs/usage/samples.py): what beat records per node and resource, once per
 interval however often it runs, what it prunes, and how a chart's range is read back in a
 few hundred points."""
 
@@ -10,11 +10,11 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
-from jobs.history import RANGES, interval_start, usage_record, usage_series
+from jobs.engine.cycle import admission_cycle
+from jobs.engine.task_names import USAGE_HISTORY_TASK
 from jobs.models import UsageSample
-from jobs.selectors import leaf_loads
-from jobs.task_names import USAGE_HISTORY_TASK
+from jobs.reads.selectors import leaf_loads
+from jobs.usage.samples import RANGES, interval_start, usage_record, usage_series
 from portal.celery import app
 
 from .conftest import wait_for

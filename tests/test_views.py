@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
-from jobs.estimate import estimates_refresh
+from jobs.engine.cycle import admission_cycle
 from jobs.models import Job, JobEvent
+from jobs.reads.estimate import estimates_refresh
 from jobs.services import job_cancel
 
 from .conftest import RAY_JOB
@@ -610,8 +610,8 @@ def test_an_admitted_job_whose_pods_wait_says_what_the_cluster_last_said_and_unt
     from django.utils import timezone
 
     from jobs.cluster import get_backend
-    from jobs.reconcile import jobs_reconcile
-    from jobs.sync import cluster_sync
+    from jobs.engine.reconcile import jobs_reconcile
+    from jobs.engine.sync import cluster_sync
 
     settings.SIMULATED_CLUSTER_NODES = "2xcpu=8,memory=64Gi"
     settings.START_TIMEOUT_SECONDS = 120

@@ -1,4 +1,4 @@
-"""Why a job waits (jobs/waiting.py) on hand-built trees: the rule's own answer in words,
+"""Why a job waits (jobs/reads/waiting.py) on hand-built trees: the rule's own answer in words,
 the path table with the first node that blocks, and the job behind the head told what the
 head waits for."""
 
@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.admission import admission_cycle
-from jobs.estimate import estimates_refresh
+from jobs.engine.cycle import admission_cycle
 from jobs.models import Job, JobEvent, State
-from jobs.waiting import Holding, Place, explain
+from jobs.reads.estimate import estimates_refresh
+from jobs.reads.waiting import Holding, Place, explain
 from queues.admission import BEST_EFFORT, PRIORITY, Admitted
 from queues.quota import Node, Standing, lent_by_node, path_standing, rollup
 

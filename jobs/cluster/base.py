@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from jobs.spec import JobSpec
+from jobs.cluster.spec import JobSpec
 
 # The Warning events that say why a job's pods are not running (docs/architecture.md
 # section 8): the scheduler's failures, which the start timeout quotes, and evictions.
@@ -44,7 +44,7 @@ class LogUnavailable(Exception):
     refused to read it. The message is a plain sentence for the person looking at the job.
 
     ``missing``: no such pod exists (not created yet, or gone), which the caller can word
-    from what it knows of the job (``jobs.logs``)."""
+    from what it knows of the job (``jobs.reads.logs``)."""
 
     def __init__(self, reason: str, *, missing: bool = False):
         super().__init__(reason)

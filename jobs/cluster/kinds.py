@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobs.manifests.common import LABEL_JOB_ID
+from jobs.cluster.manifests.common import LABEL_JOB_ID
 
 from .base import ClusterEvent, ObjectStatus, Phase
 
@@ -246,7 +246,7 @@ def main_pod_selector(runtime: str, *, object_name: str, job_id: int, head: str)
     it names itself (``<job>-<random>``, in the RayJob's ``status.rayClusterName``): the job
     label finds it without reading the RayJob first. Kubeflow marks the master
     ``training.kubeflow.org/replica-type=master`` (lower case), Volcano each pod with its
-    task, which Caldera names ``head`` or ``master`` (``jobs.manifests.volcano``).
+    task, which Caldera names ``head`` or ``master`` (``jobs.cluster.manifests.volcano``).
     """
     own = f"{LABEL_JOB_ID}={job_id}"
     if runtime == "kuberay":

@@ -28,14 +28,14 @@ from typing import TypeVar
 import urllib3
 from kubernetes import client, config
 
-from jobs.manifests import build_manifests
-from jobs.manifests.common import (
+from jobs.cluster.manifests import build_manifests
+from jobs.cluster.manifests.common import (
     ANNOTATION_DEQUEUED,
     LABEL_JOB_ID,
     annotations,
     script_configmap_name,
 )
-from jobs.spec import JobSpec
+from jobs.cluster.spec import JobSpec
 from jobs.telemetry import CLUSTER_REQUEST_SECONDS, CLUSTER_REQUESTS
 from kube.names import LABEL_MANAGED_BY, MANAGER
 from kube.quantity import (

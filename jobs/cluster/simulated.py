@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 
+from jobs.cluster.spec import JobSpec
 from jobs.models import SimulatedPod
-from jobs.spec import JobSpec
 from kube.quantity import KUBELET_MAX_PODS, PODS, ResourceList, parse_resources, total
 
 from .base import (

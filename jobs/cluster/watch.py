@@ -25,7 +25,7 @@ from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import ReadTimeoutError
 
-from jobs.manifests.common import LABEL_JOB_ID
+from jobs.cluster.manifests.common import LABEL_JOB_ID
 
 from . import kinds
 

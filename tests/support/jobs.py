@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from jobs.schema import job_parse
+from jobs.document.schema import job_parse
 from jobs.services import job_submit
 
 from ..conftest import RAY_JOB

@@ -22,7 +22,7 @@ from celery import Celery
 from django.conf import settings as django_settings
 from django.db import connection
 
-from jobs.triggers import SENDER, redis_client
+from jobs.engine.triggers import SENDER, redis_client
 from portal.celery import app as portal_app
 
 # Requests handed to the sender during an outage are sent or dropped within this long once

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from jobs.spec import JobSpec, PodGroup
+from jobs.cluster.spec import JobSpec, PodGroup
 
 ENQUEUED = datetime(2025, 1, 10, 1, 36, 24, 298639, tzinfo=UTC)
 

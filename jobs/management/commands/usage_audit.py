@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.usage_audit import usage_audit
+from jobs.engine.usage_audit import usage_audit
 
 
 class Command(BaseCommand):

@@ -23,8 +23,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 
+from jobs.document.schema import job_parse
 from jobs.models import PENDING, Job
-from jobs.schema import job_parse
 from jobs.services import job_submit
 from portal.supervise import Supervisor, install_signal_handlers
 from queues.departments import department_create, membership_set

@@ -1,0 +1,55 @@
+"""PyTorch on Kubeflow: a ``kubeflow.org/v1`` PyTorchJob with a Master and Workers."""
+
+from __future__ import annotations
+
+from jobs.cluster.spec import JobSpec, PodGroup
+
+from . import common
+
+SCRIPT_DIR = "/workspace"
+
+
+def command(spec: JobSpec) -> list[str]:
+    if spec.command:
+        return list(spec.command)
+    return ["python", f"{SCRIPT_DIR}/{spec.script_filename}"]
+
+
+def replica_spec(spec: JobSpec, group: PodGroup, replicas: int) -> dict:
+    container = {
+        "name": "pytorch",
+        "image": spec.image,
+        "command": command(spec),
+        "resources": common.resources(group.resources),
+    }
+    if spec.env:
+        container["env"] = common.env(spec)
+    pod: dict = {"containers": [container]}
+    if spec.script:
+        container["volumeMounts"] = [{"mountPath": SCRIPT_DIR, "name": "script"}]
+        pod["volumes"] = [common.script_volume(spec)]
+    return {
+        "replicas": replicas,
+        "restartPolicy": "OnFailure",
+        "template": {"metadata": {"labels": common.labels(spec)}, "spec": pod},
+    }
+
+
+def pytorchjob(spec: JobSpec) -> dict:
+    replica_specs = {"Master": replica_spec(spec, spec.head, 1)}
+    if spec.workers:
+        # Kubeflow has one Worker replica type, so a PyTorch job has one worker group.
+        (workers,) = spec.workers
+        replica_specs["Worker"] = replica_spec(spec, workers, workers.replicas)
+    scheduling = {"queue": spec.queue_name, "minAvailable": len(spec.pods)}
+    if spec.priority_class:
+        scheduling["priorityClass"] = spec.priority_class
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": common.metadata(spec),
+        "spec": {
+            "runPolicy": {"suspend": spec.suspend, "schedulingPolicy": scheduling},
+            "pytorchReplicaSpecs": replica_specs,
+        },
+    }

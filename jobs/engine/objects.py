@@ -1,0 +1,85 @@
+"""The job-to-spec mapping: what a job row becomes for the manifests and the backends.
+
+``job_spec`` turns a job into the plain ``JobSpec`` that ``jobs.cluster.manifests`` and
+``jobs.cluster`` take; ``object_wanted`` says where the job's object belongs for its state
+(released, suspended or absent). The pages, the API and the reconciler all read these.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from jobs.cluster import ObjectRef
+from jobs.cluster.kinds import RESOURCES
+from jobs.cluster.manifests.common import object_name
+from jobs.cluster.spec import DEFAULT_RUN_SECONDS, JobSpec, PodGroup
+from jobs.models import IN_CLUSTER, PENDING, Job
+from queues.selectors import queue_department
+
+# Runtimes whose objects have a suspend flag: KubeRay's RayJob, Kubeflow's PyTorchJob.
+SUSPENDABLE = tuple(name for name, kind in RESOURCES.items() if kind.suspend_path)
+RUNNING, SUSPENDED, ABSENT = "running", "suspended", "absent"
+
+
+def object_wanted(state: str, runtime: str) -> str:
+    """Where a job in ``state`` wants its object: released to the scheduler (running),
+    created and suspended until its dequeue (suspended, with CLUSTER_GATE=suspend), or
+    not in the cluster at all (absent)."""
+    if state in IN_CLUSTER:
+        return RUNNING
+    if state in PENDING and settings.CLUSTER_GATE == "suspend" and runtime in SUSPENDABLE:
+        return SUSPENDED
+    return ABSENT
+
+
+def object_ref(job: Job) -> ObjectRef:
+    return ObjectRef(object_name(job.name, job.pk), job.namespace, job.runtime)
+
+
+def head_group(kind: str) -> str:
+    """The name of a job's main pod group: a PyTorch job's master, a Ray job's head."""
+    return "master" if kind == Job.Kind.PYTORCH else "head"
+
+
+def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpec:
+    """The plain description of a job that manifests and backends take."""
+    return JobSpec(
+        id=job.pk,
+        name=job.name,
+        object_name=object_name(job.name, job.pk),
+        namespace=job.namespace,
+        kind=job.kind,
+        runtime=job.runtime,
+        image=job.image,
+        head=PodGroup(
+            name=head_group(job.kind),
+            replicas=1,
+            resources=dict(job.head.get("resources", {})),
+        ),
+        workers=tuple(
+            PodGroup(g["name"], g["replicas"], dict(g["resources"]), g.get("max_replicas"))
+            for g in job.workers
+        ),
+        queue_name=job.queue.name,
+        queue_path=job.queue.node.path,
+        department=department,
+        owner=job.owner.username,
+        priority=job.priority,
+        priority_class=job.queue.priority_class,
+        entrypoint=job.entrypoint,
+        command=tuple(job.command),
+        script=job.script,
+        script_filename=job.script_filename,
+        run_seconds=DEFAULT_RUN_SECONDS if job.run_seconds is None else job.run_seconds,
+        pip=tuple(job.pip),
+        env=dict(job.env),
+        enqueued_at=job.enqueued_at,
+        dequeued_at=job.dequeued_at,
+        batch_scheduler="volcano" if "volcano" in settings.CLUSTER_RUNTIMES else "",
+        suspend=suspend,
+    )
+
+
+def job_spec_full(job: Job) -> JobSpec:
+    department = queue_department(job.queue)
+    return job_spec(job, department=department.name if department else "")

@@ -1,0 +1,266 @@
+"""The reconciler: make the cluster match the database for given jobs.
+
+``jobs_reconcile`` creates the objects of admitted jobs (released, or suspended while they
+wait, with CLUSTER_GATE=suspend) and deletes those of jobs that left the cluster; a job
+whose object the cluster refuses for good fails with its reason (``jobs_refused``). A
+leaving job (preempted or stopping) whose objects the sync no longer sees lets its quota go
+(``jobs_left``): a preempted one goes back to its queue, a stopping one is cancelled.
+``quota_publish`` writes the quota tree to the cluster. All are idempotent: running them
+twice, or at the same time in two processes, changes nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.cluster import (
+    ClusterUnavailable,
+    NamespaceTrouble,
+    NamespaceUnavailable,
+    Refusal,
+    get_backend,
+)
+from jobs.engine.cluster_health import cluster_unavailable
+from jobs.engine.cycle import LEFT_FOR_BACKOFF, capacity_changed, leave_for_backoff
+from jobs.engine.locks import lock_jobs
+from jobs.engine.namespace_health import (
+    failed_reason,
+    held_reason,
+    namespaces_troubled,
+    past_grace,
+    unavailable_namespaces,
+)
+from jobs.engine.objects import ABSENT, SUSPENDED, job_spec, object_ref, object_wanted
+from jobs.engine.triggers import request_admission, request_reconcile, request_sync
+from jobs.models import LEAVING, Job, JobEvent, State, sources_of
+from queues import exchange, services
+from queues.selectors import queue_departments
+
+log = logging.getLogger(__name__)
+
+
+def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> None:
+    """Bring each job's object to where its state wants it (``object_wanted``): created
+    and released, created suspended, or deleted. Jobs whose objects the cluster refuses
+    for good fail with its reason; those refused for their namespace's trouble wait
+    (``jobs_held``). A namespace in trouble is marked so by itself, never the cluster."""
+    now = now or timezone.now()
+    try:
+        _reconcile(job_ids, now)
+    except NamespaceUnavailable as error:
+        namespaces_troubled(error.troubles, now=now)
+        raise
+    except ClusterUnavailable as error:
+        cluster_unavailable(now=now, error=str(error))
+        raise
+
+
+def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
+    jobs = list(Job.objects.filter(pk__in=list(job_ids)).select_related("queue__node", "owner"))
+    wanted = {job.pk: object_wanted(job.state, job.runtime) for job in jobs}
+    # Every queue's department in one query, not one per queue.
+    owners = queue_departments({job.queue for job in jobs if wanted[job.pk] != ABSENT})
+    present = [
+        job_spec(
+            job,
+            department=owners[job.queue_id].name if job.queue_id in owners else "",
+            suspend=wanted[job.pk] == SUSPENDED,
+        )
+        for job in jobs
+        if wanted[job.pk] != ABSENT
+    ]
+    unwanted = [object_ref(job) for job in jobs if wanted[job.pk] == ABSENT]
+    backend = get_backend()
+    troubled = None
+    if unwanted:
+        try:
+            backend.remove(unwanted, now=now)
+        except NamespaceUnavailable as error:
+            troubled = error  # the other namespaces' objects are removed: go on with them
+        request_sync()  # it confirms they are gone, and leaving jobs then let their quota go
+    if present:
+        refused = backend.apply(present, now=now)
+        released = [spec.id for spec in present if not spec.suspend and spec.id not in refused]
+        start_clocks(released, now=now)
+        held = {i: r for i, r in refused.items() if r.namespace}
+        refused = {i: r for i, r in refused.items() if not r.namespace}
+        jobs_refused({i: r.reason for i, r in refused.items() if not r.retry}, now=now)
+        jobs_deferred({i: r.reason for i, r in refused.items() if r.retry}, now=now)
+        jobs_held(held, now=now)
+        request_sync()
+    if troubled is not None:
+        raise troubled
+
+
+def start_clocks(job_ids: list[int], *, now: datetime) -> None:
+    """Admitted jobs whose objects the cluster now holds, released: their start timeout
+    begins to count (``jobs.engine.start_timeouts``), once, at the first reconcile that did it."""
+    with transaction.atomic():
+        lock_jobs(job_ids)
+        Job.objects.filter(
+            pk__in=job_ids, state=State.ADMITTED, start_clock_at__isnull=True
+        ).update(start_clock_at=now)
+
+
+def jobs_refused(reasons: dict[int, str], *, now: datetime) -> list[int]:
+    """Jobs whose objects the cluster refused for good (an invalid object, a namespace
+    that does not exist or is being deleted, a webhook's denial) fail with the cluster's
+    words; what they held is freed and what they left behind is removed."""
+    if not reasons:
+        return []
+    failed = jobs_transition(State.FAILED, reasons, now, "Refused")
+    if failed:
+        get_backend().remove(
+            [object_ref(job) for job in Job.objects.filter(pk__in=failed)], now=now
+        )
+        capacity_changed(now=now)
+        transaction.on_commit(request_admission)
+    return failed
+
+
+def jobs_held(refused: dict[int, Refusal], *, now: datetime) -> None:
+    """Admitted jobs whose objects the cluster refused for their namespace's trouble (not
+    found, being deleted, no Role for Caldera there): the namespace is marked unavailable by
+    itself, and each job goes back to its queue in backoff with the server's words, freeing
+    what it held, while the namespace may come back (``jobs_deferred``); once it has been
+    unavailable for NAMESPACE_GRACE_SECONDS, the job fails instead (``jobs_refused``)."""
+    if not refused:
+        return
+    namespaces_troubled(
+        {r.namespace: NamespaceTrouble(r.reason) for r in refused.values()}, now=now
+    )
+    rows = unavailable_namespaces()
+    late = {
+        i
+        for i, r in refused.items()
+        if r.namespace in rows and past_grace(rows[r.namespace], now=now)
+    }
+    jobs_deferred(
+        {i: held_reason(rows[r.namespace]) for i, r in refused.items() if i not in late}, now=now
+    )
+    jobs_refused({i: failed_reason(rows[refused[i].namespace]) for i in late}, now=now)
+
+
+def jobs_deferred(reasons: dict[int, str], *, now: datetime) -> list[int]:
+    """Admitted jobs whose objects the cluster refused for now (its ResourceQuota is full)
+    go back to their queue in backoff with the cluster's words, growing with each try, and
+    free what they held; what they left behind (a script ConfigMap) is removed by the
+    reconcile their new state asks for."""
+    if not reasons:
+        return []
+    with transaction.atomic():
+        jobs = list(
+            Job.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("queue")
+            .filter(pk__in=list(reasons), state=State.ADMITTED)
+            .order_by("pk")
+        )
+        for job in jobs:
+            leave_for_backoff(job, reason=reasons[job.pk], attempts=job.backoff_count + 1, now=now)
+        Job.objects.bulk_update(jobs, LEFT_FOR_BACKOFF)
+        JobEvent.objects.record(
+            (
+                (
+                    job.pk,
+                    "Deferred",
+                    f"{job.backoff_reason}; next try at {job.next_attempt_at:%H:%M:%S}",
+                )
+                for job in jobs
+            ),
+            at=now,
+            warning=True,
+        )
+        if jobs:
+            capacity_changed(now=now)
+            moved = [job.pk for job in jobs]
+            transaction.on_commit(lambda: request_reconcile(moved))
+            transaction.on_commit(request_admission)
+    return [job.pk for job in jobs]
+
+
+def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
+    """Leaving jobs whose objects the cluster no longer has let their quota go: preempted
+    ones go back to their queue, keeping their enqueue time (so they return to their place
+    in the queue order); stopping ones are cancelled. Called by the sync, which alone sees
+    that the objects are gone."""
+    with transaction.atomic():
+        moved = list(
+            Job.objects.filter(pk__in=job_ids, state__in=LEAVING)
+            .select_for_update(of=("self",), no_key=True)
+            .order_by("pk")
+            .values_list("pk", "state", "queue__name")
+        )
+        if not moved:
+            return []
+        requeued = [pk for pk, state, _ in moved if state == State.PREEMPTED]
+        stopped = [pk for pk, state, _ in moved if state == State.STOPPING]
+        Job.objects.filter(pk__in=requeued).update(
+            state=State.QUEUED,
+            dequeued_at=None,
+            started_at=None,
+            backoff_reason="",
+            next_attempt_at=None,
+            leaving_since=None,
+        )
+        Job.objects.filter(pk__in=stopped).update(
+            state=State.CANCELLED, finished_at=now, leaving_since=None
+        )
+        JobEvent.objects.record(
+            (
+                (pk, "Requeued", f"Left the cluster and went back to {queue} at its original place")
+                if state == State.PREEMPTED
+                else (
+                    pk,
+                    JobEvent.Reason.STOPPED,
+                    "Its objects left the cluster; its quota is free",
+                )
+                for pk, state, queue in moved
+            ),
+            at=now,
+        )
+        capacity_changed(now=now)
+    transaction.on_commit(request_admission)
+    return [pk for pk, _, _ in moved]
+
+
+def quota_publish() -> list[str]:
+    """Write the quota tree to the cluster as CLUSTER_PUBLISH_QUOTA asks, so that the
+    cluster's own scheduler agrees with Caldera. Returns the kinds of objects written."""
+    targets = settings.CLUSTER_PUBLISH_QUOTA
+    if not targets:
+        return []
+    tree = services.tree_export() if "elasticquotatree" in targets else None
+    if tree is not None and not tree["spec"]["root"]:
+        tree = None  # no tree yet: nothing to write
+    queues = exchange.volcano_queues() if "volcano" in targets else None
+    get_backend().publish_quota(tree=tree, queues=queues)
+    return [
+        kind for kind, obj in (("elasticquotatree", tree), ("volcano", queues)) if obj is not None
+    ]
+
+
+def jobs_transition(target: str, messages: dict[int, str], now: datetime, reason: str) -> list[int]:
+    """Compare-and-swap these jobs into ``target`` together; an event for each that moved."""
+    if not messages:
+        return []
+    stamps = {"started_at": now} if target == State.RUNNING else {"finished_at": now}
+    with transaction.atomic():
+        moved = list(
+            Job.objects.select_for_update(no_key=True)
+            .filter(pk__in=list(messages), state__in=sources_of(target))
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        Job.objects.filter(pk__in=moved).update(state=target, **stamps)
+        JobEvent.objects.record(
+            ((job_id, reason, messages[job_id]) for job_id in moved),
+            at=now,
+            warning=target == State.FAILED,
+        )
+    return moved

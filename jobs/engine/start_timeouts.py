@@ -1,0 +1,112 @@
+"""Start timeouts: admitted jobs whose pods do not all run in time leave the cluster.
+
+A job whose objects were released in the cluster more than START_TIMEOUT_SECONDS of
+reachable time ago (``Job.start_clock_at``) and whose pods are not all running goes back
+to its queue in backoff, or fails after START_TIMEOUT_ATTEMPTS, with the cluster's last
+scheduling failure as the reason. Time the cluster did not answer is not counted
+(``start_clocks_resume``). The cluster sync calls both once per sync.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from jobs.cluster import SCHEDULING_FAILURES
+from jobs.engine.cycle import LEFT_FOR_BACKOFF, leave_for_backoff
+from jobs.models import JOBS, Job, JobEvent, State
+
+
+def start_clocks_resume(*, outage_since: datetime, now: datetime) -> int:
+    """The cluster answers again after not answering since ``outage_since``: the start
+    clocks of admitted jobs move on by the part of the outage they had counted, so that
+    no job times out for time the cluster could not be asked. Returns the jobs moved."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {JOBS} SET start_clock_at = start_clock_at
+                + (%(now)s - GREATEST(start_clock_at, %(since)s))
+            WHERE id IN (
+                SELECT id FROM {JOBS}
+                WHERE state = %(admitted)s AND start_clock_at < %(now)s
+                ORDER BY id FOR NO KEY UPDATE
+            )
+            """,
+            {"now": now, "since": outage_since, "admitted": State.ADMITTED},
+        )
+        return cursor.rowcount
+
+
+def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list[int]]:
+    """Admitted jobs whose pods are not all running START_TIMEOUT_SECONDS of reachable time
+    after their objects were released leave the cluster, with the cluster's last word on
+    why: back to their queue in backoff, growing exponentially with their
+    ``start_timeouts``, or failed once they have timed out START_TIMEOUT_ATTEMPTS times
+    (Kueue's ``backoffLimitCount``), so that a gang the cluster never places does not take
+    its quota round after round.
+
+    Returns the jobs requeued and the jobs failed.
+    """
+    timeout = settings.START_TIMEOUT_SECONDS
+    attempts = settings.START_TIMEOUT_ATTEMPTS
+    late = list(
+        Job.objects.filter(
+            state=State.ADMITTED, start_clock_at__lte=now - timedelta(seconds=timeout)
+        )
+        .exclude(pk__in=started)
+        .values_list("pk", flat=True)
+    )
+    if not late:
+        return [], []
+    last_failure: dict[int, str] = {}
+    for job_id, message in (
+        JobEvent.objects.filter(job_id__in=late, reason__in=SCHEDULING_FAILURES)
+        .order_by("job_id", "-created_at", "-id")
+        .values_list("job_id", "message")
+    ):
+        last_failure.setdefault(job_id, message)
+    with transaction.atomic():
+        jobs = list(
+            Job.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("queue")
+            .filter(pk__in=late, state=State.ADMITTED)
+            .order_by("pk")
+        )
+        events = []
+        for job in jobs:
+            cause = last_failure.get(job.pk, "the cluster reported no scheduling failure")
+            late_by = f"Its pods were not all running {timeout:.0f}s after its objects were created"
+            job.start_timeouts += 1
+            if job.start_timeouts >= attempts:
+                job.dequeued_at, job.last_tried_at = None, now
+                job.state, job.finished_at, job.next_attempt_at = State.FAILED, now, None
+                message = (
+                    f"{late_by}, {job.start_timeouts} of {attempts} times, so it left the "
+                    f"cluster and failed; last scheduling failure: {cause}"
+                )
+                events.append((job, "StartAttemptsExceeded", message))
+                continue
+            leave_for_backoff(
+                job,
+                reason=f"{late_by}, so it left the cluster; last scheduling failure: {cause}",
+                attempts=job.start_timeouts,
+                now=now,
+            )
+            events.append(
+                (
+                    job,
+                    JobEvent.Reason.START_TIMEOUT,
+                    f"{job.backoff_reason}; start attempt {job.start_timeouts} of {attempts};"
+                    f" next try at {job.next_attempt_at:%H:%M:%S}",
+                )
+            )
+        Job.objects.bulk_update(jobs, [*LEFT_FOR_BACKOFF, "start_timeouts", "finished_at"])
+        JobEvent.objects.record(
+            ((job.pk, reason, message) for job, reason, message in events), at=now, warning=True
+        )
+    return (
+        [job.pk for job in jobs if job.state == State.BACKOFF],
+        [job.pk for job in jobs if job.state == State.FAILED],
+    )

@@ -1,0 +1,316 @@
+"""The cluster sync: read statuses and events from the cluster and record them.
+
+``cluster_sync`` moves jobs to running and finished (freeing their quota), records
+Warning events (one row each, however often they repeat), times out jobs that do not start
+(``jobs.engine.start_timeouts``), fails waiting jobs when the nodes change
+(``jobs.engine.unrunnable``), and hands what is missing or left over to the reconciler.
+One sync runs at a time behind an advisory lock; it is idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, connection
+from django.utils import timezone
+
+from jobs.cluster import FINISHED_PHASES, ClusterUnavailable, NamespaceTrouble, Phase, get_backend
+from jobs.engine.cluster_health import cluster_answered, cluster_unavailable
+from jobs.engine.cycle import capacity_changed
+from jobs.engine.locks import SYNC, advisory_lock
+from jobs.engine.namespace_health import namespaces_checked, unavailable_namespaces
+from jobs.engine.objects import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted
+from jobs.engine.reconcile import jobs_left, jobs_reconcile, jobs_transition
+from jobs.engine.start_timeouts import jobs_time_out, start_clocks_resume
+from jobs.engine.triggers import remember, request_admission, request_sync_at, seen_before
+from jobs.engine.unrunnable import jobs_fail_unrunnable
+from jobs.models import HOLDING, IN_CLUSTER, JOBS, LEAVING, PENDING, Job, JobEvent, State
+from queues.selectors import tree_namespaces
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SyncResult:
+    started: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+    timed_out: list[int] = field(default_factory=list)  # left the cluster, into backoff
+    # Timed out START_TIMEOUT_ATTEMPTS times: left the cluster and failed.
+    start_failed: list[int] = field(default_factory=list)
+    unrunnable: list[int] = field(default_factory=list)  # waiting jobs the nodes cannot hold
+    left: list[int] = field(default_factory=list)  # leaving jobs whose objects are gone
+    # Running jobs whose namespace is gone, and their objects with it: failed.
+    lost: list[int] = field(default_factory=list)
+    # Namespaces found unavailable (their jobs wait), and those found back.
+    troubled: list[str] = field(default_factory=list)
+    back: list[str] = field(default_factory=list)
+    events: int = 0
+
+    @property
+    def freed(self) -> bool:
+        """Capacity was given back: the next jobs can be admitted."""
+        return bool(self.finished or self.timed_out or self.start_failed or self.left or self.lost)
+
+
+def cluster_sync(
+    *, now: datetime | None = None, before: Callable[[], None] | None = None
+) -> SyncResult | None:
+    """Record cluster statuses and events. None if another process is syncing.
+
+    The caller admits into the capacity ``result.finished`` freed (see jobs.tasks.sync).
+    Whether the cluster answered is recorded for the pages (``ClusterHealth``): it has
+    once it listed the jobs' objects; a later step that fails records the error again.
+    """
+    now = now or timezone.now()
+    try:
+        return _sync(now, before)
+    except ClusterUnavailable as error:
+        cluster_unavailable(now=now, error=str(error))
+        raise
+
+
+def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None:
+    result = SyncResult()
+    with advisory_lock(SYNC) as acquired:
+        if not acquired:
+            return None
+        if before is not None:
+            before()
+        observed = _observed_namespaces()
+        observation = get_backend().observe(now=now, namespaces=observed)
+        troubled = _namespaces_in_trouble(observation, observed)
+        outage_since = cluster_answered(now=now)
+        if outage_since is not None:  # the time it did not answer counts for no start
+            start_clocks_resume(outage_since=outage_since, now=now)
+        result.troubled = sorted(troubled)
+        result.back = namespaces_checked(troubled, now=now)
+        # A namespace that is gone took its objects with it: the listing is complete there.
+        # One refused or being deleted says nothing of its jobs: nothing is concluded.
+        unknown = sorted(ns for ns, trouble in troubled.items() if not trouble.gone)
+        gone = sorted(ns for ns, trouble in troubled.items() if trouble.gone)
+        result.unrunnable = _nodes_changed(now)
+        result.events = _record_events(observation.events)
+        phases = {status.job_id: status for status in observation.statuses}
+        listed = list(phases)
+        jobs = _known(listed)
+        moves: dict[str, dict[int, str]] = {
+            State.RUNNING: {},
+            State.SUCCEEDED: {},
+            State.FAILED: {},
+        }
+        for job_id, status in phases.items():
+            job = jobs.get(job_id)
+            if job is None:
+                continue
+            if status.phase == Phase.RUNNING and job.state == State.ADMITTED:
+                moves[State.RUNNING][job_id] = "All pods are running"
+            elif status.phase in FINISHED_PHASES:
+                target = State.SUCCEEDED if status.phase == Phase.SUCCEEDED else State.FAILED
+                moves[target][job_id] = status.message or f"The job {status.phase.lower()}"
+        result.started = jobs_transition(State.RUNNING, moves[State.RUNNING], now, "Running")
+        for target, reason in (
+            (State.SUCCEEDED, JobEvent.Reason.SUCCEEDED),
+            (State.FAILED, JobEvent.Reason.FAILED),
+        ):
+            result.finished += jobs_transition(target, moves[target], now, reason)
+        result.timed_out, result.start_failed = jobs_time_out(now, started=result.started)
+        result.lost = _lost_with_namespace(gone, now)
+        # Objects of jobs that want none (finished, cancelled, timed out) are removed; jobs
+        # whose object is missing from this complete listing, or suspended when it should
+        # not be (or the reverse), are reconciled.
+        leftover, mismatched = [], []
+        for job_id, status in phases.items():
+            job = jobs.get(job_id)
+            wanted = ABSENT if job is None else object_wanted(_state_now(job, result), job.runtime)
+            if wanted == ABSENT:
+                if not status.deleting:
+                    leftover.append(status.ref)
+            elif status.phase not in FINISHED_PHASES and (status.phase == Phase.SUSPENDED) != (
+                wanted == SUSPENDED
+            ):
+                mismatched.append(job_id)
+        missing = sorted(
+            set(_unlisted(_WANTING_OBJECTS, listed, now, unknown=unknown)) | set(mismatched)
+        )
+        # Leaving jobs whose objects are gone from this complete listing let their quota
+        # go; those still listed are removed again, even when the reconcile task that
+        # removed them was lost.
+        left = _unlisted("state = ANY(%(leaving)s)", listed, now, unknown=unknown)
+        if left:
+            result.left = jobs_left(left, now=now)
+    if leftover:
+        get_backend().remove(leftover, now=now)
+    if missing:
+        jobs_reconcile(missing, now=now)
+    if result.freed or result.back:
+        # The caller admits into what they freed (jobs.tasks.sync); the jobs held for a
+        # namespace that is back are woken and tried at the next cycle.
+        capacity_changed(now=now)
+    if result.back:
+        request_admission()
+    if observation.next_change_at is not None:
+        request_sync_at(observation.next_change_at)
+    return result
+
+
+# A job dequeued this recently is having its objects created by the admission that
+# dequeued it (or by that reconcile's retries); the sync leaves it to them.
+BEING_CREATED = timedelta(seconds=10)
+
+
+@dataclass(frozen=True)
+class _Known:
+    pk: int
+    state: str
+    runtime: str
+
+
+# The sync compares a listing of every live job with the database. Its ids go to
+# PostgreSQL as one array, not as one parameter each: at 10,000 live jobs, building and
+# sending 10,000 parameters cost more than the queries.
+
+
+def _known(ids: list[int]) -> dict[int, _Known]:
+    """What the database holds of the listed jobs."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, state, runtime FROM {JOBS} WHERE id = ANY(%s)", [ids])
+        return {row[0]: _Known(*row) for row in cursor.fetchall()}
+
+
+# The jobs whose state wants an object in the cluster by now.
+_WANTING_OBJECTS = "(state = ANY(%(in_cluster)s) AND dequeued_at <= %(created_by)s)"
+_WAITING_SUSPENDED = "(state = ANY(%(pending)s) AND runtime = ANY(%(suspendable)s))"
+
+
+def _unlisted(condition: str, listed: list[int], now: datetime, *, unknown: list[str]) -> list[int]:
+    """The ids of the jobs meeting ``condition`` whose objects the listing did not show,
+    but in the ``unknown`` namespaces, which it could not list."""
+    if condition == _WANTING_OBJECTS and settings.CLUSTER_GATE == "suspend":
+        condition = f"({_WANTING_OBJECTS} OR {_WAITING_SUSPENDED})"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {JOBS} WHERE {condition}"
+            " AND NOT namespace = ANY(%(unknown)s::text[])"
+            " AND id NOT IN (SELECT unnest(%(listed)s::bigint[]))",  # a hashed anti-join
+            {
+                "unknown": unknown,
+                "listed": listed,
+                "in_cluster": list(IN_CLUSTER),
+                "pending": list(PENDING),
+                "leaving": list(LEAVING),
+                "suspendable": list(SUSPENDABLE),
+                "created_by": now - BEING_CREATED,
+            },
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _namespaces_in_trouble(observation, observed: set[str]) -> dict[str, NamespaceTrouble]:
+    """The namespaces the listing could not read for their own trouble, and those marked
+    unavailable before that are still (read again: one being deleted lists fine)."""
+    troubled = dict(observation.troubled)
+    again = (set(unavailable_namespaces()) & observed) - set(troubled)
+    if again:
+        troubled |= get_backend().namespace_troubles(again)
+    return troubled
+
+
+def _lost_with_namespace(namespaces: list[str], now: datetime) -> list[int]:
+    """Running jobs whose namespace is gone lost their objects with it: they fail."""
+    if not namespaces:
+        return []
+    running = Job.objects.filter(state=State.RUNNING, namespace__in=namespaces)
+    messages = {
+        pk: f"Its namespace {namespace} was deleted, and the job's objects with it"
+        for pk, namespace in running.values_list("pk", "namespace")
+    }
+    return jobs_transition(State.FAILED, messages, now, "NamespaceGone")
+
+
+def _observed_namespaces() -> set[str]:
+    """The namespaces the tree binds, and those where jobs still hold quota (a leaf may
+    have stopped binding a namespace while its jobs run there)."""
+    holding = Job.objects.filter(state__in=HOLDING).values_list("namespace", flat=True)
+    return set(tree_namespaces()) | set(holding.distinct())
+
+
+def _nodes_changed(now: datetime) -> list[int]:
+    """When the cluster's nodes changed since the last sync, fail the waiting jobs that
+    no node can hold any more (``jobs_fail_unrunnable``); unknown nodes change nothing."""
+    nodes = get_backend().nodes()
+    if not nodes:
+        return []
+    shapes = json.dumps(sorted(sorted(node.items()) for node in nodes))
+    if seen_before("node-shapes", shapes):
+        return []
+    failed = jobs_fail_unrunnable(now=now, nodes=nodes)
+    remember("node-shapes", shapes)
+    return failed
+
+
+def _state_now(job: _Known, result: SyncResult) -> str:
+    if job.pk in result.timed_out:
+        return State.BACKOFF
+    if job.pk in result.start_failed:
+        return State.FAILED
+    return State.SUCCEEDED if job.pk in result.finished else job.state
+
+
+def _record_events(events) -> int:
+    """Store cluster events, one row each (their uid is the key); returns how many rows
+    were written. A real cluster offers its events again at every sync while they last:
+    those unchanged are skipped with one indexed read, and a repeat (the same uid, a higher
+    count) updates its row in place, its count, message and times, instead of adding one.
+    """
+    if not events:
+        return 0
+    stored = {
+        key: (pk, count)
+        for key, pk, count in JobEvent.objects.filter(
+            dedup_key__in=[e.uid for e in events]
+        ).values_list("dedup_key", "pk", "count")
+    }
+    repeats = [
+        JobEvent(
+            pk=stored[e.uid][0],
+            count=e.count,
+            created_at=e.at,
+            first_at=e.first_at,
+            message=e.message,
+        )
+        for e in events
+        if e.uid in stored and e.count > stored[e.uid][1]
+    ]
+    # The sync runs alone (its advisory lock): no other writer moves these rows meanwhile.
+    JobEvent.objects.bulk_update(repeats, ["count", "created_at", "first_at", "message"])
+    events = [e for e in events if e.uid not in stored]
+    if not events:
+        return len(repeats)
+    known = set(Job.objects.filter(pk__in={e.job_id for e in events}).values_list("pk", flat=True))
+    rows = [
+        JobEvent(
+            job_id=event.job_id,
+            created_at=event.at,
+            type=event.type,
+            reason=event.reason,
+            message=event.message,
+            involved=event.involved,
+            cycle=event.cycle,
+            dedup_key=event.uid,
+            count=event.count,
+            first_at=event.first_at,
+        )
+        for event in events
+        if event.job_id in known
+    ]
+    try:
+        created = JobEvent.objects.bulk_create(rows, ignore_conflicts=True)
+    except IntegrityError:  # a job deleted between the read and the write
+        log.warning("skipped events of a job that is gone")
+        return len(repeats)
+    return len(repeats) + len(created)

@@ -1,0 +1,338 @@
+"""About when a pending job starts: the admission rule replayed forward in time.
+
+``estimate_starts`` is a pure function. It starts from what holds quota now, each job
+expected to give it back at its dequeue plus its expected hold, and the pending jobs of
+every queue in queue order. It admits what the rule (``plan_admissions``) admits, moves
+the clock to the next expected end, frees that job's quota, and admits again, until the
+jobs it was asked about are admitted.
+
+A job's expected hold is the run time it declared plus what its queue's recent jobs held
+their quota beyond the run time they declared (the cluster starting their pods, Caldera
+seeing them finish); without a declared run time, the median hold of its queue's recent
+jobs; without those, FALLBACK_RUN_SECONDS. It leaves out preemption (a reclaim can start
+a job sooner) and jobs submitted later at a higher priority (they can start it later).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from jobs.cluster import get_backend
+from jobs.engine.cycle import HEADS_PER_QUEUE as WINDOW  # what a round offers of each queue
+from jobs.engine.cycle import pending_heads, request_units
+from jobs.engine.locks import ESTIMATES, advisory_lock
+from jobs.models import HOLDING, JOBS, LEAVING, PENDING, StartEstimate, State
+from kube.quantity import ResourceList
+from queues.admission import Candidate, QueueHeads, plan_admissions
+from queues.quota import Node, path_to_root
+from queues.selectors import QUEUES, QUOTA_NODES, tree_nodes
+
+RECENT_JOBS = 50  # a queue's typical hold is read from its last this many finished jobs
+FALLBACK_RUN_SECONDS = 600.0  # no declared run time and no finished job in the queue
+ROUNDS_MAX = 5_000  # rounds replayed at most
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A job holding quota, and when it is expected to give it back."""
+
+    key: int
+    leaf: str
+    request: ResourceList
+    ends_at: datetime
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A pending job, in its queue's order, with its expected run time."""
+
+    key: int
+    request: ResourceList
+    priority: int
+    run: timedelta
+
+
+@dataclass(frozen=True)
+class Line:
+    """One queue: its leaf, its policy and its pending jobs in queue order."""
+
+    leaf: str
+    policy: str
+    jobs: Sequence[Waiter]
+
+
+@dataclass(frozen=True)
+class Start:
+    """When a job is expected to start, and what it waits for until then."""
+
+    at: datetime
+    ends: int  # jobs holding quota now that are expected to end before it starts
+    last_end: datetime | None  # the last of them
+
+
+def estimate_starts(
+    *,
+    now: datetime,
+    tree: Mapping[str, Node],
+    allocatable: Mapping[str, int] | None,
+    holders: Sequence[Holder],
+    lines: Sequence[Line],
+    wanted: set[int],
+) -> dict[int, Start]:
+    """The expected start of each ``wanted`` job that the replay admits (see module doc);
+    a job missing from the answer is not admitted by any expected end (it waits for
+    something the replay does not foresee, such as a quota change).
+
+    As the admission cycle does, each round offers the rule the first WINDOW jobs of every
+    queue, and goes again while a queue ran out of them admitting. Ends closer together
+    than a fiftieth of the time replayed so far (at least a second) free their quota
+    together, so a deep queue costs hundreds of rounds, not one per job."""
+    used: dict[str, ResourceList] = {}
+    ends: list[tuple[datetime, int, str, ResourceList]] = []
+    running_now = {job.key for job in holders}
+    for job in holders:
+        _add(used, job.leaf, job.request, +1)
+        heapq.heappush(ends, (max(job.ends_at, now), job.key, job.leaf, job.request))
+    remaining = [list(line.jobs) for line in lines]
+    arrival = {w.key: place for line in lines for place, w in enumerate(line.jobs)}
+    started: dict[int, Start] = {}
+    clock, ended, last_end = now, 0, None
+    for _round in range(ROUNDS_MAX):
+        heads = [
+            QueueHeads(
+                line.leaf,
+                [
+                    Candidate(
+                        w.key, w.request, (-w.priority, arrival[w.key], w.key), priority=w.priority
+                    )
+                    for w in waiting[:WINDOW]
+                ],
+                line.policy,
+                exhausted=len(waiting) <= WINDOW,
+            )  # fmt: skip
+            for line, waiting in zip(lines, remaining, strict=True)
+            if waiting
+        ]
+        plan = plan_admissions(tree=tree, used=used, allocatable=allocatable, queues=heads)
+        admitted = {candidate.key for candidate in plan.admitted}
+        for index, waiting in enumerate(remaining):
+            if not admitted.intersection(w.key for w in waiting[:WINDOW]):
+                continue
+            for w in [w for w in waiting[:WINDOW] if w.key in admitted]:
+                _add(used, lines[index].leaf, w.request, +1)
+                heapq.heappush(ends, (clock + w.run, w.key, lines[index].leaf, w.request))
+                if w.key in wanted:
+                    started[w.key] = Start(clock, ended, last_end)
+            remaining[index] = [w for w in waiting if w.key not in admitted]
+        if wanted <= started.keys():
+            break
+        if plan.more and admitted:
+            continue  # the same moment: the next jobs of the queues that ran out
+        if not ends:
+            break
+        quantum = max(timedelta(seconds=1), (ends[0][0] - now) / 50)
+        clock = ends[0][0]
+        while ends and ends[0][0] <= clock + quantum:  # what ends about together frees together
+            _when, key, leaf, request = heapq.heappop(ends)
+            _add(used, leaf, request, -1)
+            if key in running_now:
+                ended, last_end = ended + 1, _when
+        clock = max(clock, _when)
+    return {key: start for key, start in started.items() if key in wanted}
+
+
+def _add(used: dict[str, ResourceList], leaf: str, request: ResourceList, sign: int) -> None:
+    for path in path_to_root(leaf):
+        node = used.setdefault(path, {})
+        for resource, amount in request.items():
+            node[resource] = node.get(resource, 0) + sign * amount
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What the pages and the API show: the expected start (None when there is none) and
+    how it was reached, in words."""
+
+    at: datetime | None
+    basis: str
+
+
+def describe(
+    start: Start | None, *, now: datetime, ahead: int, computed_at: datetime | None = None
+) -> Estimate:
+    """ "about 12 min: 3 jobs ahead, 2 running jobs expected to end by 14:20". ``computed_at``
+    is when the replay ran (``now`` when it runs for this answer)."""
+    computed_at = computed_at or now
+    if start is None:
+        return Estimate(
+            None,
+            "no estimate: no running job is expected to end and make room for it",
+        )
+    if start.at <= computed_at:
+        return Estimate(start.at, "now: it fits, and is dequeued at the next admission cycle")
+    if start.at <= now:
+        expected = timezone.localtime(start.at)
+        return Estimate(start.at, f"any moment: it was expected by {expected:%H:%M:%S}")
+    parts = [f"{ahead} job{'s' if ahead != 1 else ''} ahead"] if ahead else []
+    if start.ends:
+        by = timezone.localtime(start.last_end)
+        parts.append(
+            f"{start.ends} running job{'s' if start.ends != 1 else ''} expected to end by "
+            f"{by:%H:%M}"
+        )
+    return Estimate(start.at, f"about {_duration(start.at - now)}: {', '.join(parts)}")
+
+
+def _duration(span: timedelta) -> str:
+    seconds = span.total_seconds()
+    if seconds < 90:
+        return f"{max(round(seconds), 1)} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
+    return f"{seconds / 86400:.1f} days".replace(".0 days", " days")
+
+
+def estimates_refresh(*, now: datetime | None = None) -> int:
+    """Replay the rule once for the first ESTIMATE_DEPTH pending jobs of every queue and
+    put the result in place of the stored estimates (StartEstimate), in one transaction;
+    the number of jobs estimated. Beat runs it every ESTIMATE_SECONDS; one at a time."""
+    now = now or timezone.now()
+    with advisory_lock(ESTIMATES) as acquired:
+        if not acquired:
+            return 0
+        holds = _holds()
+        holders = _holders(now, holds)
+        lines = _lines(settings.ESTIMATE_DEPTH, holds)
+        starts = estimate_starts(
+            now=now, tree=tree_nodes(), allocatable=get_backend().allocatable(),
+            holders=holders, lines=lines, wanted={w.key for line in lines for w in line.jobs},
+        )  # fmt: skip
+        rows = [
+            StartEstimate(
+                job_id=w.key,
+                ahead=place,
+                computed_at=now,
+                at=start.at if start else None,
+                ends=start.ends if start else 0,
+                last_end=start.last_end if start else None,
+            )  # fmt: skip
+            for line in lines
+            for place, w in enumerate(line.jobs)
+            for start in [starts.get(w.key)]
+        ]
+        with transaction.atomic():
+            StartEstimate.objects.all().delete()
+            StartEstimate.objects.bulk_create(rows, batch_size=5_000)
+    return len(rows)
+
+
+def estimates(jobs: Sequence, positions: Mapping[int, int]) -> dict[int, Estimate]:
+    """The stored estimate of each of these pending jobs (by id), in one query, in words
+    for now; ``positions`` are their places in their queues now."""
+    wanted = [job.pk for job in jobs if job.state in PENDING and job.pk in positions]
+    if not wanted:
+        return {}
+    stored = {row.job_id: row for row in StartEstimate.objects.filter(job_id__in=wanted)}
+    now, depth = timezone.now(), settings.ESTIMATE_DEPTH
+    answers = {}
+    for key in wanted:
+        row, ahead = stored.get(key), positions[key] - 1
+        if row is not None:
+            start = None if row.at is None else Start(row.at, row.ends, row.last_end)
+            answers[key] = describe(start, now=now, ahead=ahead, computed_at=row.computed_at)
+        elif ahead >= depth:
+            answers[key] = Estimate(None, f"no estimate: {ahead:,} jobs ahead, past {depth:,}")
+        else:
+            answers[key] = Estimate(
+                None, f"no estimate yet: one is made every {settings.ESTIMATE_SECONDS:g} s"
+            )
+    return answers
+
+
+def job_estimate(job, position: int | None) -> Estimate | None:
+    if position is None or job.state not in PENDING:
+        return None
+    return estimates([job], {job.pk: position}).get(job.pk)
+
+
+@dataclass(frozen=True)
+class Holds:
+    """How long a queue's jobs hold their quota, from dequeue to the release the cluster
+    confirms, read from its recent jobs: the median hold, and the median time it takes
+    beyond the run time the jobs declared (starting their pods, seeing them finish)."""
+
+    median: float | None = None
+    beyond_declared: float = 0.0
+
+    def expected(self, run_seconds: float | None) -> timedelta:
+        if run_seconds is not None:
+            return timedelta(seconds=run_seconds + self.beyond_declared)
+        return timedelta(seconds=FALLBACK_RUN_SECONDS if self.median is None else self.median)
+
+
+def _holds() -> dict[int, Holds]:
+    """Each queue's Holds over its last RECENT_JOBS jobs that ran to the end."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT q.id,
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY r.hold),
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY r.hold - r.run_seconds)
+            FROM {QUEUES} q
+            CROSS JOIN LATERAL (
+                SELECT EXTRACT(EPOCH FROM j.finished_at - j.dequeued_at)::float AS hold,
+                       j.run_seconds
+                FROM {JOBS} j
+                WHERE j.queue_id = q.id AND j.state = %s AND j.dequeued_at IS NOT NULL
+                ORDER BY j.id DESC LIMIT %s
+            ) r
+            GROUP BY q.id
+            """,
+            [State.SUCCEEDED, RECENT_JOBS],
+        )
+        return {
+            queue_id: Holds(median, max(beyond or 0.0, 0.0))
+            for queue_id, median, beyond in cursor.fetchall()
+        }
+
+
+def _holders(now: datetime, holds: Mapping[int, Holds]) -> list[Holder]:
+    """Every job holding quota, expected to end at its dequeue plus its expected hold; a
+    leaving job is taken to be gone now."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT j.id, n.path, j.request::text, j.state, j.queue_id, j.run_seconds,
+                   j.dequeued_at
+            FROM {JOBS} j
+            JOIN {QUEUES} q ON q.id = j.queue_id
+            JOIN {QUOTA_NODES} n ON n.id = q.node_id
+            WHERE j.state = ANY(%s)
+            """,
+            [list(HOLDING)],
+        )
+        holders = []
+        for key, leaf, request, state, queue_id, run_seconds, since in cursor.fetchall():
+            hold = holds.get(queue_id, Holds()).expected(run_seconds)
+            ends = now if state in LEAVING or since is None else since + hold
+            holders.append(Holder(key, leaf, request_units(request), ends))
+        return holders
+
+
+def _lines(depth: int, holds: Mapping[int, Holds]) -> list[Line]:
+    """The first ``depth`` pending jobs of every active queue, in queue order."""
+    grouped: dict[str, tuple[str, list[Waiter]]] = {}
+    for row in pending_heads(depth):
+        run = holds.get(row.queue_id, Holds()).expected(row.run_seconds)
+        waiter = Waiter(row.id, row.request, row.priority, run)
+        grouped.setdefault(row.leaf, (row.policy, []))[1].append(waiter)
+    return [Line(leaf, policy, jobs) for leaf, (policy, jobs) in grouped.items()]

@@ -1,0 +1,348 @@
+"""Why a job waits, and for what: one explanation for the job page, the queue page and
+``GET /api/v1/jobs/{id}/`` (its ``waiting`` object).
+
+``explain`` is a pure function of the job, its place in its queue, the tree, the usage and
+the jobs holding quota. It asks the admission rule itself (``plan_admissions``) what it
+would do with the job if it were tried now: admit it, refuse it at the first node or at
+the cluster that has no room, preempt borrowers for it, or have it wait for jobs leaving
+the cluster. So the page can never tell a different story from the one the next cycle
+acts on. A job behind its queue's head is told what the head waits for; a job backing
+off, when it is tried again; a job dequeued but not running, what the cluster last said
+of its pods. ``jobs_waiting`` reads what the explanations need once, for many jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.cluster import SCHEDULING_FAILURES, get_backend
+from jobs.engine.cycle import holding_jobs, is_due, usage_of
+from jobs.models import PENDING, AdmissionWake, Job, JobEvent, State
+from jobs.reads.selectors import QUEUE_ORDER, job_positions
+from kube.quantity import ResourceList, human
+from queues.admission import (
+    BEST_EFFORT,
+    Admitted,
+    Candidate,
+    QueueHeads,
+    Releasing,
+    plan_admissions,
+)
+from queues.quota import Node, Shortfall, Standing, lent_by_node, path_standing, shortfall
+from queues.selectors import tree_nodes
+
+# What a job waits for, as the API names it.
+NEXT = "next"  # it fits: dequeued at the next admission cycle
+QUOTA = "quota"  # a max on its path is used up
+CLUSTER = "cluster"  # the cluster has no room
+RECLAIM = "reclaim"  # the next cycle preempts jobs of borrowers for it
+RELEASING = "releasing"  # jobs leaving the cluster still hold what it needs
+BEHIND = "behind"  # the jobs ahead of it in its queue go first
+BACKOFF = "backoff"  # tried and set aside until its next attempt
+STARTING = "starting"  # dequeued: the cluster is placing its pods
+CLOSED = "closed"  # its queue admits nothing
+REASONS = (NEXT, QUOTA, CLUSTER, RECLAIM, RELEASING, BEHIND, BACKOFF, STARTING, CLOSED)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A job's explanation: ``reason`` (one of REASONS), a sentence, and the path table.
+
+    ``blocking`` is the first node (or the cluster) and resource that refuses the job now;
+    ``head`` is the explanation of the first job of the queue when this one is behind it.
+    """
+
+    reason: str
+    summary: str
+    path: tuple[Standing, ...] = ()
+    blocking: Shortfall | None = None
+    ahead: int = 0
+    head: Waiting | None = None
+    head_id: int | None = None
+    job_id: int | None = None
+    leaving: tuple[int, ...] = ()  # the jobs whose leave it waits for
+    next_attempt_at: datetime | None = None
+    last_failure: JobEvent | None = None  # STARTING: the cluster's last scheduling failure
+    start_deadline: datetime | None = None  # STARTING: when the start timeout takes it out
+    _clause: str = field(default="", repr=False)
+
+    def rows(self) -> list[tuple[Standing, bool]]:
+        """The path table, each row with whether it is the one that blocks."""
+        return [(row, self.blocks(row)) for row in self.path]
+
+    def blocks(self, row: Standing) -> bool:
+        b = self.blocking
+        return b is not None and (row.where, row.resource) == (b.where, b.resource)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a pending job stands in its queue, as ``explain`` needs it."""
+
+    leaf: str
+    position: int  # 1 for the head
+    policy: str
+    preemption: bool = False
+    open: bool = True  # the queue and its node are active
+    queue_name: str = ""
+
+
+@dataclass(frozen=True)
+class Holding:
+    """Everything holding quota now, and what the tree and the cluster allow."""
+
+    tree: Mapping[str, Node]
+    used: Mapping[str, ResourceList]
+    allocatable: Mapping[str, int] | None
+    admitted: Sequence[Admitted] = ()
+    leaving: Sequence[Admitted] = ()
+
+    def lent(self) -> dict[str, ResourceList]:
+        return lent_by_node(self.tree, self.used)
+
+
+def _jobs(keys: Sequence[int]) -> str:
+    count = f"{len(keys)} job{'s' if len(keys) != 1 else ''}"
+    return f"{count} ({', '.join(f'#{key}' for key in keys)})"
+
+
+def _short(short: Shortfall) -> str:
+    r = short.resource
+    asks = f"it asks for {human(r, short.requested)}"
+    if short.where == "cluster":
+        return (
+            f"waits for {r} in the cluster: used {human(r, short.used)} of "
+            f"{human(r, short.limit)} allocatable; {asks}"
+        )
+    return (
+        f"waits for {r} in {short.where}: used {human(r, short.used)} of max "
+        f"{human(r, short.limit)}; {asks}"
+    )
+
+
+def _leaving_jobs(keys: Sequence[int], leaving: Sequence[Admitted]) -> str:
+    """ "2 intern jobs (#12, #13)", named by the leaf they leave."""
+    leaves: dict[str, list[int]] = {}
+    for job in leaving:
+        if job.key in keys:
+            leaves.setdefault(job.leaf.rsplit("/", 1)[-1], []).append(job.key)
+    parts = [
+        f"{len(ids)} {leaf} job{'s' if len(ids) != 1 else ''} ({', '.join(f'#{k}' for k in ids)})"
+        for leaf, ids in sorted(leaves.items())
+    ]
+    return " and ".join(parts) or _jobs(keys)
+
+
+def _tried_now(
+    job: Job, place: Place, holding: Holding
+) -> tuple[str, str, Shortfall | None, tuple]:
+    """What the admission rule would do with the job now: (reason, clause, what blocks it,
+    the jobs it waits for)."""
+    candidate = Candidate(
+        key=job.pk, request=job.request, rank=(-job.priority, 0, job.pk), priority=job.priority
+    )
+    plan = plan_admissions(
+        tree=holding.tree,
+        used=holding.used,
+        allocatable=holding.allocatable,
+        queues=[QueueHeads(place.leaf, [candidate], place.policy, preemption=place.preemption)],
+        admitted=holding.admitted,
+        leaving=holding.leaving,
+    )
+    if any(admitted.key == job.pk for admitted in plan.admitted):
+        return NEXT, "fits now: it is dequeued at the next admission cycle", None, ()
+    refusal = plan.refused[job.pk]
+    if not isinstance(refusal, Releasing):
+        reason = CLUSTER if refusal.where == "cluster" else QUOTA
+        return reason, _short(refusal), refusal, ()
+    victims = [p for p in plan.preempted if p.by == job.pk]
+    if victims:
+        keys = tuple(p.victim.key for p in victims)
+        borrowers = sorted({p.borrower or p.node for p in victims})
+        clause = (
+            f"reclaims {refusal.now.resource} for {place.leaf}: the next cycle preempts "
+            f"{_leaving_jobs(keys, [p.victim for p in victims])} of "
+            f"{', '.join(borrowers)}, which use{'s' if len(borrowers) == 1 else ''} more "
+            f"than {'its' if len(borrowers) == 1 else 'their'} min"
+        )
+        return RECLAIM, clause, refusal.now, keys
+    clause = (
+        f"waits for {_leaving_jobs(refusal.jobs, holding.leaving)} to leave the cluster; "
+        f"until then it {_short(refusal.now)}"
+    )
+    return RELEASING, clause, refusal.now, refusal.jobs
+
+
+def explain(
+    job: Job,
+    *,
+    place: Place | None,
+    holding: Holding,
+    due: bool = True,
+    head: Waiting | None = None,
+    last_failure: JobEvent | None = None,
+    lent: Mapping[str, ResourceList] | None = None,
+) -> Waiting | None:
+    """Why ``job`` is not running yet, or None when it is not waiting (running, finished,
+    leaving). ``place`` is where a pending job stands (None for others); ``due`` whether a
+    backing-off job may be tried at the next cycle; ``head`` the explanation of the first
+    job of its queue, when this one is behind it; ``last_failure`` the cluster's last
+    scheduling failure of a dequeued job; ``lent`` ``holding.lent()`` when the caller has
+    it already."""
+    if job.state == State.ADMITTED:
+        return _starting(job, last_failure)
+    if job.state not in PENDING or place is None:
+        return None
+    tree, used, allocatable = holding.tree, holding.used, holding.allocatable
+    path = tuple(
+        path_standing(
+            leaf=place.leaf, request=job.request, tree=tree, used=used, allocatable=allocatable,
+            lent=holding.lent() if lent is None else lent,
+        )
+    )  # fmt: skip
+    if not place.open:
+        clause = f"waits for its queue {place.queue_name} to open: it admits nothing until then"
+        return Waiting(CLOSED, _sentence(clause), path, _clause=clause)
+    ahead = place.position - 1
+    if ahead and head is not None and place.policy != BEST_EFFORT:
+        # Its queue tries the jobs ahead first: what the first waits for is what holds it.
+        blocking = shortfall(
+            leaf=place.leaf, request=job.request, tree=tree, used=used, allocatable=allocatable
+        )
+        summary = f"{_ahead(ahead)}; the first {head._clause}"
+        return Waiting(BEHIND, summary, path, blocking, ahead, head, head.job_id, _clause=summary)
+    reason, clause, blocking, leaving = _tried_now(job, place, holding)
+    if job.state == State.BACKOFF and not due:
+        clause = (
+            f"backs off until {timezone.localtime(job.next_attempt_at):%H:%M:%S} (sooner if "
+            f"capacity frees) after: {job.backoff_reason}; tried now, it {clause}"
+        )
+        reason = BACKOFF
+    summary = _sentence(clause)
+    if ahead:
+        # Best effort: a head that does not fit is set aside, so this job is tried too.
+        summary = f"{_ahead(ahead)}, tried anyway (best effort); it {clause}"
+    return Waiting(
+        reason, summary, path, blocking, ahead, leaving=leaving,
+        next_attempt_at=job.next_attempt_at if job.state == State.BACKOFF else None,
+        job_id=job.pk, _clause=clause,
+    )  # fmt: skip
+
+
+def _ahead(count: int) -> str:
+    return f"{count} job{'s' if count != 1 else ''} ahead"
+
+
+def _sentence(clause: str) -> str:
+    return "It " + clause
+
+
+def _starting(job: Job, last_failure: JobEvent | None) -> Waiting:
+    if job.start_clock_at is None:
+        clause = "is dequeued and holds its quota; its objects are being created in the cluster"
+        return Waiting(STARTING, _sentence(clause), _clause=clause)
+    deadline = job.start_clock_at + timedelta(seconds=settings.START_TIMEOUT_SECONDS)
+    clause = "is dequeued and holds its quota; the cluster is placing its pods"
+    if last_failure is not None:
+        cycle = f" (scheduling cycle {last_failure.cycle})" if last_failure.cycle else ""
+        clause += f". The cluster's last word{cycle}: {last_failure.message.rstrip('.')}"
+    clause += (
+        f". If they are not all running by {timezone.localtime(deadline):%H:%M:%S}, it leaves "
+        "the cluster and waits in its queue again"
+    )
+    return Waiting(
+        STARTING, _sentence(clause), last_failure=last_failure, start_deadline=deadline,
+        _clause=clause,
+    )  # fmt: skip
+
+
+def current_holding() -> Holding:
+    """The tree, the usage and the jobs holding quota, as the admission cycle reads them."""
+    admitted, leaving = holding_jobs()
+    return Holding(
+        tree=tree_nodes(),
+        used=usage_of(admitted + leaving),
+        allocatable=get_backend().allocatable(),
+        admitted=admitted,
+        leaving=leaving,
+    )
+
+
+def jobs_waiting(
+    jobs: Sequence[Job],
+    *,
+    now: datetime | None = None,
+    positions: Mapping[int, int] | None = None,
+) -> dict[int, Waiting]:
+    """The explanation of each of these jobs that waits (pending or starting), by job id,
+    reading the tree, the usage, the positions and the heads of their queues once. The
+    jobs' ``queue`` and its ``node`` must be loaded; ``positions`` are theirs when the
+    caller has them already."""
+    now = now or timezone.now()
+    waiting_jobs = [job for job in jobs if job.state in PENDING or job.state == State.ADMITTED]
+    if not waiting_jobs:
+        return {}
+    holding = current_holding()
+    lent = holding.lent()
+    positions = job_positions(waiting_jobs) if positions is None else positions
+    woken_at = AdmissionWake.objects.filter(pk=1).values_list("woken_at", flat=True).first()
+    queues = {job.queue_id: job.queue for job in waiting_jobs}
+
+    def place(job: Job, position: int) -> Place:
+        queue = queues[job.queue_id]
+        return Place(
+            leaf=queue.node.path, position=position, policy=queue.policy,
+            preemption=queue.preemption, open=queue.active and queue.node.active,
+            queue_name=queue.name,
+        )  # fmt: skip
+
+    def tell(job: Job, position: int, head: Waiting | None = None) -> Waiting | None:
+        due = job.state not in PENDING or is_due(
+            job.state, job.next_attempt_at, job.last_tried_at, now, woken_at
+        )
+        return explain(
+            job, place=place(job, position), holding=holding, due=due, head=head, lent=lent
+        )
+
+    heads: dict[int, Waiting | None] = {}
+    for job in waiting_jobs:
+        if positions.get(job.pk, 1) > 1 and job.queue_id not in heads:
+            first = Job.objects.filter(queue_id=job.queue_id, state__in=PENDING)
+            first = first.order_by(*QUEUE_ORDER).first()
+            heads[job.queue_id] = tell(first, 1) if first is not None else None
+    failures = _last_failures([job.pk for job in waiting_jobs if job.state == State.ADMITTED])
+    answers = {}
+    for job in waiting_jobs:
+        if job.state == State.ADMITTED:
+            answer = explain(job, place=None, holding=holding, last_failure=failures.get(job.pk))
+        elif job.pk in positions:
+            answer = tell(job, positions[job.pk], heads.get(job.queue_id))
+        else:
+            continue
+        if answer is not None:
+            answers[job.pk] = answer
+    return answers
+
+
+def job_waiting(job: Job, position: int | None) -> Waiting | None:
+    """Why ``job`` waits; ``position`` is its place in its queue (``job_position``)."""
+    positions = {} if position is None else {job.pk: position}
+    return jobs_waiting([job], positions=positions).get(job.pk)
+
+
+def _last_failures(job_ids: list[int]) -> dict[int, JobEvent]:
+    """The newest scheduling failure the cluster reported for each of these jobs."""
+    if not job_ids:
+        return {}
+    events = (
+        JobEvent.objects.filter(Q(job_id__in=job_ids), reason__in=SCHEDULING_FAILURES)
+        .order_by("job_id", "-created_at", "-id")
+        .distinct("job_id")
+    )
+    return {event.job_id: event for event in events}

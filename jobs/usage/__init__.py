@@ -1,0 +1,1 @@
+"""The quota tree's usage over time: the samples beat records, their series and charts."""

@@ -1,0 +1,199 @@
+"""The quota tree page: every node's bars, refreshed while it is open, and the usage charts
+of one node; its history as CSV. The queue page shows its leaf's charts with
+``usage_chart``."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from collections.abc import Mapping
+from functools import partial
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_GET
+
+from jobs.document.params import Text, page_query, params
+from jobs.document.schema import bound, writer
+from jobs.document.validation import JobInvalid
+from jobs.usage import charts, samples
+from jobs.usage.schema import UsagePointOut
+from kube.quantity import human
+from queues.quota import Balance
+from queues.selectors import queues_for_user
+
+QUOTA_POLL_SECONDS = 5
+# What a polled fragment already shows (a fingerprint the page wrote), so an unchanged
+# one is answered 204.
+QUOTA_POLL = params(Text(name="seen", max_length=64, description="the bars shown"))
+
+
+def _balance_rows(balances: Mapping[str, Balance]) -> list[dict]:
+    """The tree page's row of each resource: readable figures, and its bar."""
+    rows = []
+    for name, b in balances.items():
+        h = partial(human, name)
+        rows.append(
+            {
+                "name": name,
+                "used": h(b.used),
+                "min": h(b.min or 0),
+                "max": "no limit" if b.max is None else h(b.max),
+                "borrowed": h(b.borrowed),
+                "lent": h(b.lent),
+                "free": "no limit" if b.free is None else h(b.free),
+                "pending": h(b.pending),
+                "borrowing": b.borrowed > 0,
+                "bar": charts.bar(b),
+            }
+        )
+    return rows
+
+
+def _query_without(request: HttpRequest, *names: str, **values: str) -> str:
+    """The request's query string without ``names`` and with ``values`` set."""
+    query = request.GET.copy()
+    for name in names:
+        query.pop(name, None)
+    for name, value in values.items():
+        query[name] = value
+    return f"?{query.urlencode()}" if query else ""
+
+
+@login_required
+@require_GET
+def quota_tree(request: HttpRequest) -> HttpResponse:
+    """Every node's bars per resource (used, borrowed, lent, min, max, pending demand),
+    refreshed every QUOTA_POLL_SECONDS, and the usage charts of one node (``?node=``, the
+    root by default, over ``?range=``). Anyone signed in sees the whole tree.
+
+    The bars' fragment is polled with the fingerprint of what it shows (``seen``): a tree
+    that has not changed answers 204, which htmx does not swap, so focus and selection in
+    it survive the refresh.
+    """
+    figures = samples.tree_figures()
+    nodes = sorted(figures.tree.values(), key=lambda node: node.path.split("/"))
+    root = next((node.path for node in nodes if node.parent is None), None)
+    query = None  # no tree yet: nothing to chart
+    if root is not None:
+        try:
+            query = samples.history_query(request.GET, default_node=root)
+        except JobInvalid as invalid:
+            raise BadRequest(str(invalid)) from None  # handler400 shows it
+    # Leaves link to their queue page where the user may see it.
+    queue_names = dict(
+        queues_for_user(request.user).filter(active=True).values_list("node__path", "name")
+    )
+    rows = [
+        {
+            "node": node,
+            "depth": node.path.count("/"),
+            "queue_name": queue_names.get(node.path),
+            "chosen": query is not None and node.path == query.node,
+            "history_url": _query_without(request, "seen", node=node.path) + "#usage-history",
+            "resources": _balance_rows(figures.balances[node.path]),
+        }
+        for node in nodes
+    ]
+    seen = hashlib.blake2b(repr(rows).encode(), digest_size=8).hexdigest()
+    context = {
+        "rows": rows,
+        "seen": seen,
+        "poll_url": request.path + _query_without(request, "seen"),
+        "poll_seconds": QUOTA_POLL_SECONDS,
+    }
+    if request.htmx:
+        if page_query(QUOTA_POLL, request)["seen"] == seen:
+            return HttpResponse(status=204)
+        return render(request, "jobs/quota_tree.html#quota-bars", context)
+    if query is not None:
+        context["usage_chart"] = usage_chart(
+            request, query.node, level=2, choices=[node.path for node in nodes]
+        )
+    return render(request, "jobs/quota_tree.html", context)
+
+
+def usage_chart(
+    request: HttpRequest, path: str, *, level: int = 3, choices: list[str] | None = None
+) -> dict:
+    """What ``jobs/_usage_chart.html`` draws: the usage of the node at ``path`` over the
+    range the request names (``?range=``), one chart per resource, with links to the other
+    ranges, the CSV and the API; ``level`` is its heading's, and ``choices`` the nodes it
+    offers to show instead (a form that works without JavaScript).
+
+    A polled fragment (htmx) gets a placeholder, read from nothing: htmx puts back the
+    charts already on the page in its place (``hx-preserve``), as they change once a
+    sample, not at every poll.
+    """
+    if request.htmx:
+        return {"preserved": True}
+    window = samples.RANGES[page_query(samples.RANGE_QUERY, request)["range"]]
+    series = samples.usage_series(node=path, window=window)
+    data = urlencode({"node": path, "range": window.name})
+    return {
+        "node": path,
+        "level": level,
+        "range": window,
+        "ranges": [
+            {
+                "name": name,
+                "url": _query_without(request, "seen", range=name) + "#usage-history",
+                "current": name == window.name,
+            }
+            for name in samples.RANGES
+        ],
+        "charts": [
+            charts.chart(
+                node=path,
+                resource=resource,
+                points=points,
+                window=window,
+                since=series.since,
+                until=series.until,
+                step=series.step,
+            )
+            for resource, points in series.by_resource().items()
+        ],
+        "csv_url": f"{reverse('quota-history-csv')}?{data}",
+        "api_url": f"{reverse('api-quota-history')}?{data}",
+        "every": settings.USAGE_HISTORY_SECONDS,
+        "bucket": _duration(series.step_seconds),
+        "choices": choices or [],
+    }
+
+
+def _duration(seconds: int) -> str:
+    """``5 minutes``, ``1 hour``, ``90 seconds``."""
+    for unit, size in (("hour", 3600), ("minute", 60), ("second", 1)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{seconds} seconds"
+
+
+@login_required
+@require_GET
+def quota_history_csv(request: HttpRequest) -> HttpResponse:
+    """A node's usage history (``?node=``, ``?range=``) as CSV: the API's points, one row
+    each, its fields as the columns. A bad parameter answers 400 naming it."""
+    try:
+        query = samples.history_query(request.GET)
+    except JobInvalid as invalid:
+        return HttpResponse(f"{invalid}\n", content_type="text/plain; charset=utf-8", status=400)
+    series = samples.usage_series(node=query.node, window=query.range)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    name = f"usage-{query.node.replace('/', '-')}-{query.range.name}.csv"
+    response["Content-Disposition"] = content_disposition_header(True, name)
+    columns, write = list(bound(UsagePointOut).fields), writer(UsagePointOut)
+    out = csv.writer(response)
+    out.writerow(columns)
+    for point in series.points:
+        row = write(point)
+        out.writerow(["" if row[column] is None else row[column] for column in columns])
+    return response

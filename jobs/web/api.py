@@ -1,0 +1,609 @@
+"""REST API for jobs and queues: thin views over the services and selectors.
+
+Bodies are read and answers written by the serializers of ``jobs.document.schema``, which the
+OpenAPI schema is generated from.
+"""
+
+from __future__ import annotations
+
+import re
+
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs import bulk, services
+from jobs.cluster import ClusterUnavailable, LogUnavailable
+from jobs.cluster.manifests import build_manifests
+from jobs.document.fields import flat
+from jobs.document.params import EVENTS_PAGE, QUEUE_PAGE
+from jobs.document.schema import (
+    EventOut,
+    JobBatchIn,
+    JobBatchOut,
+    JobIn,
+    JobOut,
+    JobPage,
+    JobPriorityIn,
+    KubernetesObject,
+    QueueDetailOut,
+    QueueListOut,
+    batch_out,
+    job_out,
+    job_parse,
+    jobs_out,
+    writer,
+)
+from jobs.document.validation import OFFSET_MAX, PAGE_MAX, PRIORITY_RANGE, JobInvalid
+from jobs.engine.objects import job_spec_full
+from jobs.reads import estimate, listing, logs, selectors, waiting
+from kube.quantity import format_quantity
+from queues.api_base import Body, json_parsers, refusals
+from queues.selectors import queues_for_user
+
+
+class DetailOut(serializers.Serializer):
+    """Why a request was refused, when no one field is to blame."""
+
+    detail = serializers.CharField()
+
+
+class JobPagination(LimitOffsetPagination):
+    """Pages of the jobs list by offset, at the offset and limit ``listing.parse_query`` read."""
+
+    def __init__(self, query: listing.JobQuery):
+        self.query = query
+
+    def get_limit(self, request) -> int:
+        return self.query.limit
+
+    def get_offset(self, request) -> int:
+        return self.query.offset or 0
+
+
+def action_responses(ok) -> dict:
+    """An action on a job: the job as it is now, or 409 when its state does not allow it."""
+    return {
+        200: ok,
+        409: OpenApiResponse(DetailOut, description="The job's state does not allow this"),
+    }
+
+
+# What a submission is refused for that its schema cannot say: by what is stored (the queues
+# the user may submit to, their role there, the quota tree, the cluster's nodes and
+# runtimes) or by its fields together (jobs.document.schema.JobIn).
+SUBMIT_REFUSALS = {
+    "queue": "no active queue of that name or path that you may submit to",
+    "priority": "above 0 from a member of the queue (managers and staff may raise it)",
+    "runtime": "one this cluster does not offer, or that does not run the job's kind",
+    "entrypoint": "required of a Ray job without a script; a PyTorch job takes a command",
+    "command": "required of a PyTorch job without a script; a Ray job takes an entrypoint",
+    "head": "required of a Ray job, refused on a PyTorch job; or a pod no node can ever hold",
+    "master": "required of a PyTorch job, refused on a Ray job; or a pod no node can hold",
+    "workers": "more pods in all than JOB_MAX_PODS, or more than one group where PyTorch or "
+    "Volcano takes one",
+    "workers[]": "a pod that no node of the cluster can ever hold",
+    "workers[].name": "the name of another group of the job",
+    "workers[].max_replicas": "below replicas, or on a runtime other than kuberay",
+    "pip": "packages on a runtime other than kuberay",
+    "request": "more than the quota tree's max on the queue's path can ever give, or more "
+    "than a sum of quantities can hold",
+    # Names of keys, which no OpenAPI 3.0 schema can state.
+    "env": "a name holding a control character",
+    "env.*": "a name that is not an environment variable's: a letter or _, then letters, "
+    "digits and _",
+    "head.resources": "a name that is not a Kubernetes resource name (cpu, nvidia.com/gpu)",
+    "master.resources": "a name that is not a Kubernetes resource name (cpu, nvidia.com/gpu)",
+    "workers[].resources": "a name that is not a Kubernetes resource name",
+    # Rules of single fields that jobs.document.schema does not yet write into the schema.
+    "image": "not an OCI image reference: [registry[:port]/]path[:tag][@digest]",
+    "pip[]": "not one requirement: a space in it, or more than 200 characters",
+}
+
+
+class JobListView(APIView):
+    parser_classes = json_parsers()
+
+    @extend_schema(
+        operation_id="jobs_list",
+        parameters=listing.API_QUERY.parameters(),
+        responses=JobPage,
+        summary="Jobs the user may see, filtered and sorted as the jobs page does",
+        extensions=refusals({"after": "a cursor this list did not give"}),
+    )
+    def get(self, request):
+        query = listing.parse_query(request.query_params, declared=listing.API_QUERY)
+        if query.offset is not None:  # pages by offset, as before cursors
+            jobs = query.filter.apply(selectors.jobs_for_user(request.user), request.user)
+            paginator = JobPagination(query)
+            page = paginator.paginate_queryset(jobs.order_by("-id"), request, view=self)
+            positions = selectors.job_positions(page)
+            return paginator.get_paginated_response(jobs_out(page, positions))
+        page = listing.job_list(request.user, query)
+        path = request.build_absolute_uri(request.path)
+        return Response(
+            {
+                "count": page.count,
+                "count_more": page.more,
+                "next": page.next.url(path) if page.next else None,
+                "previous": query.url(path, after=None) if query.after else None,
+                "results": jobs_out(page.jobs, selectors.job_positions(page.jobs)),
+            }
+        )
+
+    @extend_schema(
+        operation_id="jobs_create",
+        request=JobIn,
+        responses={201: JobOut},
+        summary="Submit",
+        extensions=refusals(SUBMIT_REFUSALS),
+    )
+    def post(self, request):
+        draft = job_parse(request.data)
+        job = services.job_submit(user=request.user, draft=draft)
+        return Response(job_out(job, selectors.job_position(job)), status=status.HTTP_201_CREATED)
+
+
+class BodyTooLarge(serializers.Serializer):
+    body = serializers.ListField(child=serializers.CharField())
+
+
+class JobBatchBody(Body, JobBatchIn):
+    """The batch's body with its bounds, as ``services.batch_size_check`` keeps them."""
+
+    class Meta:
+        ref_name = "JobBatch"
+
+    jobs = JobIn(many=True, min_length=1, max_length=services.BATCH_MAX)
+
+
+class JobBatchView(APIView):
+    parser_classes = json_parsers()
+
+    @extend_schema(
+        operation_id="jobs_batch_create",
+        request=JobBatchBody,
+        responses={
+            201: JobBatchOut,
+            413: OpenApiResponse(BodyTooLarge, description="The body is too large"),
+        },
+        summary=f"Submit up to {services.BATCH_MAX} jobs at once, all or none",
+        description="Each job is checked as POST /api/v1/jobs/ checks it. If any is refused, "
+        "none is stored and the 400 names each problem as jobs[i].field. The answer lists the "
+        "jobs in the order sent; GET /api/v1/jobs/{id}/ gives a job's position.",
+        extensions=refusals(
+            {f"jobs[].{field}": reason for field, reason in SUBMIT_REFUSALS.items()}
+        ),
+    )
+    def post(self, request):
+        length = request.META.get("CONTENT_LENGTH", "")
+        if length.isdigit() and int(length) > services.BATCH_MAX_BYTES:
+            limit = services.BATCH_MAX_BYTES // 2**20
+            return Response(
+                {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},
+                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
+        unknown = sorted(name for name in request.data if name != "jobs")
+        if unknown:  # the parser takes objects only
+            raise JobInvalid({name: "unknown field" for name in unknown})
+        jobs = request.data.get("jobs")
+        if not isinstance(jobs, list):
+            return Response({"jobs": ["must be a list of job objects"]}, status=400)
+        submitted = services.job_submit_batch(user=request.user, documents=jobs)
+        return Response(
+            batch_out(submitted),
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class JsonInteger(serializers.IntegerField):
+    """An integer as JSON writes it: DRF's own takes "5" and 5.0 too, which the schema's
+    ``integer`` does not."""
+
+    def to_internal_value(self, data) -> int:
+        if type(data) is not int:
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(listing.FILTER.object_schema())
+class JobFilterIn(serializers.Field):
+    """A bulk action's filter: the jobs list's filter parameters as they are written in its
+    URL, each a string (``{"state": "queued,backoff", "priority_min": "5"}``), and no other
+    key, since a misspelt one would widen the action to every job."""
+
+    def to_internal_value(self, data) -> listing.JobFilter:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("must be an object of the jobs list's parameters")
+        wrong = {
+            name: ["must be a string"] for name, value in data.items() if type(value) is not str
+        }
+        if wrong:
+            raise serializers.ValidationError(wrong)
+        try:
+            return listing.parse_filter(data)
+        except JobInvalid as invalid:
+            raise serializers.ValidationError(invalid.errors) from None
+
+
+class JobBulkIn(Body):
+    """POST /api/v1/jobs/bulk/: the jobs (by id, or by the jobs list's filter) and what to
+    do to each."""
+
+    ids = serializers.ListField(
+        child=JsonInteger(min_value=1, max_value=2**63 - 1),
+        required=False,
+        min_length=1,
+        max_length=bulk.BULK_MAX,
+        help_text=f"the jobs to act on, 1 to {bulk.BULK_MAX}",
+    )
+    filter = JobFilterIn(
+        required=False,
+        help_text=f"instead of ids: every job this filter of GET /api/v1/jobs/ matches, 1 to "
+        f"{bulk.BULK_MAX} of them",
+    )
+    action = serializers.ChoiceField(bulk.ACTIONS)
+    priority = JsonInteger(
+        required=False,
+        min_value=PRIORITY_RANGE[0],
+        max_value=PRIORITY_RANGE[1],
+        help_text="the new priority: required by action priority",
+    )
+
+    def validate(self, data):
+        if ("ids" in data) == ("filter" in data):
+            raise serializers.ValidationError({"ids": ["give either ids or filter"]})
+        return data
+
+
+class JobBulkInSchema(OpenApiSerializerExtension):
+    """The bulk body in the schema: its fields, and ``ids`` or ``filter``, not both."""
+
+    target_class = JobBulkIn
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        # A pattern, not an enum, which drf-spectacular would replace by the action's enum.
+        others = "|".join(re.escape(action) for action in bulk.ACTIONS if action != "priority")
+        return schema | {
+            "allOf": [
+                {"oneOf": [{"required": ["ids"]}, {"required": ["filter"]}]},
+                {
+                    "anyOf": [
+                        {"properties": {"action": {"pattern": f"^({others})$"}}},
+                        {"required": ["priority"]},
+                    ]
+                },
+            ]
+        }
+
+
+class RefusedOut(serializers.Serializer):
+    reason = serializers.CharField()
+    ids = serializers.ListField(child=serializers.IntegerField())
+
+
+class CopyOut(serializers.Serializer):
+    of = serializers.IntegerField(help_text="the finished job")
+    id = serializers.IntegerField(help_text="its copy, queued")
+
+
+class JobBulkOut(serializers.Serializer):
+    action = serializers.CharField()
+    done = serializers.ListField(child=serializers.IntegerField(), help_text="the jobs acted on")
+    copies = CopyOut(many=True, help_text="resubmit: the job queued for each finished one")
+    refused = RefusedOut(many=True, help_text="the jobs each reason kept their action from")
+    summary = serializers.CharField(help_text='"12 cancelled; 3 refused: ..."')
+
+
+class JobBulkView(APIView):
+    parser_classes = json_parsers()
+
+    @extend_schema(
+        operation_id="jobs_bulk",
+        request=JobBulkIn,
+        responses=JobBulkOut,
+        summary="Cancel, re-prioritise, move to the head or resubmit many jobs at once",
+        description="Each job is checked with the rights of its own action; the answer names "
+        "the jobs each reason refused. A request wrong as a whole changes nothing.",
+        extensions=refusals(
+            {"filter": f"matches no job you may see, or more than {bulk.BULK_MAX}"}
+        ),
+    )
+    def post(self, request):
+        body = JobBulkIn(data=request.data)
+        if not body.is_valid():
+            raise JobInvalid(flat(body.errors))  # ids[3], not {"ids": {3: ...}}
+        wanted = body.validated_data
+        if "ids" in wanted:
+            jobs, unseen = bulk.jobs_chosen(request.user, wanted["ids"])
+        else:
+            jobs, unseen = bulk.jobs_matching(request.user, wanted["filter"]), []
+        outcome = bulk.jobs_bulk(
+            user=request.user,
+            action=wanted["action"],
+            jobs=jobs,
+            not_visible=unseen,
+            priority=wanted.get("priority"),
+        )
+        refused = [{"reason": r, "ids": ids} for r, ids in outcome.refused.items()]
+        return Response(
+            {
+                "action": outcome.action,
+                "done": outcome.done,
+                "copies": [{"of": of, "id": copy} for of, copy in outcome.copies.items()],
+                "refused": refused,
+                "summary": outcome.summary(),
+            }
+        )
+
+
+class StandingOut(serializers.Serializer):
+    """One node (or the cluster) on a waiting job's path, for one resource it asks for."""
+
+    node = serializers.CharField(source="where", help_text='a node\'s path, or "cluster"')
+    resource = serializers.CharField()
+    min = serializers.SerializerMethodField(help_text="null for the cluster")
+    max = serializers.SerializerMethodField(help_text="null: not limited here")
+    used = serializers.SerializerMethodField()
+    borrowed = serializers.SerializerMethodField(help_text="used above its min")
+    lent = serializers.SerializerMethodField(help_text="min it leaves unused that others use")
+    free = serializers.SerializerMethodField(help_text="max less used; null without a max")
+    blocks = serializers.SerializerMethodField(help_text="the first row that refuses the job")
+
+    def _quantity(self, row, units: int | None) -> str | None:
+        return None if units is None else format_quantity(row.resource, units)
+
+    def get_min(self, row) -> str | None:
+        return self._quantity(row, row.min)
+
+    def get_max(self, row) -> str | None:
+        return self._quantity(row, row.max)
+
+    def get_used(self, row) -> str:
+        return self._quantity(row, row.used)
+
+    def get_borrowed(self, row) -> str:
+        return self._quantity(row, row.borrowed)
+
+    def get_lent(self, row) -> str:
+        return self._quantity(row, row.lent)
+
+    def get_free(self, row) -> str | None:
+        return self._quantity(row, row.free)
+
+    def get_blocks(self, row) -> bool:
+        return self.context["waiting"].blocks(row)
+
+
+class HeadOut(serializers.Serializer):
+    id = serializers.IntegerField(source="job_id", allow_null=True)
+    reason = serializers.ChoiceField(waiting.REASONS)
+    summary = serializers.CharField()
+
+
+class WaitingOut(HeadOut):
+    """Why a job waits (jobs.reads.waiting): the same sentence and table as its page."""
+
+    id = None
+    ahead = serializers.IntegerField(help_text="jobs ahead of it in its queue")
+    head = HeadOut(allow_null=True, help_text="behind: the first job of its queue, and why")
+    leaving = serializers.ListField(
+        child=serializers.IntegerField(), help_text="the jobs leaving the cluster it waits for"
+    )
+    next_attempt_at = serializers.DateTimeField(allow_null=True)
+    start_deadline = serializers.DateTimeField(
+        allow_null=True, help_text="starting: when the start timeout takes it out of the cluster"
+    )
+    path = serializers.SerializerMethodField()
+
+    @extend_schema_field(StandingOut(many=True))
+    def get_path(self, told) -> list[dict]:
+        return StandingOut(told.path, many=True, context={"waiting": told}).data
+
+
+class JobDetailOut(JobOut):
+    class Meta:
+        ref_name = "JobDetail"
+
+    waiting = WaitingOut(
+        read_only=True, allow_null=True, help_text="why it is not running yet; null otherwise"
+    )
+    estimated_start_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="pending: about when it starts; null when there is no estimate",
+    )
+    estimate_basis = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text='how the estimate was reached: "about 12 min: 3 jobs ahead, 2 running jobs '
+        'expected to end by 14:20"; null unless pending',
+    )
+
+
+class JobDetailView(APIView):
+    @extend_schema(
+        operation_id="jobs_retrieve",
+        responses=JobDetailOut,
+        summary="A job, with its queue position and why it waits",
+        description="The job as submitted (``workers`` as POST /api/v1/jobs/ takes them, "
+        "``max_replicas`` only on a group that was given one), its state, position and "
+        "timestamps, ``request``: the quota it holds, autoscaling groups at their replicas, "
+        "and ``waiting``: why it is not running yet, the same explanation as its page.",
+    )
+    def get(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        position = selectors.job_position(job)
+        answer = job_out(job, position)
+        told = waiting.job_waiting(job, position)
+        answer["waiting"] = None if told is None else WaitingOut(told).data
+        start = estimate.job_estimate(job, position)
+        answer["estimated_start_at"] = start and start.at and start.at.isoformat()
+        answer["estimate_basis"] = start and start.basis
+        return Response(answer)
+
+    @extend_schema(
+        operation_id="jobs_priority",
+        request=JobPriorityIn,
+        responses=action_responses(JobOut),
+        summary="Change a pending job's priority (raising: managers and staff)",
+    )
+    def patch(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        priority = JobPriorityIn().check(request.data)
+        job = services.job_set_priority(user=request.user, job=job, priority=priority)
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(job_out(job, selectors.job_position(job)))
+
+
+class JobCancelView(APIView):
+    @extend_schema(request=None, responses=action_responses(JobOut), summary="Cancel a job")
+    def post(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        services.job_cancel(user=request.user, job=job)
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(job_out(job, None))
+
+
+class JobMoveToHeadView(APIView):
+    @extend_schema(
+        request=None,
+        responses=action_responses(JobOut),
+        summary="Put a pending job first in its queue (managers and staff)",
+        description="Raises the job's priority to one above the highest of the others "
+        "pending in its queue, and records who moved it, from what priority to what.",
+    )
+    def post(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        services.job_move_to_head(user=request.user, job=job)
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(job_out(job, selectors.job_position(job)))
+
+
+class JobEventsView(APIView):
+    @extend_schema(
+        responses=EventOut(many=True),
+        summary="The job's history, oldest first, a page at a time",
+        description=f"Up to ``limit`` events (at most {PAGE_MAX}, the default) from "
+        "``offset``; when there are more, a ``Link`` header names the next page "
+        '(``rel="next"``).',
+        parameters=EVENTS_PAGE.parameters(),
+    )
+    def get(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        wanted = EVENTS_PAGE.read(request.query_params)
+        offset, limit = wanted["offset"], wanted["limit"]
+        events = list(selectors.job_events(job)[offset : offset + limit + 1])
+        write = writer(EventOut)
+        response = Response([write(event) for event in events[:limit]])
+        # A next page past OFFSET_MAX could not be asked for, so it is not offered.
+        if len(events) > limit and offset + limit <= OFFSET_MAX:
+            following = request.build_absolute_uri(
+                f"{request.path}?offset={offset + limit}&limit={limit}"
+            )
+            response["Link"] = f'<{following}>; rel="next"'
+        return response
+
+
+class JobManifestView(APIView):
+    @extend_schema(
+        responses=KubernetesObject(many=True),
+        summary="The Kubernetes objects Caldera creates for the job",
+    )
+    def get(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(build_manifests(job_spec_full(job)))
+
+
+class QueueListView(APIView):
+    @extend_schema(
+        operation_id="queues_list",
+        responses=QueueListOut(many=True),
+        summary="Queues the user may see",
+    )
+    def get(self, request):
+        queues = queues_for_user(request.user).filter(active=True).order_by("name")
+        context = {
+            "usage": selectors.usage_by_path(),
+            "pending": selectors.pending_counts([q.pk for q in queues]),
+        }
+        return Response(QueueListOut(queues, many=True, context=context).data)
+
+
+class QueueDetailView(APIView):
+    @extend_schema(
+        operation_id="queues_retrieve",
+        parameters=QUEUE_PAGE.parameters(),
+        responses=QueueDetailOut,
+        summary="A queue: pending jobs with positions (active and backoff), admitted jobs, quota",
+    )
+    def get(self, request, name: str):
+        queue = selectors.queue_get_for_user(request.user, name)
+        wanted = QUEUE_PAGE.read(request.query_params)
+        offset, limit = wanted["offset"], wanted["limit"]
+        context = {
+            "usage": {queue.node.path: selectors.queue_usage(queue)},
+            "page": selectors.queue_pending_page(queue, offset=offset, limit=limit),
+            "admitted": selectors.queue_in_cluster(queue),
+            "counts": selectors.queue_counts(queue),
+            "offset": offset,
+            "limit": limit,
+        }
+        return Response(QueueDetailOut(queue, context=context).data)
+
+
+class JobLogOut(serializers.Serializer):
+    """The end of a job's log: its main pod's (a Ray job's head, a PyTorch job's master)."""
+
+    pod = serializers.CharField(help_text="the pod whose log this is")
+    lines = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        help_text="its lines, oldest first, without their line ends",
+    )
+    truncated = serializers.BooleanField(
+        help_text="not the whole log: earlier lines were left out (tail_lines), or the log "
+        "was cut at the server's byte limit (its last line may then be cut short)"
+    )
+
+
+class JobLogView(APIView):
+    @extend_schema(
+        operation_id="jobs_log",
+        parameters=logs.LOG_QUERY.parameters(),
+        responses={
+            200: JobLogOut,
+            409: OpenApiResponse(
+                DetailOut,
+                description="No log to read: the job has not started, its pod is gone, or "
+                "its container has not started; the detail says which",
+            ),
+            503: OpenApiResponse(
+                DetailOut,
+                description="The cluster did not answer (the detail names the call), or "
+                "the database or the broker is down",
+            ),
+        },
+        summary="The end of the job's log: its head (Ray) or master (PyTorch) pod's",
+        description="Read from the cluster at each request, at most JOB_LOG_LIMIT_BYTES "
+        "bytes of it. Whoever may see the job may read its log.",
+    )
+    def get(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        tail_lines = logs.LOG_QUERY.read(request.query_params)["tail_lines"]
+        try:
+            log = logs.job_log(job=job, tail_lines=tail_lines)
+        except LogUnavailable as error:
+            return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
+        except ClusterUnavailable as error:
+            return Response(
+                {"detail": f"The cluster did not answer: {error}"},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+        lines = log.text.removesuffix("\n").split("\n") if log.text else []
+        return Response(
+            JobLogOut({"pod": log.pod, "lines": lines, "truncated": log.truncated}).data
+        )
