@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EMBEDDED := $(PY) -m portal.embedded run --
 
-.PHONY: venv demo test test-fast imports bench lint format clean lock
+.PHONY: venv demo test test-fast imports types bench lint format clean lock
 
 venv: $(VENV)/.installed
 
@@ -34,13 +34,28 @@ lock:
 demo: venv
 	DEBUG=$${DEBUG:-1} $(EMBEDDED) $(PY) manage.py demo
 
-test: venv imports
+# PART=engine narrows the tests to one part, a folder of tests/ (several: PART="rule engine").
+PARTS := $(sort $(patsubst tests/%/,%,$(dir $(wildcard tests/*/test_*.py))))
+ifneq ($(filter test test-fast,$(MAKECMDGOALS)),)
+ifneq ($(filter-out $(PARTS),$(PART)),)
+$(error PART=$(PART): tests/ has no part $(filter-out $(PARTS),$(PART)); the parts are: $(PARTS))
+endif
+endif
+
+test: venv imports types
 	CALDERA_STATE_DIR=$${CALDERA_STATE_DIR:-.caldera/test} SECRET_KEY=$${SECRET_KEY:-test-only-secret} \
-		$(EMBEDDED) $(PY) -m pytest $(PYTEST_ARGS)
+		$(EMBEDDED) $(PY) -m pytest $(addprefix tests/,$(PART)) $(PYTEST_ARGS)
 
 # The import contracts of pyproject.toml: layers, no circles; a broken one prints its chain.
 imports: venv
 	$(VENV)/bin/lint-imports --no-cache
+
+# The types: mypy with the Django and DRF plugins ([tool.mypy] in pyproject.toml), strict on
+# the rules and the quota arithmetic. The plugins import the settings, which read these from
+# the environment; nothing connects to them.
+types: venv
+	SECRET_KEY=$${SECRET_KEY:-types-only} DATABASE_URL=$${DATABASE_URL:-postgres://localhost/types} \
+		REDIS_URL=$${REDIS_URL:-redis://localhost/0} $(VENV)/bin/mypy
 
 # The benchmarks (docs/benchmarks.md); FULL=1 adds the large scenarios. Never part of test.
 bench: venv
@@ -60,4 +75,4 @@ format: venv
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf .caldera staticfiles
+	rm -rf .caldera staticfiles .mypy_cache

@@ -1,5 +1,6 @@
 """The job specs the backend and manifest tests build on: the seed's RayJob, a PyTorchJob,
-and the RayJob on Volcano, each with keyword changes (plain data, no database)."""
+and the RayJob on Volcano, each with keyword changes, and a RayJob gang sized for the
+simulated cluster's tests (plain data, no database)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,24 @@ def pytorch_spec(**changes) -> JobSpec:
 
 def volcano_spec(**changes):
     return ray_spec(id=11, object_name="rayjob-video-11", runtime="volcano", **changes)
+
+
+def gang_spec(job_id, head_cpu="4", workers=2, worker_cpu="4", run_seconds=60) -> JobSpec:
+    """RayJob ``rayjob-<job_id>`` in video: a head and ``workers`` workers of the given cpu,
+    running ``run_seconds`` on the simulated cluster."""
+    return JobSpec(
+        id=job_id,
+        name=f"rayjob-{job_id}",
+        object_name=f"rayjob-{job_id}",
+        namespace="video",
+        kind="ray",
+        runtime="kuberay",
+        image="rayproject/ray:2.36.1",
+        head=PodGroup("head", 1, {"cpu": head_cpu, "memory": "4G"}),
+        workers=(PodGroup("small-group", workers, {"cpu": worker_cpu, "memory": "4G"}),),
+        queue_name="root-algorithm-video",
+        queue_path="root/algorithm/video",
+        department="algorithm",
+        owner="alice",
+        run_seconds=run_seconds,
+    )

@@ -1,13 +1,24 @@
-"""Plain quota trees and rule inputs for the tests of the pure quota and admission rules:
-a node, a request, a tree shaped like the seed's, and a queue head (no database)."""
+"""Quota trees for the tests: the seed's tree document (queues/data/seed-tree.yaml), and
+plain trees and rule inputs for the tests of the pure quota and admission rules: a node, a
+request, a tree shaped like the seed's, and a queue head (no database)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import yaml
+
 from kube.quantity import parse_resources
 from queues.admission import Candidate
 from queues.quota import Node
+
+from .paths import REPO
+
+SEED_TREE = REPO / "queues" / "data" / "seed-tree.yaml"
+
+
+def seed_tree_document() -> dict:
+    return yaml.safe_load(SEED_TREE.read_text())
 
 
 def node(path, min=None, max=None, namespaces=()):

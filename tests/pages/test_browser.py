@@ -1,0 +1,412 @@
+"""The pages in a real browser: log in, submit a Ray job, follow it into its queue, watch a
+running job's log; sign in through the company's OpenID provider.
+
+Drives Debian's Chromium (``apt-get install chromium``) through Playwright against
+pytest-django's live server. Every test fails on an error in the browser's console, among
+them any Content-Security-Policy violation. Set CALDERA_SCREENSHOT_DIR to keep screenshots
+of the pages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from jobs.engine.admission.cycle import admission_cycle
+from jobs.models import Job, JobEvent, State
+from jobs.reads.estimate import estimates_refresh
+from jobs.services import job_cancel
+from jobs.usage.samples import usage_record
+
+from ..support.jobs import RAY_JOB, running, submit_document
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture
+def page():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(5_000)
+            errors: list[str] = []
+            page.on(
+                "console",
+                lambda message: (
+                    message.type == "error"
+                    and errors.append(f"{page.url} ({message.location['url']}): {message.text}")
+                ),
+            )
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            yield page
+            assert not errors, f"the browser's console: {errors}"
+        finally:
+            browser.close()
+
+
+def screenshot(page, name: str) -> None:
+    folder = os.environ.get("CALDERA_SCREENSHOT_DIR")
+    if folder:
+        page.screenshot(path=str(Path(folder) / name), full_page=True)
+
+
+def test_it_submits_a_ray_job_and_finds_it_first_in_its_queue(
+    live_server, transactional_db, member, page
+):
+    from playwright.sync_api import expect
+
+    page.goto(live_server.url + "/jobs/new/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/\?next=/jobs/new/$"))
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill("pw-alice")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Submit a job")).to_be_visible()
+
+    page.get_by_label("Queue").select_option("root/algorithm/video")
+    page.get_by_label("Kind").select_option("ray")
+    page.locator("#id_name").fill("browser-rayjob")
+    page.get_by_label("Image").fill("rayproject/ray:2.36.1")
+    page.get_by_label("Entrypoint (Ray)").fill("python /home/ray/samples/sample_code.py")
+    page.locator("#id_head_cpu").fill("4")
+    page.locator("#id_head_memory").fill("4G")
+    page.locator("#id_worker_name").fill("small-group")
+    page.locator("#id_worker_replicas").fill("2")
+    page.locator("#id_worker_cpu").fill("4")
+    page.locator("#id_worker_memory").fill("4G")
+    # The preview follows the form: a bad quantity is named, then the RayJob appears.
+    page.locator("#id_worker_cpu").fill("4 cores")
+    expect(page.locator("#preview-problems")).to_contain_text(
+        "workers[0].resources.cpu: '4 cores' is not a Kubernetes quantity"
+    )
+    page.locator("#id_worker_cpu").fill("4")
+    expect(page.locator("#preview-ready")).to_contain_text("cpu 12, memory 12G")
+    expect(page.locator("#preview pre.manifest")).to_contain_text("name: browser-rayjob-0")
+    page.get_by_role("button", name="Submit job").click()
+
+    expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))
+    expect(page.get_by_role("heading", name=re.compile("browser-rayjob"))).to_be_visible()
+    expect(page.locator("#job-status .state")).to_have_text("queued")
+    expect(page.locator("#job-status dd.position")).to_have_text("1")
+    screenshot(page, "caldera-job.png")
+
+    page.get_by_role("link", name="root-algorithm-video").first.click()
+    expect(page.get_by_role("heading", name="root-algorithm-video")).to_be_visible()
+    row = page.locator("#queue-lists table.pending tbody tr").filter(has_text="browser-rayjob")
+    expect(row.locator("td.position")).to_have_text("1")
+    screenshot(page, "caldera-queue.png")
+
+
+def test_a_researcher_signs_in_through_the_company_provider(live_server, provider, page):
+    from playwright.sync_api import expect
+
+    provider.register("http://testserver", live_server.url)
+    provider.person("dana", ["/caldera/algorithm", "/caldera/admins"], first_name="Dana")
+
+    page.goto(live_server.url + "/queues/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/\?next=/queues/$"))
+    screenshot(page, "caldera-login.png")
+    page.get_by_role("link", name="Sign in with Company SSO").click()
+    expect(page.get_by_role("heading", name="Company sign-in")).to_be_visible()  # the provider
+    page.get_by_label("Username").fill("dana")
+    page.get_by_label("Password").fill("idp-dana")
+    page.get_by_role("button", name="Sign in").click()
+
+    expect(page).to_have_url(live_server.url + "/queues/")
+    expect(page.get_by_role("link", name="root-algorithm-video")).to_be_visible()
+    # Pages beyond the researcher's, under the same policy: the quota tree, the admin's
+    # tree editor (dana is an admin through her group), the API docs.
+    page.goto(live_server.url + "/quota/")
+    expect(page.locator("table.tree")).to_be_visible()
+    page.goto(live_server.url + "/admin/queues/quotanode/tree/")
+    expect(page.locator("textarea.tree-document")).to_be_visible()
+    page.goto(live_server.url + "/api/docs/")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Caldera API")
+
+
+def log_in(page, url: str, username: str) -> None:
+    page.goto(url + "/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill("pw-" + username)
+    page.get_by_role("button", name="Log in").click()
+
+
+@pytest.fixture
+def two_sweeps(transactional_db, member, other_member, manager):
+    """Three jobs of alice's and three of carol's; made before the browser starts (its
+    event loop would refuse the database calls)."""
+    for n in range(3):
+        submit_document(member, RAY_JOB, name=f"sweep-{n}")
+        submit_document(other_member, RAY_JOB, name=f"other-{n}")
+
+
+def test_a_manager_cancels_a_filtered_set_and_a_member_only_their_own(
+    live_server, two_sweeps, page
+):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    page.goto(live_server.url + "/jobs/")
+    page.get_by_label("Name contains").fill("sweep")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(re.compile(r"/jobs/\?q=sweep"))
+    expect(page.locator(".list-count")).to_have_text("3 jobs")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(live_server.url + "/jobs/?group=state")
+    expect(page.locator(".list-count")).to_have_text("6 jobs")
+    screenshot(page, "caldera-jobs-list.png")
+    page.goto(live_server.url + "/jobs/")  # every job, and alice picks two of carol's
+    page.get_by_label(re.compile(r"Select other-0")).check()
+    page.get_by_label(re.compile(r"Select sweep-0")).check()
+    page.get_by_role("button", name="Apply to the selected jobs").click()
+    expect(page.locator(".messages")).to_contain_text(
+        "1 cancelled; 1 refused: members cancel only their own jobs"
+    )
+    screenshot(page, "caldera-jobs-refused.png")
+
+    page.get_by_role("button", name="Log out").click()
+    log_in(page, live_server.url, "bob")
+    page.goto(live_server.url + "/jobs/?q=other&state=queued")
+    page.get_by_role("button", name="Apply to all 3 matching").click()
+    expect(page.locator(".messages")).to_contain_text("3 cancelled")
+    expect(page.get_by_text("No job matches.")).to_be_visible()
+    screenshot(page, "caldera-jobs.png")
+
+
+def test_a_researcher_submits_a_copy_of_a_job(live_server, two_sweeps, page):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    page.goto(live_server.url + "/jobs/?q=sweep-1")
+    page.get_by_role("link", name="sweep-1").click()
+    page.get_by_role("link", name="Submit a copy").click()
+    expect(page.get_by_text(re.compile(r"A copy of sweep-1 #\d+"))).to_be_visible()
+    expect(page.locator("#id_name")).to_have_value("sweep-1")
+    expect(page.locator("#id_worker_replicas")).to_have_value("2")
+    page.locator("#id_name").fill("sweep-1-again")
+    page.get_by_role("button", name="Submit job").click()
+    expect(page.get_by_role("heading", name=re.compile("sweep-1-again"))).to_be_visible()
+    expect(page.locator("#job-status .state")).to_have_text("queued")
+
+
+@pytest.fixture
+def running_job(transactional_db, member):
+    """alice's Ray job, running on the simulated cluster for 3 seconds: its head pod has
+    written its start line, and writes its first progress line at 5 seconds."""
+    return running(member, ago=3)
+
+
+def test_a_running_jobs_log_lines_appear_on_its_page(live_server, running_job, page):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    page.goto(f"{live_server.url}/jobs/{running_job.pk}/")
+
+    lines = page.locator("#job-log pre.log")
+    expect(lines).to_contain_text(f"Started rayjob-video-{running_job.pk}-head-0 on node-")
+    # The section asks again every 2 s while the job runs: the next line arrives by itself.
+    expect(lines).to_contain_text("step 1: 5 s of 600 s, 0%", timeout=10_000)
+    expect(page.get_by_role("link", name="Download the whole log")).to_have_attribute(
+        "href", f"/jobs/{running_job.pk}/log/download/"
+    )
+    screenshot(page, "caldera-job-log.png")
+
+
+def submit_and_close(*args, **changes) -> None:
+    submit_document(*args, **changes)
+    connection.close()  # this thread's
+
+
+@pytest.fixture
+def busy_hour(transactional_db, member, intern):
+    """An hour of the usage history, a sample a minute, as the queues filled: video runs a
+    12-cpu job from 45 minutes ago, the interns borrow from 30 minutes ago while video's
+    second job waits, and a third video job has waited for the last 15 minutes."""
+    now = timezone.now()
+
+    def minutes(first: int, last: int) -> None:
+        for ago in range(first, last - 1, -1):
+            usage_record(now=now - timedelta(minutes=ago))
+
+    minutes(60, 46)
+    submit_document(member, RAY_JOB, name="video-a")
+    admission_cycle()
+    minutes(45, 31)
+    submit_document(member, RAY_JOB, name="video-b")
+    submit_document(intern, RAY_JOB, name="intern-a", queue="root/interns/intern-video")
+    admission_cycle()
+    minutes(30, 16)
+    submit_document(member, RAY_JOB, name="video-c")
+    submit_document(intern, RAY_JOB, name="intern-b", queue="root/interns/intern-text")
+    admission_cycle()
+    minutes(15, 1)
+
+
+def test_the_quota_tree_shows_bars_that_refresh_and_usage_charts(
+    live_server, busy_hour, member, page
+):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(live_server.url + "/quota/?range=hour")
+
+    video = page.locator("table.tree tbody.node").filter(has_text="root/algorithm/video")
+    cpu = video.get_by_role("img", name="cpu of root/algorithm/video: used")
+    expect(cpu).to_have_attribute("aria-label", re.compile("used 12 of max 14, min 12, "))
+    expect(cpu.locator("rect.seg-used")).to_have_attribute("width", "85.71")  # 12 of 14
+    expect(cpu).to_have_attribute("aria-label", re.compile("pending demand 24$"))
+    charts = page.locator("#usage-history figure.usage-chart")
+    expect(charts).to_have_count(3)
+    expect(page.get_by_role("img", name="cpu of root over the last hour")).to_be_visible()
+    expect(charts.first.locator("path.used-line")).to_have_attribute("d", re.compile("^M"))
+    screenshot(page, "caldera-quota-tree.png")
+
+    # The bars follow the queues by themselves: a fourth job raises the pending demand.
+    # (Submitted from another thread: Playwright's loop runs in this one.)
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(submit_and_close, member, RAY_JOB, name="video-d").result()
+    expect(cpu).to_have_attribute("aria-label", re.compile("pending demand 36$"), timeout=10_000)
+
+    video.get_by_role("link", name="usage over time").click()
+    page.get_by_role("navigation", name="Time range").get_by_role("link", name="Week").click()
+    expect(page).to_have_url(re.compile(r"range=week&node=root%2Falgorithm%2Fvideo"))
+    expect(
+        page.get_by_role("img", name="cpu of root/algorithm/video over the last week")
+    ).to_be_visible()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(live_server.url + "/quota/?range=hour")
+    expect(video.locator(".fig-summary").first).to_be_visible()
+    screenshot(page, "caldera-quota-tree-phone.png")
+
+
+@pytest.fixture
+def video_waiting(transactional_db, member, other_member, settings):
+    """alice's first job holds 12 of video's 14 cpu; her second waits for it, backing off
+    for longer than the test takes; carol's waits behind the second."""
+    settings.BACKOFF_BASE_SECONDS = 600
+    submit_document(member, RAY_JOB, name="video-first")
+    second = submit_document(member, RAY_JOB, name="video-second")
+    admission_cycle()
+    submit_document(other_member, RAY_JOB, name="video-third")
+    estimates_refresh()
+    return second
+
+
+def test_a_waiting_job_shows_its_path_and_about_when_it_starts(live_server, video_waiting, page):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(f"{live_server.url}/jobs/{video_waiting.pk}/")
+    expect(page.locator("p.waiting")).to_contain_text(
+        "waits for cpu in root/algorithm/video: used 12 of max 14; it asks for 12"
+    )
+    path = page.get_by_role("table", name="Its path from its leaf to the root")
+    blocking = path.locator("tr.blocks")
+    expect(blocking).to_have_count(1)
+    expect(blocking).to_contain_text("root/algorithm/video")
+    expect(blocking).to_contain_text("blocks it")
+    expect(page.locator("dd.estimate")).to_contain_text(
+        re.compile(r"about 10 min: 1 running job expected to end by \d\d:\d\d")
+    )
+    screenshot(page, "caldera-waiting-job.png")
+
+    # The queue page says the same of every waiting job, and when each should start.
+    page.get_by_role("link", name="root-algorithm-video").first.click()
+    third = page.locator("#queue-lists table.pending tbody tr").filter(has_text="video-third")
+    expect(third).to_contain_text("1 job ahead; the first backs off until")
+    expect(third.locator("td time[title^='about 20 min']")).to_have_text(re.compile(r"^\d\d:\d\d$"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/jobs/{video_waiting.pk}/")
+    expect(path).to_be_visible()
+    screenshot(page, "caldera-waiting-job-phone.png")
+
+
+@pytest.fixture
+def wide_job(transactional_db, member):
+    """A job from before JOB_MAX_WORKER_GROUPS: 5,000 groups of two pods."""
+    tiny = {"cpu": "10m", "memory": "1Mi"}
+    job = submit_document(member, RAY_JOB, name="wide", head={"resources": tiny}, workers=[])
+    job.workers = [{"name": f"g{n}", "replicas": 2, "resources": tiny} for n in range(5_000)]
+    job.save(update_fields=["workers"])
+    return job
+
+
+def test_a_large_jobs_page_shows_a_bounded_summary_of_its_pods(live_server, wide_job, page):
+    """Its page shows the first groups and how many more, at a desk and on a phone, never
+    one row per pod."""
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    for width, height, name in (
+        (1366, 900, "caldera-large-job.png"),
+        (390, 844, "caldera-large-job-phone.png"),
+    ):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{live_server.url}/jobs/{wide_job.pk}/")
+        pods = page.get_by_role("table", name="Its pods")
+        expect(pods.locator("tbody tr")).to_have_count(1 + 8 + 1)  # the head, 8 groups, the rest
+        expect(pods.locator("tr.more")).to_contain_text("and 4992 more groups (9984 pods)")
+        expect(page.get_by_text("its Kubernetes objects are at")).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        screenshot(page, name)
+
+
+@pytest.fixture
+def stuck_leaving(transactional_db, member, settings):
+    """alice's job, cancelled while running, whose objects the cluster has kept past
+    LEAVING_WARN_SECONDS; the scheduler said five times that its head did not fit."""
+    job = submit_document(member, RAY_JOB, name="video-stuck")
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(state=State.RUNNING, dequeued_at=now)
+    JobEvent.objects.create(
+        job=job, created_at=now - timedelta(minutes=9), type=JobEvent.Type.WARNING,
+        reason="FailedScheduling", message="0/4 nodes are available: 4 Insufficient cpu.",
+        involved=f"pod/video-stuck-{job.pk}-head-x7k2p", dedup_key="k8s/series-1", count=5,
+        first_at=now - timedelta(minutes=13),
+    )  # fmt: skip
+    job_cancel(user=member, job=job, now=now)
+    late = now - timedelta(seconds=settings.LEAVING_WARN_SECONDS + 120)
+    Job.objects.filter(pk=job.pk).update(leaving_since=late)
+    return job
+
+
+def test_a_job_stuck_leaving_says_what_to_check_and_a_repeated_event_is_one_row(
+    live_server, stuck_leaving, page
+):
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    for width, height, name in (
+        (1366, 900, "caldera-stuck-leaving.png"),
+        (390, 844, "caldera-stuck-leaving-phone.png"),
+    ):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{live_server.url}/jobs/{stuck_leaving.pk}/")
+        expect(page.locator("p.stuck")).to_contain_text("the cluster still has its objects")
+        expect(page.locator("p.stuck code").first).to_have_text(
+            f"kubectl get rayjobs.ray.io video-stuck-{stuck_leaving.pk} -n video -o yaml"
+        )
+        repeated = page.locator("tr.event").filter(has_text="FailedScheduling")
+        expect(repeated).to_have_count(1)
+        expect(repeated.locator(".repeats")).to_contain_text(re.compile(r"^5 times, first "))
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        screenshot(page, name)

@@ -1,0 +1,101 @@
+"""Settings read from the environment: a bad value stops the process with its name."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ..support.paths import REPO
+
+PRINT_RUNTIMES = "from django.conf import settings; print(settings.CLUSTER_RUNTIMES)"
+
+
+def load_settings(**overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", **overrides}
+    return subprocess.run(
+        [sys.executable, "-c", PRINT_RUNTIMES],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_the_cluster_runtimes_are_read_from_the_environment():
+    done = load_settings(CLUSTER_RUNTIMES=" volcano , kubeflow ")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['volcano', 'kubeflow']"
+
+
+@pytest.mark.parametrize("value", ["kuberay,kubernetes", " , "])
+def test_an_unknown_runtime_stops_the_process_and_names_the_setting(value):
+    done = load_settings(CLUSTER_RUNTIMES=value)
+
+    assert done.returncode != 0
+    assert "CLUSTER_RUNTIMES lists kuberay, kubeflow and/or volcano" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"CLUSTER_BACKEND": "k8s"}, "CLUSTER_BACKEND is simulated or kubernetes, got 'k8s'"),
+        ({"CLUSTER_GATE": "queue"}, "CLUSTER_GATE is create or suspend, got 'queue'"),
+        (
+            {"CLUSTER_BACKEND": "kubernetes", "CLUSTER_PUBLISH_QUOTA": "volcano,kueue"},
+            "CLUSTER_PUBLISH_QUOTA lists elasticquotatree and/or volcano",
+        ),
+        (
+            {"CLUSTER_PUBLISH_QUOTA": "volcano"},
+            "CLUSTER_PUBLISH_QUOTA needs CLUSTER_BACKEND=kubernetes",
+        ),
+        ({"START_TIMEOUT_ATTEMPTS": "0"}, "START_TIMEOUT_ATTEMPTS must be at least 1, got 0"),
+        ({"START_TIMEOUT_ATTEMPTS": "five"}, "START_TIMEOUT_ATTEMPTS must be an integer"),
+        (
+            {"JOB_LOG_LIMIT_BYTES": "0"},
+            "JOB_LOG_TAIL_LINES, JOB_LOG_LIMIT_BYTES and JOB_LOG_TIMEOUT_SECONDS must be above 0",
+        ),
+        ({"JOB_LOG_TIMEOUT_SECONDS": "soon"}, "JOB_LOG_TIMEOUT_SECONDS must be a number"),
+        (
+            {"USAGE_HISTORY_SECONDS": "0"},
+            "USAGE_HISTORY_SECONDS and USAGE_HISTORY_DAYS must be at least 1, got 0 and 14",
+        ),
+        ({"USAGE_HISTORY_DAYS": "a week"}, "USAGE_HISTORY_DAYS must be an integer"),
+        (
+            {"ESTIMATE_DEPTH": "0"},
+            "ESTIMATE_SECONDS must be above 0, ESTIMATE_DEPTH at least 1 and ESTIMATE_SHARE "
+            "above 0 and at most 1, got 10, 0 and 0.1",
+        ),
+        (
+            {"ESTIMATE_SHARE": "1.5"},
+            "ESTIMATE_SECONDS must be above 0, ESTIMATE_DEPTH at least 1 and ESTIMATE_SHARE "
+            "above 0 and at most 1, got 10, 200 and 1.5",
+        ),
+    ],
+)
+def test_a_bad_cluster_setting_stops_the_process_and_names_it(overrides, message):
+    done = load_settings(**overrides)
+
+    assert done.returncode != 0
+    assert message in done.stderr
+
+
+def test_publishing_the_quota_tree_adds_its_beat_entry():
+    script = "from django.conf import settings; print(sorted(settings.CELERY_BEAT_SCHEDULE))"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "CLUSTER_BACKEND": "kubernetes",
+        "CLUSTER_PUBLISH_QUOTA": "elasticquotatree, volcano",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "['admit', 'estimates', 'publish-quota', 'sync', 'usage-audit', 'usage-history']"
+    )
