@@ -48,7 +48,7 @@ class AuditEntryAdmin(admin.ModelAdmin):
     search_fields = ["object_key"]
     list_select_related = ["actor"]
     date_hierarchy = "at"
-    fields = [
+    fields = (
         "at",
         "actor",
         "action",
@@ -58,7 +58,7 @@ class AuditEntryAdmin(admin.ModelAdmin):
         "changes",
         "before_display",
         "after_display",
-    ]
+    )
     readonly_fields = fields
 
     @admin.display(description="what changed")

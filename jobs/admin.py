@@ -21,7 +21,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 class JobEventInline(admin.TabularInline):
     model = JobEvent
-    fields = ["created_at", "type", "reason", "message", "actor"]
+    fields = ("created_at", "type", "reason", "message", "actor")
     readonly_fields = fields
     extra = 0
     can_delete = False

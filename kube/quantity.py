@@ -74,7 +74,7 @@ def parse_quantity(resource: str, value: object) -> int:
     sign, digits = (-1, match["number"][1:]) if match["number"][0] == "-" else (1, match["number"])
     whole, _, fraction = digits.lstrip("+").partition(".")
     numerator = sign * int((whole or "0") + fraction)
-    denominator = 10 ** len(fraction)
+    denominator: int = 10 ** len(fraction)
     if match["exponent"] is not None:
         exponent = int(match["exponent"])
         if abs(exponent) > MAX_EXPONENT:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib.auth import get_user_model
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
@@ -9,7 +11,7 @@ from rest_framework.authtoken.models import Token
 
 from .input import text_problem
 
-TOKEN_LENGTH = Token._meta.get_field("key").max_length
+TOKEN_LENGTH = cast(int, Token._meta.get_field("key").max_length)  # a CharField's
 
 
 class LeanTokenAuthentication(TokenAuthentication):

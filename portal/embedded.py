@@ -34,9 +34,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -141,7 +142,7 @@ def pg_run(
     would otherwise hold the pipe open and the read would never end.
     """
     command = [str(pg_program(args[0])), "-D", str(pgdata), *args[1:]]
-    as_account = {}
+    as_account: dict[str, Any] = {}
     if account is not None:
         as_account = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
     with tempfile.TemporaryFile("w+") as output:
@@ -377,7 +378,7 @@ class SignalRelay:
     def __init__(self) -> None:
         self.child: subprocess.Popen[bytes] | None = None
         self.received: int | None = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
 
     def __enter__(self) -> SignalRelay:
         for signum in FORWARDED_SIGNALS:

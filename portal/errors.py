@@ -81,7 +81,9 @@ def service_unavailable(request: HttpRequest, component: str) -> HttpResponse:
     """503 with the component that is down and when to try again."""
     detail = f"the {component} is not answering; try again shortly"
     if is_api(request):
-        response = JsonResponse({"detail": detail, "component": component}, status=503)
+        response: HttpResponse = JsonResponse(
+            {"detail": detail, "component": component}, status=503
+        )
     else:
         response = _page(
             503,
@@ -98,7 +100,7 @@ def busy(request: HttpRequest) -> HttpResponse:
     """503 for a request whose transaction kept losing to others' locks: nothing of it was
     committed, and the same request shortly succeeds."""
     if is_api(request):
-        response = JsonResponse({"detail": BUSY_DETAIL, "reason": "busy"}, status=503)
+        response: HttpResponse = JsonResponse({"detail": BUSY_DETAIL, "reason": "busy"}, status=503)
     else:
         response = _page(
             503, "Busy", BUSY_DETAIL[:1].upper() + BUSY_DETAIL[1:] + ". Nothing was changed."

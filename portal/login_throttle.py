@@ -140,7 +140,7 @@ def lockout_response(
         "application/json" in request.headers.get("accept", "")
     )
     if wants_json:
-        response = JsonResponse({"detail": message}, status=LOCKED_OUT_STATUS)
+        response: HttpResponse = JsonResponse({"detail": message}, status=LOCKED_OUT_STATUS)
     else:
         context = {"message": message, "until": lockout.until}
         response = render(

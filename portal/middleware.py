@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from django.http import HttpRequest, HttpResponse
 
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-def _values(lists: Iterator[tuple[str, list[str]]]) -> Iterator[tuple[str, str]]:
+def _values(lists: Iterable[tuple[str, list[str]]]) -> Iterator[tuple[str, str]]:
     for name, values in lists:
         for value in values:
             yield name, value

@@ -49,7 +49,10 @@ logger = logging.getLogger(__name__)
 
 ADMIN = "admin"
 ROLES = Membership.Role
-RANK = {ROLES.MEMBER: 1, ROLES.MANAGER: 2}  # a person in two groups of one department
+RANK: dict[str, int] = {
+    ROLES.MEMBER: 1,
+    ROLES.MANAGER: 2,
+}  # a person in two groups of one department
 DISCOVERY_SECONDS = 3600  # the provider's discovery document is read again after an hour
 # The settings mozilla-django-oidc reads, and where the discovery document has them.
 ENDPOINTS = {
@@ -108,7 +111,7 @@ def grants_for(groups: Iterable[str], mapping: Mapping[str, tuple[str, ...]]) ->
                 admin = True
                 continue
             department, _, role = target.partition(":")
-            if RANK[role] > RANK.get(roles.get(department), 0):
+            if RANK[role] > RANK.get(roles.get(department, ""), 0):
                 roles[department] = role
     return Grants(roles=roles, admin=admin)
 

@@ -99,10 +99,11 @@ class Supervisor:
         for child in self.children:
             self._spawn(child)
 
-    def _spawn(self, child: Child) -> None:
+    def _spawn(self, child: Child) -> subprocess.Popen[bytes]:
         child.process = subprocess.Popen(child.command, env=self.env, cwd=self.cwd)
         child.started_at = time.monotonic()
         child.restart_at = None
+        return child.process
 
     def poll(self) -> None:
         """Notice children that exited and start those whose restart is due."""
@@ -113,8 +114,8 @@ class Supervisor:
             if child.restart_at is not None:
                 if now >= child.restart_at:
                     child.restarts += 1
-                    self._spawn(child)
-                    self.say(f"{child.name} restarted (pid {child.process.pid})")
+                    process = self._spawn(child)
+                    self.say(f"{child.name} restarted (pid {process.pid})")
                 continue
             returncode = child.process.poll() if child.process is not None else None
             if returncode is None:

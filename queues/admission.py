@@ -47,7 +47,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import ChainMap
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +74,7 @@ class Candidate:
 
     key: int
     request: ResourceList
-    rank: tuple
+    rank: tuple[Any, ...]
     due: bool = True
     priority: int = 0
 
@@ -158,7 +158,7 @@ class Plan:
     order: list[int] = field(default_factory=list)
 
 
-def victim_order(job: Admitted) -> tuple:
+def victim_order(job: Admitted) -> tuple[int, float, int]:
     """Who is preempted first: the lowest priority, then the most recently admitted."""
     return (job.priority, _newest_first(job.admitted_at), -job.key)
 
@@ -166,11 +166,15 @@ def victim_order(job: Admitted) -> tuple:
 def _newest_first(moment: Any) -> float:
     if moment is None:
         return 0.0  # unknown admission time: taken as the oldest
-    return -moment.timestamp() if hasattr(moment, "timestamp") else -moment
+    seconds: float = moment.timestamp() if hasattr(moment, "timestamp") else moment
+    return -seconds
 
 
 def within_guarantee(
-    leaf: str, request: Mapping[str, int], tree: Mapping[str, Node], used: Mapping
+    leaf: str,
+    request: Mapping[str, int],
+    tree: Mapping[str, Node],
+    used: Mapping[str, Mapping[str, int]],
 ) -> bool:
     """True when admitting ``request`` keeps every node below the root within its own min,
     for each resource the node names (``governs``)."""
@@ -208,7 +212,10 @@ def dominant_share(node: Node, used: Mapping[str, int]) -> float:
 
 
 def borrow_key(
-    leaf: str, request: Mapping[str, int], tree: Mapping[str, Node], used: Mapping
+    leaf: str,
+    request: Mapping[str, int],
+    tree: Mapping[str, Node],
+    used: Mapping[str, Mapping[str, int]],
 ) -> tuple[float, ...]:
     """Dominant shares after admission, from the department down to the leaf."""
     below_root = list(reversed(path_to_root(leaf)[:-1]))
@@ -256,7 +263,9 @@ class _Usage:
     """Usage per node path, changed as jobs are admitted and preempted during the plan."""
 
     def __init__(self, used: Mapping[str, ResourceList]):
-        self.by_path = {path: dict(resources) for path, resources in used.items()}
+        self.by_path: MutableMapping[str, ResourceList] = {
+            path: dict(resources) for path, resources in used.items()
+        }
 
     def add(self, leaf: str, request: ResourceList) -> None:
         for path in path_to_root(leaf):
@@ -311,7 +320,9 @@ def plan_admissions(
             cursors[index] += 1
         return None
 
-    def claim(index: int, candidate: Candidate) -> tuple:
+    def claim(
+        index: int, candidate: Candidate
+    ) -> tuple[bool, tuple[float, ...], tuple[Any, ...], int]:
         leaf, request, used_now = queues[index].leaf, candidate.request, cycle.future.by_path
         guaranteed = within_guarantee(leaf, request, tree, used_now)
         share = () if guaranteed else borrow_key(leaf, request, tree, used_now)
@@ -432,7 +443,7 @@ def _admit(plan: Plan, cycle: _Cycle, heads: QueueHeads, candidate: Candidate) -
 
 
 def _victims(
-    cycle: _Cycle, heads: QueueHeads, candidate: Candidate, reason: Shortfall
+    cycle: _Cycle, heads: QueueHeads, candidate: Candidate, reason: Shortfall | None
 ) -> list[Preemption] | None:
     """The fewest preemptions, in victim order, that let the candidate fit; None if none do."""
     tree, leaf, request = cycle.tree, heads.leaf, candidate.request

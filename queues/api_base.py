@@ -8,9 +8,11 @@ class is loaded while the views are being defined: it cannot import a module of 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 from rest_framework import serializers
+from rest_framework.parsers import BaseParser
 from rest_framework.settings import api_settings
 
 # An operation's refusals that no schema can state, however well formed the request: those
@@ -30,7 +32,9 @@ def refusals(reasons: Mapping[str, str]) -> dict:
 def json_parsers() -> list:
     """The settings' JSON parser alone (portal.input's, which the apps cannot import), for
     an operation whose body nests objects in lists, which a form cannot carry."""
-    return [p for p in api_settings.DEFAULT_PARSER_CLASSES if p.media_type == "application/json"]
+    # The setting names the classes by import path; api_settings gives the classes.
+    parsers = cast(Sequence[type[BaseParser]], api_settings.DEFAULT_PARSER_CLASSES)
+    return [p for p in parsers if p.media_type == "application/json"]
 
 
 class Body(serializers.Serializer):

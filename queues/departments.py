@@ -56,8 +56,8 @@ def department_update(
     """Rename a department or move it to another node; its history stays under both names
     (the entry of the rename carries the old one)."""
     with transaction.atomic():
-        row = Department.objects.select_for_update().select_related("quota_node")
-        row = row.get(pk=department.pk)
+        rows = Department.objects.select_for_update().select_related("quota_node")
+        row = rows.get(pk=department.pk)
         before = department_snapshot(row)
         row.name, row.quota_node = name, quota_node
         row.save(update_fields=["name", "quota_node"])

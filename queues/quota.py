@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any, Protocol
 
 from kube.quantity import PODS, ResourceList, add, human
 
@@ -322,6 +323,7 @@ class Balance(Standing):
     """A node's standing on one resource (``borrowed``, ``lent`` and ``free`` as above)
     and its pending demand: what the queued and backed-off jobs under it ask for."""
 
+    min: int  # a node's own (only the cluster's standing has none)
     pending: int = 0
 
     @property
@@ -330,7 +332,17 @@ class Balance(Standing):
         return max((self.min or 0) - self.used, 0)
 
 
-def shown_resources(node, *figures: Mapping[str, int]) -> set[str]:
+class Limited(Protocol):
+    """What has a ``min`` and a ``max``: a ``Node``, or a stored node."""
+
+    @property
+    def min(self) -> Mapping[str, Any]: ...
+
+    @property
+    def max(self) -> Mapping[str, Any]: ...
+
+
+def shown_resources(node: Limited, *figures: Mapping[str, int]) -> set[str]:
     """The resources a page shows for ``node`` (a ``Node`` or a stored node): those it
     names in its ``min`` or ``max``, and those ``figures`` (its usage, its demand) hold.
     Every job asks for ``pods``, so they are shown only where the tree names them."""

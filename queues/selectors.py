@@ -114,7 +114,7 @@ def queues_for_submit(names: list[str]) -> dict[str, tuple[Queue, dict[str, Node
             """,
             {"names": list(names)},
         )
-        queues = {}
+        queues: dict[str, Queue] = {}
         for wanted, *row in cursor.fetchall():
             queues.setdefault(wanted, _queue_of(row))  # a name and a path never collide
         paths = {path for q in queues.values() for path in path_to_root(q.node.path)}

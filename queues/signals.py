@@ -19,6 +19,7 @@ Without receivers (``queues`` alone) no queue holds jobs and nothing is in use.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.dispatch import Signal
 
@@ -30,10 +31,15 @@ usage_wanted = Signal()
 namespace_trouble_wanted = Signal()
 
 
+def _answers(signal: Signal, sender: type, **named: object) -> list[Any]:
+    """What each receiver answered (django-stubs types an answer as ``str | None``)."""
+    return [answer for _receiver, answer in signal.send(sender=sender, **named)]
+
+
 def live_jobs(sender: type, queue_ids: Iterable[int]) -> dict[int, int]:
     """Live jobs per queue id, summed over every receiver's answer."""
     counts: dict[int, int] = {}
-    for _receiver, answer in live_jobs_wanted.send(sender=sender, queue_ids=list(queue_ids)):
+    for answer in _answers(live_jobs_wanted, sender, queue_ids=list(queue_ids)):
         for queue_id, count in answer.items():
             counts[queue_id] = counts.get(queue_id, 0) + count
     return counts
@@ -42,7 +48,7 @@ def live_jobs(sender: type, queue_ids: Iterable[int]) -> dict[int, int]:
 def namespace_trouble(sender: type) -> dict[str, str]:
     """Why each namespace in trouble takes no jobs, by namespace, from every receiver."""
     trouble: dict[str, str] = {}
-    for _receiver, answer in namespace_trouble_wanted.send(sender=sender):
+    for answer in _answers(namespace_trouble_wanted, sender):
         trouble.update(answer)
     return trouble
 
@@ -50,7 +56,7 @@ def namespace_trouble(sender: type) -> dict[str, str]:
 def usage(sender: type) -> dict[str, ResourceList]:
     """Usage by node path, summed over every receiver's answer."""
     used: dict[str, ResourceList] = {}
-    for _receiver, answer in usage_wanted.send(sender=sender):
+    for answer in _answers(usage_wanted, sender):
         for path, resources in answer.items():
             used[path] = add(used.get(path, {}), resources)
     return used

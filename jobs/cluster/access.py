@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import kinds
 
@@ -34,7 +35,7 @@ class Grant:
     verbs: tuple[str, ...]
     names: tuple[str, ...] = ()
 
-    def rule(self) -> dict:
+    def rule(self) -> dict[str, Any]:
         rule = {"apiGroups": [self.group], "resources": [self.resource], "verbs": list(self.verbs)}
         if self.names:
             rule["resourceNames"] = list(self.names)
@@ -109,12 +110,12 @@ def rbac_documents(
     publish: Sequence[str],
     account: str = "caldera",
     account_namespace: str = "caldera-system",
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The ClusterRole, Roles and bindings that grant Caldera what it does for the tree
     (with deploy/kubernetes/rbac.yaml's, exactly what it does). Applied again whenever the
     tree binds other namespaces."""
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": account_namespace}]
-    documents: list[dict] = []
+    documents: list[dict[str, Any]] = []
 
     def role(kind: str, name: str, grants: list[Grant], namespace: str | None = None) -> None:
         where = {"namespace": namespace} if namespace else {}
@@ -159,7 +160,7 @@ def wanted_in(
     return grants
 
 
-def beyond(rules: Iterable[dict], wanted: Iterable[Grant]) -> list[str]:
+def beyond(rules: Iterable[dict[str, Any]], wanted: Iterable[Grant]) -> list[str]:
     """The grants of a rules review's ``resourceRules`` that Caldera does not use, each as
     ``verb resource.group`` (``*`` where a rule has a wildcard). What every signed-in
     identity may do (``BASIC_USER_GRANTS``) is left out."""

@@ -7,6 +7,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from jobs.cluster.spec import JobSpec
 
@@ -229,7 +230,9 @@ class ClusterBackend(ABC):
         answer."""
 
     @abstractmethod
-    def publish_quota(self, *, tree: dict | None, queues: list[dict] | None) -> None:
+    def publish_quota(
+        self, *, tree: dict[str, Any] | None, queues: list[dict[str, Any]] | None
+    ) -> None:
         """Write the quota tree for the cluster's own schedulers: the ElasticQuotaTree
         document and/or one Volcano Queue per leaf (None: leave that kind alone)."""
 

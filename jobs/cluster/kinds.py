@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from jobs.cluster.manifests.common import LABEL_JOB_ID
 
@@ -28,10 +29,10 @@ class Resource:
     # The merge patch that sets the object's suspend flag, None when the kind has none.
     suspend_path: tuple[str, ...] | None
 
-    def suspend_patch(self, suspend: bool) -> dict | None:
+    def suspend_patch(self, suspend: bool) -> dict[str, Any] | None:
         if self.suspend_path is None:
             return None
-        patch: dict = {self.suspend_path[-1]: suspend}
+        patch: dict[str, Any] = {self.suspend_path[-1]: suspend}
         for key in reversed(self.suspend_path[:-1]):
             patch = {key: patch}
         return patch
@@ -63,7 +64,7 @@ VOLCANO_JOB_NAME = "volcano.sh/job-name"
 VOLCANO_TASK = "volcano.sh/task-spec"
 
 
-def phase_of(runtime: str, obj: Mapping) -> tuple[str, str]:
+def phase_of(runtime: str, obj: Mapping[str, Any]) -> tuple[Phase, str]:
     """(phase, message) of one object: Suspended, Pending, Running, Succeeded or Failed."""
     status = obj.get("status") or {}
     if runtime == "kuberay":
@@ -75,7 +76,7 @@ def phase_of(runtime: str, obj: Mapping) -> tuple[str, str]:
     raise ValueError(f"no status mapping for runtime {runtime!r}")
 
 
-def _rayjob_phase(obj: Mapping, status: Mapping) -> tuple[str, str]:
+def _rayjob_phase(obj: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[Phase, str]:
     """KubeRay: ``jobDeploymentStatus`` says where the RayJob is, ``jobStatus`` how the
     Ray job itself ended."""
     deployment = status.get("jobDeploymentStatus", "")
@@ -96,7 +97,7 @@ def _rayjob_phase(obj: Mapping, status: Mapping) -> tuple[str, str]:
     return Phase.PENDING, message
 
 
-def _pytorchjob_phase(obj: Mapping, status: Mapping) -> tuple[str, str]:
+def _pytorchjob_phase(obj: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[Phase, str]:
     """Kubeflow: the last condition whose status is True decides."""
     current = [c for c in status.get("conditions") or [] if c.get("status") == "True"]
     last = current[-1] if current else {}
@@ -124,7 +125,7 @@ _VOLCANO_PHASES = {
 }
 
 
-def _volcano_phase(status: Mapping) -> tuple[str, str]:
+def _volcano_phase(status: Mapping[str, Any]) -> tuple[Phase, str]:
     """Volcano: ``status.state.phase``; Pending, Restarting, Aborting and the rest wait."""
     state = status.get("state") or {}
     phase = state.get("phase", "")
@@ -135,7 +136,7 @@ def _volcano_phase(status: Mapping) -> tuple[str, str]:
     return mapped, message
 
 
-def object_status(runtime: str, obj: Mapping) -> ObjectStatus | None:
+def object_status(runtime: str, obj: Mapping[str, Any]) -> ObjectStatus | None:
     """The status of one listed object; None for an object Caldera did not create."""
     metadata = obj.get("metadata") or {}
     try:
@@ -188,7 +189,7 @@ class ObjectIndex:
         return None
 
 
-def cluster_event(event: Mapping, job_id: int, *, now: datetime) -> ClusterEvent:
+def cluster_event(event: Mapping[str, Any], job_id: int, *, now: datetime) -> ClusterEvent:
     """One Kubernetes Event as Caldera stores it: keyed by the event's uid, which a repeat
     keeps, so a repeated event is one row whose count and last time move on.
 
@@ -258,7 +259,7 @@ def main_pod_selector(runtime: str, *, object_name: str, job_id: int, head: str)
     raise ValueError(f"no main pod known for runtime {runtime!r}")
 
 
-def main_pod(pods: Iterable[Mapping]) -> Mapping | None:
+def main_pod(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The pod to read among those the selector found: one not being deleted before one
     that is (an operator replacing a pod makes the new one while the old one goes), then
     the newest."""

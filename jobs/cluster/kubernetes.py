@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import urllib3
 from kubernetes import client, config
@@ -32,9 +32,9 @@ from jobs.cluster.manifests import build_manifests
 from jobs.cluster.manifests.common import (
     ANNOTATION_DEQUEUED,
     LABEL_JOB_ID,
-    annotations,
     script_configmap_name,
 )
+from jobs.cluster.manifests.common import annotations as object_annotations
 from jobs.cluster.spec import JobSpec
 from jobs.telemetry import CLUSTER_REQUEST_SECONDS, CLUSTER_REQUESTS
 from kube.names import LABEL_MANAGED_BY, MANAGER
@@ -233,7 +233,7 @@ class KubernetesBackend(ClusterBackend):
             return self._nodes[1]
         try:
             response = self._call("list nodes", self.core.list_node, _preload_content=False)
-            items = json.loads(response.data)["items"]
+            items = json.loads(_raw(response).data)["items"]
         except (ClusterUnavailable, Rejected, client.ApiException) as error:
             log.warning("cannot read the nodes' allocatable resources: %s", error)
             self._nodes = (now, self._nodes[1] if self._nodes else None)
@@ -346,7 +346,7 @@ class KubernetesBackend(ClusterBackend):
             return NamespaceTrouble(f"namespace {namespace} is not found{said}", gone=True)
         except Rejected as error:
             raise ClusterUnavailable(f"get namespace {namespace}: {error}") from None
-        phase = (json.loads(answer.data).get("status") or {}).get("phase")
+        phase = (json.loads(_raw(answer).data).get("status") or {}).get("phase")
         if phase == "Terminating":
             return NamespaceTrouble(f"namespace {namespace} is being deleted{said}")
         if refused:
@@ -377,11 +377,11 @@ class KubernetesBackend(ClusterBackend):
                 troubled |= page.troubles
         _raise_first(page for page in pages if not isinstance(page, NamespaceUnavailable))
         for (runtime, namespace), page in zip(unwatched, pages, strict=True):
-            if namespace not in troubled:
-                watched[(runtime, namespace)] = page[0]
+            if namespace not in troubled:  # a listing: the other failures were raised above
+                watched[(runtime, namespace)] = cast(tuple[list[dict], str], page)[0]
         for runtime, namespace in where:
-            if namespace not in troubled:
-                listed[runtime] += watched[(runtime, namespace)]
+            if namespace not in troubled:  # in step, or listed just now
+                listed[runtime] += cast(list[dict], watched[(runtime, namespace)])
         return listed, troubled
 
     def _watched(self, where: list[tuple[str, str]]) -> dict[tuple[str, str], list[dict] | None]:
@@ -418,18 +418,20 @@ class KubernetesBackend(ClusterBackend):
         items: list[dict] = []
         token = ""
         while True:
-            pages = {"_continue": token} if token else {}
+            pages: dict[str, Any] = {"_continue": token} if token else {}
             try:
-                answer = self._call(
-                    f"list {resource.plural} in {namespace}",
-                    self.custom.list_namespaced_custom_object,
-                    resource.group,
-                    resource.version,
-                    namespace,
-                    resource.plural,
-                    label_selector=LABEL_JOB_ID,
-                    limit=self.settings.list_page,
-                    **pages,
+                answer = _custom(
+                    self._call(
+                        f"list {resource.plural} in {namespace}",
+                        self.custom.list_namespaced_custom_object,
+                        resource.group,
+                        resource.version,
+                        namespace,
+                        resource.plural,
+                        label_selector=LABEL_JOB_ID,
+                        limit=self.settings.list_page,
+                        **pages,
+                    )
                 )
             except Unauthorized as error:
                 # Refused in this namespace: its own trouble (it is gone, or has no Role for
@@ -464,7 +466,7 @@ class KubernetesBackend(ClusterBackend):
             except (Rejected, client.ApiException) as error:
                 log.warning("cannot read the events of %s: %s", namespace, error)
                 continue
-            for event in json.loads(response.data).get("items") or []:
+            for event in json.loads(_raw(response).data).get("items") or []:
                 if event.get("type") != "Warning" or event.get("reason") not in WATCHED_REASONS:
                     continue
                 involved = event.get("involvedObject") or {}
@@ -524,7 +526,7 @@ class KubernetesBackend(ClusterBackend):
             return
         # A merge patch keeps what it does not name: a job back in its queue has no dequeue
         # time, and null is how a merge patch removes the one the object still carries.
-        patch["metadata"] = {"annotations": {ANNOTATION_DEQUEUED: None} | annotations(spec)}
+        patch["metadata"] = {"annotations": {ANNOTATION_DEQUEUED: None} | object_annotations(spec)}
         try:
             self._call(
                 f"patch {resource.kind} {spec.object_name}",
@@ -547,7 +549,7 @@ class KubernetesBackend(ClusterBackend):
         collector has removed what it owns (its pods, which end their grace period first),
         so the sync sees it gone only once the cluster has let go of its resources."""
         resource = kinds.RESOURCES[ref.runtime]
-        calls = [
+        calls: list[tuple[str, Callable[..., object], tuple[str, ...]]] = [
             (
                 f"delete {resource.kind} {ref.name}",
                 self.custom.delete_namespaced_custom_object,
@@ -591,7 +593,7 @@ class KubernetesBackend(ClusterBackend):
         One line and one byte more than asked for are read, so that whether the log goes
         on beyond what is shown is known rather than guessed."""
         what = f"the {head} pod of {ref.name} in {ref.namespace}"
-        patience = {"timeout": self.settings.log_timeout_seconds, "attempts": 1}
+        patience: dict[str, Any] = {"timeout": self.settings.log_timeout_seconds, "attempts": 1}
         selector = kinds.main_pod_selector(
             ref.runtime, object_name=ref.name, job_id=job_id, head=head
         )
@@ -607,7 +609,7 @@ class KubernetesBackend(ClusterBackend):
         except (client.ApiException, Rejected) as error:
             reason = error.message if isinstance(error, Rejected) else _api_message(error)
             raise LogUnavailable(f"The pods of {ref.name} cannot be listed: {reason}.") from None
-        pod = kinds.main_pod(json.loads(listed.data).get("items") or [])
+        pod = kinds.main_pod(json.loads(_raw(listed).data).get("items") or [])
         if pod is None:
             raise LogUnavailable(f"{what.capitalize()} is not there.", missing=True)
         name = pod["metadata"]["name"]
@@ -637,7 +639,7 @@ class KubernetesBackend(ClusterBackend):
         except Rejected as error:  # 400: its container is waiting to start, ...
             reason = error.message
             raise LogUnavailable(f"The log of pod {name} cannot be read: {reason}.") from None
-        return log_window(name, answer.data, tail_lines=tail_lines, limit_bytes=limit_bytes)
+        return log_window(name, _raw(answer).data, tail_lines=tail_lines, limit_bytes=limit_bytes)
 
     # -- the quota tree, for the cluster's own schedulers -------------------------------
 
@@ -689,13 +691,15 @@ class KubernetesBackend(ClusterBackend):
     def _delete_stale_queues(self, keep: set[str]) -> None:
         resource = kinds.VOLCANO_QUEUE
         try:
-            listed = self._call(
-                "list Volcano queues",
-                self.custom.list_cluster_custom_object,
-                resource.group,
-                resource.version,
-                resource.plural,
-                label_selector=f"{LABEL_MANAGED_BY}={MANAGER}",
+            listed = _custom(
+                self._call(
+                    "list Volcano queues",
+                    self.custom.list_cluster_custom_object,
+                    resource.group,
+                    resource.version,
+                    resource.plural,
+                    label_selector=f"{LABEL_MANAGED_BY}={MANAGER}",
+                )
             )
         except client.ApiException as error:
             raise Rejected(error.status, _api_message(error)) from None
@@ -737,7 +741,9 @@ class KubernetesBackend(ClusterBackend):
             return Check(what, False, reason)
         except (Rejected, ClusterUnavailable) as error:
             return Check(what, False, str(error))
-        if resource.plural not in {r.get("name") for r in json.loads(served.data)["resources"]}:
+        if resource.plural not in {
+            r.get("name") for r in json.loads(_raw(served).data)["resources"]
+        }:
             return Check(what, False, "its CRD is not installed")
         return Check(what, True)
 
@@ -747,12 +753,12 @@ class KubernetesBackend(ClusterBackend):
         be empty")."""
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": kind, "spec": spec}
         api = client.AuthorizationV1Api(self.api)
-        create = {
+        creates: dict[str, Callable[..., object]] = {
             "SelfSubjectAccessReview": api.create_self_subject_access_review,
             "SelfSubjectRulesReview": api.create_self_subject_rules_review,
-        }[kind]
-        answer = self._call(f"review {kind}", create, body, _preload_content=False)
-        return json.loads(answer.data).get("status") or {}
+        }
+        answer = self._call(f"review {kind}", creates[kind], body, _preload_content=False)
+        return json.loads(_raw(answer).data).get("status") or {}
 
     def _permission_check(self, where: str, namespace: str | None, grants) -> Check:
         """Whether Caldera's identity may do all it does ``where``, one access review per
@@ -810,6 +816,7 @@ class KubernetesBackend(ClusterBackend):
         namespaces = sorted(set(namespaces))
         checks = [self._crd_check(runtime) for runtime in self.settings.runtimes]
         runtimes = self.settings.runtimes
+        needs: list[tuple[str, str | None, list[access.Grant]]]
         needs = [("at the cluster scope", None, [*access.BASE_GRANTS, *access.tree_grants(
             namespaces, publish)])]  # fmt: skip
         needs += [(f"in {ns}", ns, access.leaf_grants(runtimes)) for ns in namespaces]
@@ -833,7 +840,7 @@ class KubernetesBackend(ClusterBackend):
                     namespace,
                     _preload_content=False,
                 )
-                phase = (json.loads(found.data).get("status") or {}).get("phase")
+                phase = (json.loads(_raw(found).data).get("status") or {}).get("phase")
                 if phase == "Terminating":
                     reason = "it is being deleted (Terminating): jobs of its queue would be refused"
                     checks.append(Check(what, False, reason))
@@ -876,7 +883,7 @@ def stale_keys(stored: dict, wanted: dict) -> dict | None:
     def stale(have: object, want: object, depth: int) -> dict:
         if not (isinstance(have, dict) and isinstance(want, dict)):
             return {}
-        found = {}
+        found: dict[str, Any] = {}
         for key, value in have.items():
             if key not in want:
                 if depth >= 2:
@@ -957,13 +964,25 @@ def _api_message(error: client.ApiException) -> str:
     server answers an unknown resource with ``404 page not found``), else the HTTP reason.
     Never the client's rendering of the exception, with its headers."""
     try:
-        return json.loads(error.body)["message"]
+        return json.loads(error.body or "")["message"]
     except (TypeError, ValueError, KeyError):
         pass
     body = error.body.decode(errors="replace") if isinstance(error.body, bytes) else error.body
     if isinstance(body, str) and body.strip() and len(body) <= 200 and "\n" not in body.strip():
         return body.strip()
     return error.reason or f"HTTP {error.status}"
+
+
+def _raw(answer: object) -> urllib3.BaseHTTPResponse:
+    """The answer to a call made with ``_preload_content=False``: the HTTP response itself,
+    not the model the client's annotations name."""
+    return cast(urllib3.BaseHTTPResponse, answer)
+
+
+def _custom(answer: object) -> dict[str, Any]:
+    """The answer of the custom objects API: the JSON document, which the client's
+    annotations call ``object``."""
+    return cast(dict[str, Any], answer)
 
 
 def _captured(fn: Callable[[T], object]) -> Callable[[T], object]:

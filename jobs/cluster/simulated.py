@@ -198,6 +198,7 @@ class SimulatedCluster:
         for name, pod in list(self.pods.items()):
             if (
                 pod.phase == PodPhase.RUNNING
+                and pod.started_at is not None
                 and pod.started_at + timedelta(seconds=pod.run_seconds) <= now
             ):
                 self.pods[name] = replace(pod, phase=PodPhase.SUCCEEDED)

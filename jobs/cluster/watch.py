@@ -20,7 +20,9 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any, cast
 
+import urllib3
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import ReadTimeoutError
@@ -67,7 +69,7 @@ class Informer:
         self.silent_seconds = silent_seconds
         self._objects: dict[str, dict] = {}
         self._version = ""
-        self._answer = None  # the open watch, to cut on stop
+        self._answer: urllib3.BaseHTTPResponse | None = None  # the open watch, to cut on stop
         self._lock = threading.Lock()
         self._in_step = threading.Event()
         self._stopped = threading.Event()
@@ -120,18 +122,22 @@ class Informer:
             return
         resource, namespace = self.resource, self.where[1]
         try:
-            answer = self.custom.list_namespaced_custom_object(
-                resource.group,
-                resource.version,
-                namespace,
-                resource.plural,
-                label_selector=LABEL_JOB_ID,
-                watch=True,
-                resource_version=self._version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=self.watch_seconds,
-                _preload_content=False,
-                _request_timeout=(10, self.silent_seconds),
+            # With _preload_content=False the answer is the HTTP response, read as it comes.
+            answer = cast(
+                urllib3.BaseHTTPResponse,
+                self.custom.list_namespaced_custom_object(
+                    resource.group,
+                    resource.version,
+                    namespace,
+                    resource.plural,
+                    label_selector=LABEL_JOB_ID,
+                    watch=True,
+                    resource_version=self._version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=self.watch_seconds,
+                    _preload_content=False,
+                    _request_timeout=(10, self.silent_seconds),
+                ),
             )
         except client.ApiException as error:
             if error.status == 410:
@@ -167,11 +173,11 @@ class Informer:
             if obj.get("code") == 410:
                 raise Gone
             raise RuntimeError(obj.get("message") or "the watch answered an error")
-        metadata = obj.get("metadata") or {}
+        metadata: dict[str, Any] = obj.get("metadata") or {}
         with self._lock:
             if kind in ("ADDED", "MODIFIED"):
                 self._objects[metadata["name"]] = obj
             elif kind == "DELETED":
-                self._objects.pop(metadata.get("name"), None)
+                self._objects.pop(metadata.get("name", ""), None)
             if metadata.get("resourceVersion"):
                 self._version = metadata["resourceVersion"]

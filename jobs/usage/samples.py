@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.db import connection
@@ -138,7 +139,7 @@ RANGE_QUERY = params(RANGE)
 HISTORY_QUERY = params(
     Text(
         name="node",
-        max_length=QuotaNode._meta.get_field("path").max_length,
+        max_length=cast(int, QuotaNode._meta.get_field("path").max_length),
         description='a node\'s path, root/algorithm (default: the root); "cluster" is no node',
     ),
     RANGE,
@@ -223,7 +224,8 @@ def usage_series(*, node: str, window: Range, now: datetime | None = None) -> Se
             GROUP BY bucket, resource
             ORDER BY resource <> 'cpu', resource, bucket
             """,
-            {"step": step, "epoch": EPOCH, "node": node, "since": since, "now": now},
+            # psycopg takes a timedelta (the step), which the stub's parameter types leave out.
+            {"step": step, "epoch": EPOCH, "node": node, "since": since, "now": now},  # type: ignore[dict-item]
         )
         points = [Point(at, node, *figures) for at, *figures in cursor.fetchall()]
     return Series(node=node, range=window, since=since, until=now, step=step, points=points)

@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET
 
-from jobs.document.params import Text, page_query, params
+from jobs.document.params import HtmxHttpRequest, Text, page_query, params
 from jobs.document.schema import bound, writer
 from jobs.document.validation import JobInvalid
 from jobs.usage import charts, samples
@@ -68,7 +68,7 @@ def _query_without(request: HttpRequest, *names: str, **values: str) -> str:
 
 @login_required
 @require_GET
-def quota_tree(request: HttpRequest) -> HttpResponse:
+def quota_tree(request: HtmxHttpRequest) -> HttpResponse:
     """Every node's bars per resource (used, borrowed, lent, min, max, pending demand),
     refreshed every QUOTA_POLL_SECONDS, and the usage charts of one node (``?node=``, the
     root by default, over ``?range=``). Anyone signed in sees the whole tree.
@@ -120,7 +120,7 @@ def quota_tree(request: HttpRequest) -> HttpResponse:
 
 
 def usage_chart(
-    request: HttpRequest, path: str, *, level: int = 3, choices: list[str] | None = None
+    request: HtmxHttpRequest, path: str, *, level: int = 3, choices: list[str] | None = None
 ) -> dict:
     """What ``jobs/_usage_chart.html`` draws: the usage of the node at ``path`` over the
     range the request names (``?range=``), one chart per resource, with links to the other

@@ -147,7 +147,7 @@ class UserMembershipInline(admin.TabularInline):
 
     model = Membership
     fk_name = "user"
-    fields = ["department", "role"]
+    fields = ("department", "role")
     readonly_fields = fields
     extra = 0
     can_delete = False

@@ -9,6 +9,7 @@ everywhere, a refused change writes nothing and each change is audited.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import ClassVar
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -74,7 +75,7 @@ class ChildrenInline(admin.TabularInline):
     def get_formset(self, request, obj=None, **kwargs):
         formset = super().get_formset(request, obj, **kwargs)
 
-        class RetiringChildForm(formset.form):
+        class RetiringChildForm(formset.form):  # type: ignore[name-defined]  # made at run time
             def hand_clean_DELETE(self) -> None:
                 """A deleted child is retired, never deleted: the admin's check for protected
                 rows (its queue) does not apply; the tree's check for live jobs does."""
@@ -103,7 +104,7 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
     list_filter = ["active"]
     search_fields = ["path"]
     ordering = ["path"]
-    sortable_by: list[str] = []  # ordered by path, the list reads as the tree
+    sortable_by: ClassVar[list[str]] = []  # ordered by path, the list reads as the tree
     list_per_page = 1000
     readonly_fields = [
         "path",
@@ -201,7 +202,7 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
 
     @admin.display(description="parent")
     def parent_link(self, node: QuotaNode) -> str:
-        if node.parent_id is None:
+        if node.parent is None:
             return "— (the root)"
         url = reverse("admin:queues_quotanode_change", args=[node.parent_id])
         return format_html('<a href="{}">{}</a>', url, node.parent.path)
@@ -248,7 +249,8 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
         for change in children.applied:
             messages.info(request, change.describe())
 
-    def construct_change_message(self, request, form, formsets, add=False) -> str:
+    # The log entry takes a plain message as well as Django's structured one.
+    def construct_change_message(self, request, form, formsets, add=False) -> str:  # type: ignore[override]
         applied = [c for fs in formsets for c in getattr(fs, "applied", [])]
         return "; ".join(change.describe() for change in applied) or "No change."
 

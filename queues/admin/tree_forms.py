@@ -10,6 +10,8 @@ it concerns, and the whole change is applied by one ``tree_apply``, or not at al
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django import forms
 
 from kube.quantity import format_resources
@@ -70,7 +72,7 @@ class NodeValuesForm(forms.ModelForm):
         self.values: dict | None = None
 
     def clean(self):
-        cleaned = super().clean()
+        cleaned = cast(dict[str, Any], super().clean())  # a ModelForm's: its cleaned_data
         values: dict = {}
         for key in ("min", "max"):
             try:
@@ -118,14 +120,18 @@ class ChildForm(NodeValuesForm):
 
 class ChildrenFormSet(forms.BaseInlineFormSet):
     """The children of a node. ``clean`` checks the node and its children as one tree, and
-    leaves the document to apply in ``document``."""
+    leaves the document to apply in ``document``; the admin's save what it changed in
+    ``applied``."""
+
+    applied: list[services.NodeChange]
 
     def clean(self) -> None:
         super().clean()
         self.document: dict | None = None
         node_form: QuotaNodeForm = self.instance.editing_form
         rows = [form for form in self.forms if form.instance.pk or form.has_changed()]
-        deleted = [form for form in rows if self._should_delete_form(form)]
+        # BaseFormSet's own test, which the stub leaves out.
+        deleted = [form for form in rows if self._should_delete_form(form)]  # type: ignore[attr-defined]
         if node_form.values is None or any(form.errors for form in rows if form not in deleted):
             return  # the messages on the rows come first
         try:
@@ -203,7 +209,7 @@ def _field_prefix(document: dict, path: str) -> str:
     return prefix
 
 
-def _route(key: str, reason: str, owners: dict, node_form: forms.Form) -> None:
+def _route(key: str, reason: str, owners: dict, node_form: forms.BaseForm) -> None:
     """Put a message of the tree's checks on the form of the node it concerns.
 
     Parse errors carry a field path (``spec.root.children[0].max.cpu``): the longest owner

@@ -7,6 +7,8 @@ ConfigMap holding the script first, then the job object that mounts it).
 
 from __future__ import annotations
 
+from typing import Any
+
 from jobs.cluster.spec import JobSpec
 
 from . import common, kubeflow, kuberay, volcano
@@ -19,7 +21,7 @@ BUILDERS = {
 }
 
 
-def build_manifests(spec: JobSpec) -> list[dict]:
+def build_manifests(spec: JobSpec) -> list[dict[str, Any]]:
     try:
         build = BUILDERS[spec.runtime, spec.kind]
     except KeyError:

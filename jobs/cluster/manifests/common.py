@@ -1,9 +1,8 @@
 """Names, labels and annotations shared by every generated object."""
 
-from __future__ import annotations
-
 import re
 from datetime import datetime
+from typing import Any
 
 from jobs.cluster.spec import JobSpec
 from kube.names import ANNOTATION_QUEUE_PATH
@@ -77,7 +76,7 @@ def annotations(spec: JobSpec) -> dict[str, str]:
     return result
 
 
-def metadata(spec: JobSpec, *, name: str | None = None) -> dict:
+def metadata(spec: JobSpec, *, name: str | None = None) -> dict[str, Any]:
     return {
         "name": name or spec.object_name,
         "namespace": spec.namespace,
@@ -86,17 +85,17 @@ def metadata(spec: JobSpec, *, name: str | None = None) -> dict:
     }
 
 
-def env(spec: JobSpec) -> list[dict]:
+def env(spec: JobSpec) -> list[dict[str, Any]]:
     """The job's environment variables as a container's ``env``, in name order."""
     return [{"name": name, "value": value} for name, value in sorted(spec.env.items())]
 
 
-def resources(quantities: dict[str, str]) -> dict:
+def resources(quantities: dict[str, str]) -> dict[str, Any]:
     """Requests equal to limits, as the seed's manifests do: the gang gets what it asked."""
     return {"requests": dict(quantities), "limits": dict(quantities)}
 
 
-def script_configmap(spec: JobSpec) -> dict:
+def script_configmap(spec: JobSpec) -> dict[str, Any]:
     """The job's script text as a ConfigMap, mounted by the runtime's pods."""
     return {
         "apiVersion": "v1",
@@ -106,7 +105,7 @@ def script_configmap(spec: JobSpec) -> dict:
     }
 
 
-def script_volume(spec: JobSpec) -> dict:
+def script_volume(spec: JobSpec) -> dict[str, Any]:
     return {
         "name": "script",
         "configMap": {

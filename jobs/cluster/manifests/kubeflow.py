@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from jobs.cluster.spec import JobSpec, PodGroup
 
 from . import common
@@ -15,8 +17,8 @@ def command(spec: JobSpec) -> list[str]:
     return ["python", f"{SCRIPT_DIR}/{spec.script_filename}"]
 
 
-def replica_spec(spec: JobSpec, group: PodGroup, replicas: int) -> dict:
-    container = {
+def replica_spec(spec: JobSpec, group: PodGroup, replicas: int) -> dict[str, Any]:
+    container: dict[str, Any] = {
         "name": "pytorch",
         "image": spec.image,
         "command": command(spec),
@@ -24,7 +26,7 @@ def replica_spec(spec: JobSpec, group: PodGroup, replicas: int) -> dict:
     }
     if spec.env:
         container["env"] = common.env(spec)
-    pod: dict = {"containers": [container]}
+    pod: dict[str, Any] = {"containers": [container]}
     if spec.script:
         container["volumeMounts"] = [{"mountPath": SCRIPT_DIR, "name": "script"}]
         pod["volumes"] = [common.script_volume(spec)]
@@ -35,7 +37,7 @@ def replica_spec(spec: JobSpec, group: PodGroup, replicas: int) -> dict:
     }
 
 
-def pytorchjob(spec: JobSpec) -> dict:
+def pytorchjob(spec: JobSpec) -> dict[str, Any]:
     replica_specs = {"Master": replica_spec(spec, spec.head, 1)}
     if spec.workers:
         # Kubeflow has one Worker replica type, so a PyTorch job has one worker group.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
 from jobs.cluster.spec import AUTOSCALER_RESOURCES, JobSpec
@@ -24,14 +26,14 @@ def entrypoint(spec: JobSpec) -> str:
     return f"python {SCRIPT_DIR}/{spec.script_filename}"
 
 
-def head_group(spec: JobSpec) -> dict:
+def head_group(spec: JobSpec) -> dict[str, Any]:
     container = {
         "name": "ray-head",
         "image": spec.image,
         "ports": HEAD_PORTS,
         "resources": common.resources(spec.head.resources),
     }
-    pod: dict = {"containers": [container]}
+    pod: dict[str, Any] = {"containers": [container]}
     if spec.script:
         container["volumeMounts"] = [{"mountPath": SCRIPT_DIR, "name": "script"}]
         pod["volumes"] = [common.script_volume(spec)]
@@ -41,7 +43,7 @@ def head_group(spec: JobSpec) -> dict:
     }
 
 
-def worker_group(spec: JobSpec, index: int) -> dict:
+def worker_group(spec: JobSpec, index: int) -> dict[str, Any]:
     """A worker group of ``replicas`` pods; one that autoscales starts there (its minimum)
     and KubeRay's autoscaler may grow it to ``max_replicas``."""
     group = spec.workers[index]
@@ -69,13 +71,13 @@ def worker_group(spec: JobSpec, index: int) -> dict:
     }
 
 
-def rayjob(spec: JobSpec) -> dict:
+def rayjob(spec: JobSpec) -> dict[str, Any]:
     metadata = common.metadata(spec)
     if spec.priority_class:
         metadata["labels"]["ray.io/priority-class-name"] = spec.priority_class
     if spec.batch_scheduler == "volcano":
         metadata["labels"]["volcano.sh/queue-name"] = common.label_value(spec.queue_name)
-    cluster: dict = {"rayVersion": RAY_VERSION}
+    cluster: dict[str, Any] = {"rayVersion": RAY_VERSION}
     if spec.autoscales:
         # KubeRay then runs its autoscaler beside the head, with the resources the job's
         # quota request counts for it.
@@ -99,7 +101,7 @@ def rayjob(spec: JobSpec) -> dict:
 
 def runtime_env_yaml(spec: JobSpec) -> str:
     """Ray's runtime environment, as seed 003 writes it: ``pip`` and ``env_vars``."""
-    runtime_env: dict = {}
+    runtime_env: dict[str, Any] = {}
     if spec.pip:
         runtime_env["pip"] = list(spec.pip)
     if spec.env:

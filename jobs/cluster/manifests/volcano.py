@@ -10,6 +10,8 @@ job is a gang. A pod evicted by the scheduler restarts the whole job.
 
 from __future__ import annotations
 
+from typing import Any
+
 from jobs.cluster.spec import JobSpec, PodGroup
 
 from . import common, kubeflow, kuberay
@@ -18,7 +20,9 @@ MAX_RETRY = 3
 PYTORCH_PLUGIN = ["--master=master", "--worker=worker", "--port=23456"]
 
 
-def _task(spec: JobSpec, name: str, group: PodGroup, replicas: int, container: dict) -> dict:
+def _task(
+    spec: JobSpec, name: str, group: PodGroup, replicas: int, container: dict[str, Any]
+) -> dict[str, Any]:
     container = {
         "name": name,
         "image": spec.image,
@@ -27,7 +31,7 @@ def _task(spec: JobSpec, name: str, group: PodGroup, replicas: int, container: d
     }
     if spec.env:
         container["env"] = common.env(spec)
-    pod: dict = {"containers": [container], "restartPolicy": "OnFailure"}
+    pod: dict[str, Any] = {"containers": [container], "restartPolicy": "OnFailure"}
     if spec.script:
         container["volumeMounts"] = [{"mountPath": _script_dir(spec), "name": "script"}]
         pod["volumes"] = [common.script_volume(spec)]
@@ -44,7 +48,7 @@ def _script_dir(spec: JobSpec) -> str:
     return kuberay.SCRIPT_DIR if spec.kind == "ray" else kubeflow.SCRIPT_DIR
 
 
-def _job(spec: JobSpec, plugins: dict, tasks: list[dict]) -> dict:
+def _job(spec: JobSpec, plugins: dict[str, Any], tasks: list[dict[str, Any]]) -> dict[str, Any]:
     metadata = common.metadata(spec)
     metadata["labels"]["volcano.sh/queue-name"] = common.label_value(spec.queue_name)
     job_spec = {
@@ -66,7 +70,7 @@ def _job(spec: JobSpec, plugins: dict, tasks: list[dict]) -> dict:
     }
 
 
-def ray_job(spec: JobSpec) -> dict:
+def ray_job(spec: JobSpec) -> dict[str, Any]:
     """Head and worker tasks; the head runs the entrypoint once the cluster is up."""
     head = _task(
         spec,
@@ -82,7 +86,7 @@ def ray_job(spec: JobSpec) -> dict:
     return _job(spec, {"ray": [], "svc": []}, tasks)
 
 
-def pytorch_job(spec: JobSpec) -> dict:
+def pytorch_job(spec: JobSpec) -> dict[str, Any]:
     """Master and worker tasks; the job completes when the master does."""
     master = _task(spec, "master", spec.head, 1, {"command": kubeflow.command(spec)})
     master["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]

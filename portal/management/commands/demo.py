@@ -137,7 +137,7 @@ class Command(BaseCommand):
             return
         username, queue, kind, head_cpu, replicas, worker_cpu = random.choice(TRAFFIC)
         resources = lambda cpu: {"cpu": str(cpu), "memory": f"{cpu * 2}Gi"}  # noqa: E731
-        body = {
+        body: dict[str, object] = {
             "queue": queue,
             "kind": kind,
             "name": f"demo-{kind}-{random.randint(100, 999)}",
