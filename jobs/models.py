@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.contrib.postgres.indexes import BrinIndex, GinIndex
-from django.db import models
+from django.db import connection, models
 from django.db.models import Q
 
 from queues.models import Queue
@@ -44,6 +44,24 @@ PENDING = (State.QUEUED, State.BACKOFF)
 IN_CLUSTER = (State.ADMITTED, State.RUNNING)
 LEAVING = (State.PREEMPTED, State.STOPPING)
 HOLDING = IN_CLUSTER + LEAVING  # what the quota counts
+
+# The order within a queue: the highest priority first, then by ticket (numbered per queue
+# as submissions commit; a requeued job keeps its own). The ORM orders by QUEUE_ORDER and
+# raw SQL by ``queue_order_sql``, both from this one declaration. Across queues tickets
+# cannot be compared, so the admission rule ranks candidates of equal claim by
+# (-priority, enqueued_at, id) instead (``queues.admission.Candidate.rank``): within one
+# queue both orders agree, since tickets follow the enqueue order.
+QUEUE_ORDER = ("-priority", "ticket")
+
+
+def queue_order_sql(alias: str) -> str:
+    """QUEUE_ORDER as an ORDER BY list over the job table's ``alias``."""
+    return ", ".join(
+        f"{alias}.{name.lstrip('-')}{' DESC' if name.startswith('-') else ''}"
+        for name in QUEUE_ORDER
+    )
+
+
 LIVE = PENDING + HOLDING
 TERMINAL = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 TRANSITIONS: dict[str, tuple[str, ...]] = {
@@ -203,14 +221,30 @@ class Job(models.Model):
 class JobEventManager(models.Manager):
     def record(
         self, entries: Iterable[tuple[int, str, str]], *, at: datetime, warning: bool = False
-    ) -> list[JobEvent]:
-        """One event per (job id, reason, message), all at ``at``, in one INSERT: what a
-        statement that moved many jobs writes about each of them."""
+    ) -> int:
+        """One event per (job id, reason, message), all at ``at``, in one INSERT over three
+        arrays: what a statement that moved many jobs writes about each of them (the
+        admission cycle's dequeues and backoffs, the sync's transitions), without a model
+        instance per event. The number of events written."""
+        ids, reasons, messages = [], [], []
+        for job_id, reason, message in entries:
+            ids.append(job_id)
+            reasons.append(reason)
+            messages.append(message)
+        if not ids:
+            return 0
         kind = JobEvent.Type.WARNING if warning else JobEvent.Type.NORMAL
-        return self.bulk_create(
-            JobEvent(job_id=job_id, created_at=at, type=kind, reason=reason, message=message)
-            for job_id, reason, message in entries
-        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                INSERT INTO {JobEvent._meta.db_table}
+                    (job_id, created_at, type, reason, message, involved, count)
+                SELECT e.job_id, %s, %s, e.reason, e.message, '', 1
+                FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS e(job_id, reason, message)
+                """,
+                [at, kind, ids, reasons, messages],
+            )
+        return len(ids)
 
 
 class JobEvent(models.Model):
@@ -311,7 +345,7 @@ class UnavailableNamespace(models.Model):
 
 
 TICKET_BLOCK = 1024  # tickets per PendingBlock row; migration 0004's trigger divides by it
-# (tests/test_positions.py checks the installed function against this and PENDING)
+# (tests/engine/test_positions.py checks the installed function against this and PENDING)
 
 
 class PendingBlock(models.Model):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import shared_task
+from django.conf import settings
 
 from jobs.cluster import ClusterUnavailable, Rejected
-from jobs.engine.cycle import admission_cycle
+from jobs.engine.admission.cycle import admission_cycle
 from jobs.engine.reconcile import jobs_reconcile, quota_publish
 from jobs.engine.sync import cluster_sync
 from jobs.engine.task_names import (
@@ -19,12 +21,13 @@ from jobs.engine.task_names import (
     USAGE_AUDIT_TASK,
     USAGE_HISTORY_TASK,
 )
-from jobs.engine.triggers import ADMIT, SYNC
+from jobs.engine.triggers import ADMIT, SYNC, pause, paused
 from jobs.engine.usage_audit import usage_audit as audit_usage
 from jobs.reads.estimate import estimates_refresh
 from jobs.usage.samples import usage_record
 
 log = logging.getLogger(__name__)
+ESTIMATES_PAUSE = "estimates"
 
 # Every task here is idempotent, so its message is acknowledged only once it ended: one cut
 # off by a killed worker or a lost broker runs again (CELERY_TASK_ACKS_LATE is off for any
@@ -135,5 +138,13 @@ def usage_history() -> None:
 
 @shared_task(name=ESTIMATES_TASK, ignore_result=True, **IDEMPOTENT)
 def estimates() -> None:
-    """Estimate again when the first pending jobs of every queue start (jobs/reads/estimate.py)."""
+    """Estimate again when the first pending jobs of every queue start
+    (jobs/reads/estimate.py), taking at most ESTIMATE_SHARE of a worker process's time:
+    after a replay that took d seconds, beat's next ones are skipped until d /
+    ESTIMATE_SHARE has passed since it began."""
+    if paused(ESTIMATES_PAUSE):
+        return
+    began = time.monotonic()
     estimates_refresh()
+    took = time.monotonic() - began
+    pause(ESTIMATES_PAUSE, took / settings.ESTIMATE_SHARE - took)

@@ -409,10 +409,15 @@ if USAGE_HISTORY_SECONDS < 1 or USAGE_HISTORY_DAYS < 1:
 # ESTIMATE_DEPTH pending jobs of every queue start (jobs/reads/estimate.py); pages read the result.
 ESTIMATE_SECONDS = env_float("ESTIMATE_SECONDS", 10.0)
 ESTIMATE_DEPTH = env_int("ESTIMATE_DEPTH", 200)
-if ESTIMATE_SECONDS <= 0 or ESTIMATE_DEPTH < 1:
+# The most of one worker process's time the estimates take: after a replay that took d
+# seconds, the next waits until d / ESTIMATE_SHARE has passed since it began, so at
+# thousands of queues the estimates grow older instead of taking a process from admission.
+ESTIMATE_SHARE = env_float("ESTIMATE_SHARE", 0.1)
+if ESTIMATE_SECONDS <= 0 or ESTIMATE_DEPTH < 1 or not 0 < ESTIMATE_SHARE <= 1:
     raise ImproperlyConfigured(
-        "ESTIMATE_SECONDS must be above 0 and ESTIMATE_DEPTH at least 1, got "
-        f"{ESTIMATE_SECONDS:g} and {ESTIMATE_DEPTH}"
+        "ESTIMATE_SECONDS must be above 0, ESTIMATE_DEPTH at least 1 and ESTIMATE_SHARE "
+        f"above 0 and at most 1, got {ESTIMATE_SECONDS:g}, {ESTIMATE_DEPTH} and "
+        f"{ESTIMATE_SHARE:g}"
     )
 CELERY_BEAT_SCHEDULE = {
     "admit": {

@@ -73,7 +73,6 @@ def unplaceable(
     """
     if not nodes:
         return None
-    offered = _offered_by_tree(path_nodes)
     for pod, pod_request in pods.items():
         asked = {r: amount for r, amount in sorted(pod_request.items()) if amount > 0}
         on_nodes: dict[str, tuple[int, int]] = {}  # resource: (asked, most on one node)
@@ -82,7 +81,8 @@ def unplaceable(
             if largest > 0:
                 on_nodes[resource] = (amount, largest)
                 continue
-            though = ", though the quota tree offers it" if resource in offered else ""
+            offered = resource in _offered_by_tree(path_nodes)  # read only to say why
+            though = ", though the quota tree offers it" if offered else ""
             return Unplaceable(
                 pod,
                 resource,

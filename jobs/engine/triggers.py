@@ -351,6 +351,25 @@ def once_per(key: str, seconds: float) -> bool:
         return True
 
 
+def pause(key: str, seconds: float) -> None:
+    """Let ``paused(key)`` be True for the next ``seconds``, across every process."""
+    if seconds <= 0:
+        return
+    try:
+        redis_client().set(f"caldera:pause:{key}", 1, px=max(1, int(seconds * 1000)))
+    except redis.RedisError as error:
+        log.warning("could not pause %s (it runs at every beat): %s", key, error)
+
+
+def paused(key: str) -> bool:
+    """Whether ``pause(key, ...)`` still holds; False when Redis does not answer (the
+    paused work then merely runs more often)."""
+    try:
+        return bool(redis_client().exists(f"caldera:pause:{key}"))
+    except redis.RedisError:
+        return False
+
+
 def seen_before(key: str, value: str) -> bool:
     """Whether any process remembered ``value`` under ``key`` last (``remember``); False
     when Redis does not answer, so that the caller does its work again."""
