@@ -21,7 +21,8 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.document.validation import PRIORITY_RANGE, JobInvalid
+from jobs.document.schema import priority_read
+from jobs.document.validation import JobInvalid
 from jobs.engine.locks import lock_jobs, retrying
 from jobs.models import Job
 from jobs.reads.listing import JobFilter
@@ -72,7 +73,7 @@ def jobs_chosen(user, ids: Iterable[object]) -> tuple[list[Job], list[int]]:
     wanted: list[int] = []
     for raw in ids:
         try:
-            wanted.append(int(raw))
+            wanted.append(int(raw))  # type: ignore[call-overload]  # any value: TypeError below
         except (TypeError, ValueError):
             raise JobInvalid({"ids": f"{str(raw)[:40]!r} is not a job id"}) from None
     wanted = list(dict.fromkeys(wanted))
@@ -102,7 +103,7 @@ def jobs_bulk(
     action: str,
     jobs: Sequence[Job],
     not_visible: Sequence[int] = (),
-    priority: int | None = None,
+    priority: object = None,
     now: datetime | None = None,
 ) -> BulkOutcome:
     """Run ``action`` on each job, as its own button would; what each job's action refused
@@ -111,9 +112,8 @@ def jobs_bulk(
         raise JobInvalid(
             {"action": f"unknown action {str(action)[:40]!r}; one of {', '.join(ACTIONS)}"}
         )
-    low, high = PRIORITY_RANGE
-    if action == "priority" and (priority is None or not low <= priority <= high):
-        raise JobInvalid({"priority": f"a priority between {low} and {high} is required"})
+    if action == "priority":
+        priority = priority_read(priority)
     now = now or timezone.now()
 
     def act() -> BulkOutcome:

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
-from jobs.engine.cycle import capacity_changed
+from jobs.engine.admission.writes import capacity_changed
 from jobs.engine.namespace_health import held_reason, unavailable_namespaces
 from jobs.engine.triggers import request_admission, request_quota_publish
 from jobs.engine.unrunnable import jobs_fail_unrunnable

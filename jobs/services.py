@@ -11,11 +11,10 @@ from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 from jobs.cluster import get_backend
-from jobs.document.schema import JobDraft, JobIn, bound, job_document, job_parse
+from jobs.document.schema import JobDraft, JobIn, bound, job_document, job_parse, priority_read
 from jobs.document.validation import PRIORITY_RANGE, JobInvalid, job_pods
 from jobs.engine.triggers import request_admission, request_reconcile
-from jobs.models import LEAVING, PENDING, TERMINAL, Job, JobEvent, State, sources_of
-from jobs.reads.selectors import QUEUE_ORDER
+from jobs.models import LEAVING, PENDING, QUEUE_ORDER, TERMINAL, Job, JobEvent, State, sources_of
 from kube.quantity import ResourceList
 from queues import selectors as queue_selectors
 from queues.models import Queue
@@ -98,7 +97,8 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
     roles = queue_selectors.user_roles(user)  # and the user's roles, once
     targets: dict[str, tuple | JobInvalid] = {}
     nodes = get_backend().nodes()  # and the cluster's node shapes, once
-    pairs, errors = [], {}
+    pairs = []
+    errors: dict[str, list[str]] = {}
     for index, draft in enumerate(drafts):
         try:
             if isinstance(draft, JobInvalid):
@@ -362,18 +362,17 @@ def job_resubmit(*, user, job: Job, now: datetime | None = None) -> Job:
     return copy
 
 
-def job_set_priority(*, user, job: Job, priority: int, now: datetime | None = None) -> Job:
+def job_set_priority(*, user, job: Job, priority: object, now: datetime | None = None) -> Job:
     """Move a pending job in its queue by changing its priority.
 
     Raising is a priority jump: only the department's managers and staff may do it. A
     member may lower the priority of their own job. Raise or lower is decided against the
     locked row, not the caller's copy: a manager may have raised it since that was read.
-    The priority must lie in PRIORITY_RANGE, whichever page or endpoint asks.
+    The priority is read by its declared field (``priority_read``), whichever page,
+    endpoint or bulk action asks.
     """
     now = now or timezone.now()
-    low, high = PRIORITY_RANGE
-    if not low <= priority <= high:
-        raise JobInvalid({"priority": f"must be between {low} and {high}"})
+    priority = priority_read(priority)
     role = job_may_act(user, job)
     if role is None:
         raise JobPermissionDenied("members change only their own jobs")
@@ -410,8 +409,10 @@ def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
             .values_list("priority", "ticket")
             .first()
         )
-        priority, ticket = top or (None, None)
-        if top is None or (-locked.priority, locked.ticket) < (-priority, ticket):
+        if top is None:
+            return locked  # alone in its queue: already first
+        priority, ticket = top
+        if (-locked.priority, locked.ticket) < (-priority, ticket):
             return locked  # already first
         if priority + 1 > PRIORITY_RANGE[1]:
             raise JobConflict(

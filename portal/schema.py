@@ -108,7 +108,8 @@ class CalderaAutoSchema(AutoSchema):
             _free_text(text)
         for name, field in serializer.fields.items():
             if isinstance(field, serializers.ListSerializer) and name in schema["properties"]:
-                bounds = {"minItems": field.min_length, "maxItems": field.max_length}
+                # ListSerializer keeps both bounds; its stub does not name them.
+                bounds = {"minItems": field.min_length, "maxItems": field.max_length}  # type: ignore[attr-defined]
                 schema["properties"][name] |= {k: v for k, v in bounds.items() if v is not None}
         return schema
 

@@ -27,6 +27,7 @@ from typing import Any
 from django.core.exceptions import BadRequest
 from django.http import HttpRequest
 from django.utils import timezone
+from django_htmx.middleware import HtmxDetails
 from drf_spectacular.utils import OpenApiParameter
 
 from jobs.document.validation import OFFSET_MAX, PAGE_MAX, JobInvalid
@@ -374,6 +375,12 @@ def page(*, default_limit: int, of: str) -> Params:
 # The pages of the lists read by offset (the jobs list's own are in jobs.reads.listing).
 QUEUE_PAGE = page(default_limit=50, of="pending jobs")
 EVENTS_PAGE = page(default_limit=PAGE_MAX, of="events")
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A page's request, which django-htmx's middleware tells whether htmx sent it."""
+
+    htmx: HtmxDetails
 
 
 def page_query(declared: Params, request: HttpRequest) -> dict:

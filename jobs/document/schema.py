@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
+from typing import TypeVar, cast
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -76,6 +77,12 @@ GROUP_NAME_MAX = 30
 
 
 # The job document
+
+
+def priority_field(**kwargs) -> Integer:
+    """A job's priority as every input reads it (the submitted document, a change of
+    priority on a page or in the API, a bulk action): an integer within PRIORITY_RANGE."""
+    return Integer(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], **kwargs)
 
 
 class PodIn(Reader):
@@ -244,7 +251,8 @@ class JobIn(Reader):
     )
     head = PodIn(required=False, help_text="Ray: the head pod")
     master = PodIn(required=False, help_text="PyTorch: the master pod")
-    workers = WorkerGroupIn(
+    # many=True hands max_length to the ListSerializer; the stub's __init__ does not list it.
+    workers = WorkerGroupIn(  # type: ignore[call-arg]
         many=True,
         required=False,
         max_length=settings.JOB_MAX_WORKER_GROUPS,
@@ -252,11 +260,8 @@ class JobIn(Reader):
         f"and at most {settings.JOB_MAX_PODS} pods in all (JOB_MAX_PODS): the head or master "
         "and every worker, an autoscaling group at its max_replicas",
     )
-    priority = Integer(
-        default=0,
-        min_value=PRIORITY_RANGE[0],
-        max_value=PRIORITY_RANGE[1],
-        help_text="higher runs first; members submit at 0 or below",
+    priority = priority_field(
+        default=0, help_text="higher runs first; members submit at 0 or below"
     )
     run_seconds = Number(
         default=None,
@@ -414,8 +419,11 @@ class JobIn(Reader):
         if len(data) > most:  # refused before any group is read
             refuse(errors, key, f"a job has at most {most} worker groups, got {len(data)}")
             return [], {}
-        reader = self.fields["workers"].child
-        groups, request, names = [], {}, set()
+        workers = cast(serializers.ListSerializer, self.fields["workers"])  # many=True
+        reader = cast(WorkerGroupIn, workers.child)
+        groups: list[dict] = []
+        request: ResourceList = {}
+        names: set[str] = set()
         for index, raw in enumerate(data):
             where = path(key, index)
             read = reader.read(raw, errors, where, index=index, kind=kind, runtime=runtime)
@@ -445,8 +453,11 @@ class JobIn(Reader):
         return groups, request
 
 
+_Serializer = TypeVar("_Serializer", bound=serializers.Serializer)
+
+
 @cache
-def bound(serializer: type[serializers.Serializer]) -> serializers.Serializer:
+def bound(serializer: type[_Serializer]) -> _Serializer:
     """An instance of ``serializer`` with its fields bound, kept for the process.
 
     DRF binds a serializer's fields anew for every instance, a deep copy that costs
@@ -479,7 +490,9 @@ class JobOut(JobIn):
 
     id = serializers.IntegerField(read_only=True)
     state = serializers.ChoiceField(State.choices, read_only=True)
-    queue = serializers.CharField(source="queue.name", read_only=True)
+    # What JobIn reads, JobOut answers as it is stored (None: not answered); DRF allows
+    # a subclass its own field, which the stubs take for an incompatible override.
+    queue = serializers.CharField(source="queue.name", read_only=True)  # type: ignore[assignment]
     queue_path = serializers.CharField(source="queue.node.path", read_only=True)
     namespace = serializers.CharField(read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
@@ -510,14 +523,17 @@ class JobOut(JobIn):
     )
     head = PodIn(required=False, help_text="Ray jobs")
     master = PodIn(source="head", required=False, help_text="PyTorch jobs")
-    entrypoint = serializers.CharField(required=False, help_text="Ray jobs")
-    command = serializers.ListField(
+    entrypoint = serializers.CharField(required=False, help_text="Ray jobs")  # type: ignore[assignment]
+    command = serializers.ListField(  # type: ignore[assignment]
         child=serializers.CharField(), required=False, help_text="PyTorch jobs"
     )
-    script = None
-    script_filename = None
+    script = None  # type: ignore[assignment]
+    script_filename = None  # type: ignore[assignment]
     # Each kind answers its own of these.
-    _OTHER_KIND = {Job.Kind.RAY: ("master", "command"), Job.Kind.PYTORCH: ("head", "entrypoint")}
+    _OTHER_KIND: dict[str, tuple[str, ...]] = {
+        Job.Kind.RAY: ("master", "command"),
+        Job.Kind.PYTORCH: ("head", "entrypoint"),
+    }
 
     @extend_schema_field(Time())
     def get_next_attempt_at(self, job: Job) -> str | None:
@@ -598,7 +614,7 @@ def jobs_out(jobs: Iterable[Job], positions: Mapping[int, int | None]) -> list[d
     write = writer(JobOut)
     answers = []
     for job in jobs:
-        job.position = positions.get(job.pk)
+        job.position = positions.get(job.pk)  # type: ignore[attr-defined]  # JobOut's position
         answers.append(JobOut.for_kind(write(job), job.kind))
     return answers
 
@@ -649,7 +665,7 @@ class JobPriorityIn(Reader):
     class Meta:
         ref_name = "JobPriority"
 
-    priority = Integer(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1])
+    priority = priority_field()
 
     def read(self, data, errors, key=""):
         if not isinstance(data, Mapping):
@@ -692,7 +708,8 @@ class KubernetesObject(serializers.Serializer):
     kind = serializers.CharField()
     metadata = serializers.DictField()
     spec = serializers.DictField(required=False)
-    data = serializers.DictField(required=False, child=serializers.CharField())
+    # A declared field leaves the class (DRF's metaclass): ``.data`` stays the serializer's.
+    data = serializers.DictField(required=False, child=serializers.CharField())  # type: ignore[assignment]
 
 
 # Queues as the jobs API shows them
@@ -836,3 +853,9 @@ class QueueDetailOut(QueueOut):
 
     def get_limit(self, queue) -> int:
         return self.context["limit"]
+
+
+def priority_read(value: object) -> int:
+    """``value`` read as a job's priority by its declared field, or JobInvalid naming
+    ``priority``: the check every service that sets a priority makes, worded as the API's."""
+    return bound(JobPriorityIn).check({"priority": value})

@@ -42,7 +42,7 @@ IMAGE_MAX = 500  # a name of 255, a tag of 128 and a digest, with room to spare
 IMAGE_EXAMPLE = "rayproject/ray:2.36.1, or registry.example.com:5000/team/train@sha256:<hex>"
 
 # The runtimes each kind can run on; a cluster offers some of them (settings.CLUSTER_RUNTIMES).
-RUNTIMES = {
+RUNTIMES: dict[str, tuple[str, ...]] = {
     Job.Kind.RAY: (Job.Runtime.KUBERAY, Job.Runtime.VOLCANO),
     Job.Kind.PYTORCH: (Job.Runtime.KUBEFLOW, Job.Runtime.VOLCANO),
 }

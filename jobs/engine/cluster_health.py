@@ -36,7 +36,8 @@ def cluster_answered(*, now: datetime) -> datetime | None:
                OR {table}.answered_at < EXCLUDED.answered_at - %s
             RETURNING (SELECT failing_since FROM before)
             """,
-            [now, ANSWER_RECORDED_EVERY],
+            # psycopg takes a timedelta, which the stub's parameter types leave out.
+            [now, ANSWER_RECORDED_EVERY],  # type: ignore[list-item]
         )
         row = cursor.fetchone()
     return row[0] if row else None
@@ -62,5 +63,6 @@ def cluster_unavailable(*, now: datetime, error: str) -> None:
                     ELSE {table}.error
                 END
             """,
-            {"now": now, "grace": grace, "error": error[:2000]},
+            # psycopg takes a timedelta, which the stub's parameter types leave out.
+            {"now": now, "grace": grace, "error": error[:2000]},  # type: ignore[dict-item]
         )

@@ -26,8 +26,8 @@ from jobs.cluster import (
     Refusal,
     get_backend,
 )
+from jobs.engine.admission.writes import LEFT_FOR_BACKOFF, capacity_changed, leave_for_backoff
 from jobs.engine.cluster_health import cluster_unavailable
-from jobs.engine.cycle import LEFT_FOR_BACKOFF, capacity_changed, leave_for_backoff
 from jobs.engine.locks import lock_jobs
 from jobs.engine.namespace_health import (
     failed_reason,

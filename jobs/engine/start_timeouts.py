@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from jobs.cluster import SCHEDULING_FAILURES
-from jobs.engine.cycle import LEFT_FOR_BACKOFF, leave_for_backoff
+from jobs.engine.admission.writes import LEFT_FOR_BACKOFF, leave_for_backoff
 from jobs.models import JOBS, Job, JobEvent, State
 
 

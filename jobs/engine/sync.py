@@ -20,8 +20,8 @@ from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from jobs.cluster import FINISHED_PHASES, ClusterUnavailable, NamespaceTrouble, Phase, get_backend
+from jobs.engine.admission.writes import capacity_changed
 from jobs.engine.cluster_health import cluster_answered, cluster_unavailable
-from jobs.engine.cycle import capacity_changed
 from jobs.engine.locks import SYNC, advisory_lock
 from jobs.engine.namespace_health import namespaces_checked, unavailable_namespaces
 from jobs.engine.objects import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Sum
 
 from jobs.cluster import get_backend
-from jobs.engine.cycle import leaf_usage
+from jobs.engine.admission.inputs import leaf_usage
 from jobs.models import PENDING, Job, PendingBlock
 from queues.quota import Breach, breaches, rollup
 from queues.selectors import tree_nodes

@@ -25,14 +25,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.cluster import get_backend
-from jobs.engine.cycle import HEADS_PER_QUEUE as WINDOW  # what a round offers of each queue
-from jobs.engine.cycle import pending_heads, request_units
+from jobs.engine.admission.inputs import HEADS_PER_QUEUE as WINDOW
+from jobs.engine.admission.inputs import holding_rows, pending_heads
 from jobs.engine.locks import ESTIMATES, advisory_lock
-from jobs.models import HOLDING, JOBS, LEAVING, PENDING, StartEstimate, State
+from jobs.models import JOBS, LEAVING, PENDING, StartEstimate, State
 from kube.quantity import ResourceList
 from queues.admission import Candidate, QueueHeads, plan_admissions
 from queues.quota import Node, path_to_root
-from queues.selectors import QUEUES, QUOTA_NODES, tree_nodes
+from queues.selectors import QUEUES, tree_nodes
 
 RECENT_JOBS = 50  # a queue's typical hold is read from its last this many finished jobs
 FALLBACK_RUN_SECONDS = 600.0  # no declared run time and no finished job in the queue
@@ -308,24 +308,13 @@ def _holds() -> dict[int, Holds]:
 def _holders(now: datetime, holds: Mapping[int, Holds]) -> list[Holder]:
     """Every job holding quota, expected to end at its dequeue plus its expected hold; a
     leaving job is taken to be gone now."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT j.id, n.path, j.request::text, j.state, j.queue_id, j.run_seconds,
-                   j.dequeued_at
-            FROM {JOBS} j
-            JOIN {QUEUES} q ON q.id = j.queue_id
-            JOIN {QUOTA_NODES} n ON n.id = q.node_id
-            WHERE j.state = ANY(%s)
-            """,
-            [list(HOLDING)],
-        )
-        holders = []
-        for key, leaf, request, state, queue_id, run_seconds, since in cursor.fetchall():
-            hold = holds.get(queue_id, Holds()).expected(run_seconds)
-            ends = now if state in LEAVING or since is None else since + hold
-            holders.append(Holder(key, leaf, request_units(request), ends))
-        return holders
+    holders = []
+    for row in holding_rows():
+        hold = holds.get(row.queue_id, Holds()).expected(row.run_seconds)
+        since = row.dequeued_at
+        ends = now if row.state in LEAVING or since is None else since + hold
+        holders.append(Holder(row.id, row.leaf, row.request, ends))
+    return holders
 
 
 def _lines(depth: int, holds: Mapping[int, Holds]) -> list[Line]:

@@ -151,7 +151,8 @@ class JobQuery:
     def narrowed(self, value: str) -> JobQuery:
         """This query's first page with its filter narrowed to one of its groups."""
         _, field_name = GROUPS[self.group]
-        narrower = replace(self.filter, **{field_name: (value,)})
+        only: dict[str, Any] = {field_name: (value,)}
+        narrower = replace(self.filter, **only)
         return replace(self, filter=narrower, group="", after=None)
 
     def url(self, path: str, **changes) -> str:
@@ -332,8 +333,8 @@ def job_list(user, query: JobQuery) -> JobListPage:
     groups: list[tuple[str, int]] = []
     if query.group:
         by, _ = GROUPS[query.group]
-        counted = matching.order_by().values_list(by).annotate(n=Count("id"))
-        groups = sorted(counted, key=lambda row: (-row[1], row[0]))
+        per_group = matching.order_by().values_list(by).annotate(n=Count("id"))
+        groups = sorted(per_group, key=lambda row: (-row[1], row[0]))
     counted = matching.order_by()[: COUNT_MAX + 1].count()
     return JobListPage(
         jobs=jobs,

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.db import connection
@@ -21,7 +22,7 @@ from django.http import Http404
 from jobs.cluster.kinds import RESOURCES
 from jobs.cluster.manifests.common import LABEL_JOB_ID
 from jobs.document.validation import pod_count
-from jobs.engine.cycle import leaf_holding, leaf_usage
+from jobs.engine.admission.inputs import leaf_holding, leaf_usage
 from jobs.engine.objects import object_ref
 from jobs.models import (
     HOLDING,
@@ -30,6 +31,7 @@ from jobs.models import (
     LIVE,
     PENDING,
     PENDING_BLOCKS,
+    QUEUE_ORDER,
     TICKET_BLOCK,
     ClusterHealth,
     Job,
@@ -42,7 +44,6 @@ from queues.models import Queue
 from queues.quota import rollup
 from queues.selectors import QUEUES, QUOTA_NODES, queues_for_user
 
-QUEUE_ORDER = ("-priority", "ticket")
 # What a queue's page shows of each job (not its script, pod groups or manifest fields).
 PAGE_FIELDS = (
     "id", "name", "queue_id", "owner_id", "priority", "ticket", "state", "enqueued_at",
@@ -61,7 +62,7 @@ def jobs_for_user(user) -> QuerySet[Job]:
 def job_get_for_user(user, pk: object) -> Job:
     """The job if the user may see it; 404 otherwise, never a leak of its existence."""
     try:
-        return jobs_for_user(user).get(pk=int(pk))
+        return jobs_for_user(user).get(pk=int(pk))  # type: ignore[call-overload]  # TypeError below
     except (Job.DoesNotExist, ValueError, TypeError):
         raise Http404("no such job") from None
 
@@ -227,7 +228,7 @@ def event_timeline(events: Iterable[JobEvent]) -> list[JobEvent | Cycles]:
     """The job's events in order, its scheduling failures grouped by cycle and attempt, and
     consecutive cycles of an attempt that failed the same way collapsed into one row. A job
     dequeued again after a start timeout starts a new attempt whose cycles are new rows."""
-    rows: list[JobEvent | Cycles] = []
+    rows: list[JobEvent | tuple[int, int]] = []
     attempt, current = 0, None
     by_cycle: dict[tuple[int, int], list[JobEvent]] = {}
     order: list[tuple[int, int]] = []
@@ -338,7 +339,7 @@ def job_stuck_leaving(job: Job, *, now: datetime) -> StuckLeaving | None:
         return None
     ref, resource = object_ref(job), RESOURCES[job.runtime]
     return StuckLeaving(
-        since=job.leaving_since,
+        since=cast(datetime, job.leaving_since),  # set while it leaves
         object_command=(
             f"kubectl get {resource.plural}.{resource.group} {ref.name} -n {ref.namespace} -o yaml"
         ),

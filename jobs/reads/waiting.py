@@ -21,10 +21,10 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.cluster import SCHEDULING_FAILURES, get_backend
-from jobs.engine.cycle import holding_jobs, is_due, usage_of
-from jobs.models import PENDING, AdmissionWake, Job, JobEvent, State
-from jobs.reads.selectors import QUEUE_ORDER, job_positions
+from jobs.cluster import SCHEDULING_FAILURES
+from jobs.engine.admission.inputs import Holding, is_due, read_holding, woken_at
+from jobs.models import PENDING, QUEUE_ORDER, Job, JobEvent, State
+from jobs.reads.selectors import job_positions
 from kube.quantity import ResourceList, human
 from queues.admission import (
     BEST_EFFORT,
@@ -34,8 +34,7 @@ from queues.admission import (
     Releasing,
     plan_admissions,
 )
-from queues.quota import Node, Shortfall, Standing, lent_by_node, path_standing, shortfall
-from queues.selectors import tree_nodes
+from queues.quota import Shortfall, Standing, path_standing, shortfall
 
 # What a job waits for, as the API names it.
 NEXT = "next"  # it fits: dequeued at the next admission cycle
@@ -91,20 +90,6 @@ class Place:
     preemption: bool = False
     open: bool = True  # the queue and its node are active
     queue_name: str = ""
-
-
-@dataclass(frozen=True)
-class Holding:
-    """Everything holding quota now, and what the tree and the cluster allow."""
-
-    tree: Mapping[str, Node]
-    used: Mapping[str, ResourceList]
-    allocatable: Mapping[str, int] | None
-    admitted: Sequence[Admitted] = ()
-    leaving: Sequence[Admitted] = ()
-
-    def lent(self) -> dict[str, ResourceList]:
-        return lent_by_node(self.tree, self.used)
 
 
 def _jobs(keys: Sequence[int]) -> str:
@@ -262,18 +247,6 @@ def _starting(job: Job, last_failure: JobEvent | None) -> Waiting:
     )  # fmt: skip
 
 
-def current_holding() -> Holding:
-    """The tree, the usage and the jobs holding quota, as the admission cycle reads them."""
-    admitted, leaving = holding_jobs()
-    return Holding(
-        tree=tree_nodes(),
-        used=usage_of(admitted + leaving),
-        allocatable=get_backend().allocatable(),
-        admitted=admitted,
-        leaving=leaving,
-    )
-
-
 def jobs_waiting(
     jobs: Sequence[Job],
     *,
@@ -288,10 +261,10 @@ def jobs_waiting(
     waiting_jobs = [job for job in jobs if job.state in PENDING or job.state == State.ADMITTED]
     if not waiting_jobs:
         return {}
-    holding = current_holding()
+    holding = read_holding()
     lent = holding.lent()
     positions = job_positions(waiting_jobs) if positions is None else positions
-    woken_at = AdmissionWake.objects.filter(pk=1).values_list("woken_at", flat=True).first()
+    woken = woken_at()
     queues = {job.queue_id: job.queue for job in waiting_jobs}
 
     def place(job: Job, position: int) -> Place:
@@ -304,7 +277,7 @@ def jobs_waiting(
 
     def tell(job: Job, position: int, head: Waiting | None = None) -> Waiting | None:
         due = job.state not in PENDING or is_due(
-            job.state, job.next_attempt_at, job.last_tried_at, now, woken_at
+            job.state, job.next_attempt_at, job.last_tried_at, now, woken
         )
         return explain(
             job, place=place(job, position), holding=holding, due=due, head=head, lent=lent
@@ -313,8 +286,8 @@ def jobs_waiting(
     heads: dict[int, Waiting | None] = {}
     for job in waiting_jobs:
         if positions.get(job.pk, 1) > 1 and job.queue_id not in heads:
-            first = Job.objects.filter(queue_id=job.queue_id, state__in=PENDING)
-            first = first.order_by(*QUEUE_ORDER).first()
+            pending = Job.objects.filter(queue_id=job.queue_id, state__in=PENDING)
+            first = pending.order_by(*QUEUE_ORDER).first()
             heads[job.queue_id] = tell(first, 1) if first is not None else None
     failures = _last_failures([job.pk for job in waiting_jobs if job.state == State.ADMITTED])
     answers = {}

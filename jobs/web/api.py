@@ -35,9 +35,10 @@ from jobs.document.schema import (
     job_out,
     job_parse,
     jobs_out,
+    priority_field,
     writer,
 )
-from jobs.document.validation import OFFSET_MAX, PAGE_MAX, PRIORITY_RANGE, JobInvalid
+from jobs.document.validation import OFFSET_MAX, PAGE_MAX, JobInvalid
 from jobs.engine.objects import job_spec_full
 from jobs.reads import estimate, listing, logs, selectors, waiting
 from kube.quantity import format_quantity
@@ -119,9 +120,10 @@ class JobListView(APIView):
         if query.offset is not None:  # pages by offset, as before cursors
             jobs = query.filter.apply(selectors.jobs_for_user(request.user), request.user)
             paginator = JobPagination(query)
-            page = paginator.paginate_queryset(jobs.order_by("-id"), request, view=self)
-            positions = selectors.job_positions(page)
-            return paginator.get_paginated_response(jobs_out(page, positions))
+            rows = paginator.paginate_queryset(jobs.order_by("-id"), request, view=self)
+            assert rows is not None  # get_limit always gives a limit
+            positions = selectors.job_positions(rows)
+            return paginator.get_paginated_response(jobs_out(rows, positions))
         page = listing.job_list(request.user, query)
         path = request.build_absolute_uri(request.path)
         return Response(
@@ -157,7 +159,8 @@ class JobBatchBody(Body, JobBatchIn):
     class Meta:
         ref_name = "JobBatch"
 
-    jobs = JobIn(many=True, min_length=1, max_length=services.BATCH_MAX)
+    # many=True hands the bounds to the ListSerializer; the stub's __init__ does not list them.
+    jobs = JobIn(many=True, min_length=1, max_length=services.BATCH_MAX)  # type: ignore[call-arg]
 
 
 class JobBatchView(APIView):
@@ -246,11 +249,8 @@ class JobBulkIn(Body):
         f"{bulk.BULK_MAX} of them",
     )
     action = serializers.ChoiceField(bulk.ACTIONS)
-    priority = JsonInteger(
-        required=False,
-        min_value=PRIORITY_RANGE[0],
-        max_value=PRIORITY_RANGE[1],
-        help_text="the new priority: required by action priority",
+    priority = priority_field(
+        strings=False, required=False, help_text="the new priority: required by action priority"
     )
 
     def validate(self, data):
@@ -364,13 +364,13 @@ class StandingOut(serializers.Serializer):
         return self._quantity(row, row.max)
 
     def get_used(self, row) -> str:
-        return self._quantity(row, row.used)
+        return format_quantity(row.resource, row.used)
 
     def get_borrowed(self, row) -> str:
-        return self._quantity(row, row.borrowed)
+        return format_quantity(row.resource, row.borrowed)
 
     def get_lent(self, row) -> str:
-        return self._quantity(row, row.lent)
+        return format_quantity(row.resource, row.lent)
 
     def get_free(self, row) -> str | None:
         return self._quantity(row, row.free)
@@ -388,7 +388,7 @@ class HeadOut(serializers.Serializer):
 class WaitingOut(HeadOut):
     """Why a job waits (jobs.reads.waiting): the same sentence and table as its page."""
 
-    id = None
+    id = None  # type: ignore[assignment]  # DRF drops an inherited field set to None
     ahead = serializers.IntegerField(help_text="jobs ahead of it in its queue")
     head = HeadOut(allow_null=True, help_text="behind: the first job of its queue, and why")
     leaving = serializers.ListField(
@@ -402,7 +402,8 @@ class WaitingOut(HeadOut):
 
     @extend_schema_field(StandingOut(many=True))
     def get_path(self, told) -> list[dict]:
-        return StandingOut(told.path, many=True, context={"waiting": told}).data
+        # many=True makes a ListSerializer, whose data is a list (the stub cannot tell).
+        return StandingOut(told.path, many=True, context={"waiting": told}).data  # type: ignore[return-value]
 
 
 class JobDetailOut(JobOut):

@@ -9,7 +9,6 @@ finished job gets ``HttpResponseStopPolling`` (286) with the final fragment.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from urllib.parse import urlencode
 
@@ -29,9 +28,16 @@ from jobs import bulk, services
 from jobs.cluster import ClusterUnavailable, LogUnavailable
 from jobs.cluster.manifests import build_manifests
 from jobs.document.forms import SubmitForm, form_data
-from jobs.document.params import QUEUE_PAGE, Flag, Integer, Text, page_query, params
+from jobs.document.params import (
+    QUEUE_PAGE,
+    Flag,
+    HtmxHttpRequest,
+    Integer,
+    Text,
+    page_query,
+    params,
+)
 from jobs.document.schema import (
-    JobPriorityIn,
     job_document,
     job_parse,
 )
@@ -129,10 +135,10 @@ def _queue_rows(user) -> list[dict]:
 
 @login_required
 @require_GET
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     jobs = list(
         selectors.jobs_for_user(request.user)
-        .filter(owner=request.user)
+        .filter(owner=request.user.pk)
         .order_by("-id")[:MY_JOBS_LIMIT]
     )
     positions = selectors.job_positions(jobs)
@@ -167,6 +173,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     """The submit form. A POST with ``action`` adds or removes a worker group and shows
     the form again; any other POST submits the job."""
     queues = services.queue_for_submit_choices(request.user)
+    left_out: list[str]
     copied, left_out = None, []
     copy = page_query(SUBMIT_QUERY, request)["copy"] if request.method == "GET" else None
     if copy is not None:  # "Submit a copy" of a job
@@ -236,13 +243,13 @@ def _stop_polling(response: HttpResponse) -> HttpResponse:
 
 @login_required
 @require_GET
-def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     job = selectors.job_get_for_user(request.user, pk)
     position = selectors.job_position(job)
     wanted_page = page_query(JOB_QUERY, request)["events"]
     timeline = selectors.event_timeline(selectors.job_events(job))
     rows, events_page, events_pages = selectors.timeline_page(timeline, wanted_page)
-    context = {
+    context: dict[str, object] = {
         "job": job,
         "position": position,
         "request_text": _request_text(job.request),
@@ -300,13 +307,13 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def job_priority(request: HttpRequest, pk: int) -> HttpResponse:
     job = selectors.job_get_for_user(request.user, pk)
-    low, high = PRIORITY_RANGE
     old = job.priority
     try:
-        priority = JobPriorityIn().check({"priority": request.POST.get("priority", "")})
-        job = services.job_set_priority(user=request.user, job=job, priority=priority)
-    except JobInvalid:  # not an integer, or out of PRIORITY_RANGE, as the service decides
-        messages.error(request, f"Priority must be an integer between {low} and {high}.")
+        job = services.job_set_priority(
+            user=request.user, job=job, priority=request.POST.get("priority", "")
+        )
+    except JobInvalid as invalid:  # not an integer, or out of range, as the service reads it
+        messages.error(request, f"Cannot change the priority: {invalid}.")
     except (services.JobPermissionDenied, services.JobConflict) as error:
         messages.error(request, f"Cannot change the priority: {error}")
     else:
@@ -387,21 +394,19 @@ def job_bulk(request: HttpRequest) -> HttpResponse:
     if not back.startswith("/jobs/"):  # only ever back to the jobs list
         back = reverse("job-list")
     try:
+        unseen: list[int]
         if request.POST.get("scope") == "filter":
             filter_text = QueryDict(request.POST.get("filter", ""))
             query = listing.parse_query(filter_text, declared=listing.PAGE_QUERY)
             jobs, unseen = bulk.jobs_matching(request.user, query.filter), []
         else:
             jobs, unseen = bulk.jobs_chosen(request.user, request.POST.getlist("ids"))
-        priority = request.POST.get("priority", "").strip()
-        if request.POST.get("action") == "priority" and not re.fullmatch(r"[+-]?\d{1,9}", priority):
-            raise JobInvalid({"priority": "a whole number is required to set a priority"})
         outcome = bulk.jobs_bulk(
             user=request.user,
             action=request.POST.get("action", ""),
             jobs=jobs,
             not_visible=unseen,
-            priority=int(priority) if priority else None,
+            priority=request.POST.get("priority"),
         )
     except JobInvalid as invalid:
         messages.error(request, f"Nothing was changed: {invalid}")
@@ -418,7 +423,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
+def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     queue = selectors.queue_get_for_user(request.user, name)
     offset = page_query(QUEUE_QUERY, request)["offset"]
     counts = selectors.queue_counts(queue)
@@ -482,7 +487,7 @@ def _plain(text: str, status: int = 200) -> HttpResponse:
 
 @login_required
 @require_GET
-def job_log(request: HttpRequest, pk: int) -> HttpResponse:
+def job_log(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The job page's Log section (``jobs/_log.html``): the last JOB_LOG_TAIL_LINES lines of
     the job's main pod's log, or why there are none.
 

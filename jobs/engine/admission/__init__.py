@@ -1,0 +1,2 @@
+"""The admission cycle: its inputs (``inputs``), the cycle (``cycle``), its writes
+(``writes``)."""

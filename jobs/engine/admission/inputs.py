@@ -1,0 +1,252 @@
+"""What the admission rule is given, read once for everyone who asks it.
+
+The cycle (``jobs.engine.admission.cycle``), the explanation of why a job waits
+(``jobs.reads.waiting``) and the start estimates (``jobs.reads.estimate``) all read the
+tree, the usage, the jobs holding quota (admitted or running, and leaving until their
+objects are gone) and the heads of the queues here, so they cannot read them differently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from django.db import connection
+
+from jobs.cluster import get_backend
+from jobs.models import (
+    HOLDING,
+    JOBS,
+    LEAVING,
+    PENDING,
+    AdmissionWake,
+    State,
+    queue_order_sql,
+)
+from kube.quantity import ResourceList, add
+from queues.admission import Admitted, Candidate, QueueHeads
+from queues.quota import Node, lent_by_node, rollup
+from queues.selectors import QUEUES, QUOTA_NODES, tree_nodes
+
+# What a cycle offers the rule of each queue: its first jobs, in queue order.
+HEADS_PER_QUEUE = 8
+
+
+def leaf_usage() -> dict[str, ResourceList]:
+    """Requests of the jobs holding quota (admitted, running, and leaving until their
+    objects are gone) summed per leaf path, in SQL."""
+    return leaf_holding()[0]
+
+
+def leaf_holding() -> tuple[dict[str, ResourceList], dict[str, ResourceList]]:
+    """Per leaf path and resource: what the jobs holding quota use, and how many of them
+    hold some of it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT n.path, r.key, SUM(r.value::bigint),
+                   COUNT(*) FILTER (WHERE r.value::bigint > 0)
+            FROM {JOBS} j
+            JOIN {QUEUES} q ON q.id = j.queue_id
+            JOIN {QUOTA_NODES} n ON n.id = q.node_id
+            CROSS JOIN LATERAL jsonb_each_text(j.request) r
+            WHERE j.state = ANY(%s)
+            GROUP BY n.path, r.key
+            """,
+            [list(HOLDING)],
+        )
+        usage: dict[str, ResourceList] = {}
+        jobs: dict[str, ResourceList] = {}
+        for path, resource, amount, holders in cursor.fetchall():
+            usage.setdefault(path, {})[resource] = int(amount)
+            if holders:
+                jobs.setdefault(path, {})[resource] = holders
+    return usage, jobs
+
+
+class HoldingRow(NamedTuple):
+    id: int
+    leaf: str
+    request: ResourceList
+    priority: int
+    dequeued_at: datetime | None
+    state: str
+    queue_id: int
+    run_seconds: float | None
+
+
+def holding_rows() -> list[HoldingRow]:
+    """Every job holding quota: admitted or running, and leaving (preempted or stopping)
+    until its objects are gone. Their number is bounded by what the cluster runs, not by
+    the number of pending jobs."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT j.id, n.path, j.request::text, j.priority, j.dequeued_at, j.state,
+                   j.queue_id, j.run_seconds
+            FROM {JOBS} j
+            JOIN {QUEUES} q ON q.id = j.queue_id
+            JOIN {QUOTA_NODES} n ON n.id = q.node_id
+            WHERE j.state = ANY(%s)
+            """,
+            [list(HOLDING)],
+        )
+        return [
+            HoldingRow(row[0], row[1], request_units(row[2]), *row[3:]) for row in cursor.fetchall()
+        ]
+
+
+def holding_jobs() -> tuple[list[Admitted], list[Admitted]]:
+    """Every job holding quota, as two lists: those admitted or running (the pool reclaim
+    chooses from) and those leaving (preempted or stopping, their objects not yet gone)."""
+    admitted: list[Admitted] = []
+    leaving: list[Admitted] = []
+    for row in holding_rows():
+        job = Admitted(
+            key=row.id,
+            leaf=row.leaf,
+            request=row.request,
+            priority=row.priority,
+            admitted_at=row.dequeued_at,
+        )
+        (leaving if row.state in LEAVING else admitted).append(job)
+    return admitted, leaving
+
+
+def usage_of(admitted: list[Admitted]) -> dict[str, ResourceList]:
+    leaves: dict[str, ResourceList] = {}
+    for job in admitted:
+        leaves[job.leaf] = add(leaves.get(job.leaf, {}), job.request)
+    return rollup(leaves)
+
+
+def is_due(
+    state: str,
+    next_attempt_at: datetime | None,
+    last_tried_at: datetime | None,
+    now: datetime,
+    woken_at: datetime | None,
+) -> bool:
+    """Whether a pending job is tried at the next cycle: a queued job always; a backing-off
+    one once its next attempt is due, or capacity changed since it was last tried."""
+    return state == State.QUEUED or (
+        (next_attempt_at is not None and next_attempt_at <= now)
+        or (woken_at is not None and (last_tried_at is None or last_tried_at < woken_at))
+    )
+
+
+class PendingRow(NamedTuple):
+    leaf: str
+    policy: str
+    preemption: bool
+    queue_id: int
+    id: int
+    priority: int
+    enqueued_at: datetime
+    request: ResourceList
+    state: str
+    next_attempt_at: datetime | None
+    last_tried_at: datetime | None
+    run_seconds: float | None
+    namespace: str
+
+
+def pending_heads(limit: int) -> list[PendingRow]:
+    """The first ``limit`` pending jobs of every active queue, in queue order, in one query
+    (the admission cycle reads its candidates so, and the start estimate its waiting jobs)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT n.path, q.policy, q.preemption, q.id, h.id, h.priority, h.enqueued_at,
+                   h.request::text, h.state, h.next_attempt_at, h.last_tried_at, h.run_seconds,
+                   h.namespace
+            FROM {QUEUES} q
+            JOIN {QUOTA_NODES} n ON n.id = q.node_id
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.priority, j.ticket, j.enqueued_at, j.request, j.state,
+                       j.next_attempt_at, j.last_tried_at, j.run_seconds, j.namespace
+                FROM {JOBS} j
+                WHERE j.queue_id = q.id AND j.state = ANY(%s)
+                ORDER BY {queue_order_sql("j")}
+                LIMIT %s
+            ) h
+            WHERE q.active AND n.active
+            ORDER BY n.path, {queue_order_sql("h")}
+            """,
+            [list(PENDING), limit],
+        )
+        return [
+            PendingRow._make((*row[:7], request_units(row[7]), *row[8:]))
+            for row in cursor.fetchall()
+        ]
+
+
+def request_units(request: str) -> ResourceList:
+    """A job's ``request`` column read as text (``request::text``) as base units."""
+    return {resource: int(amount) for resource, amount in json.loads(request).items()}
+
+
+def queue_heads(
+    rows: list[PendingRow], now: datetime, woken_at: datetime | None, limit: int, held: set[int]
+) -> list[QueueHeads]:
+    """The first ``limit`` pending jobs of every active queue (``rows``: ``limit`` + 1 of
+    each) as candidates, and whether each queue holds more; the ``held`` are not tried."""
+    grouped: dict[str, tuple[str, bool, list[Candidate]]] = {}
+    for row in rows:
+        due = row.id not in held and is_due(
+            row.state, row.next_attempt_at, row.last_tried_at, now, woken_at
+        )
+        candidate = Candidate(
+            key=row.id,
+            request=row.request,
+            rank=(-row.priority, row.enqueued_at, row.id),
+            due=due,
+            priority=row.priority,
+        )
+        grouped.setdefault(row.leaf, (row.policy, row.preemption, []))[2].append(candidate)
+    return [
+        QueueHeads(
+            leaf=path,
+            policy=policy,
+            candidates=candidates[:limit],
+            exhausted=len(candidates) <= limit,
+            preemption=preemption,
+        )
+        for path, (policy, preemption, candidates) in grouped.items()
+    ]
+
+
+@dataclass(frozen=True)
+class Holding:
+    """Everything holding quota now, and what the tree and the cluster allow."""
+
+    tree: Mapping[str, Node]
+    used: Mapping[str, ResourceList]
+    allocatable: Mapping[str, int] | None
+    admitted: Sequence[Admitted] = ()
+    leaving: Sequence[Admitted] = ()
+
+    def lent(self) -> dict[str, ResourceList]:
+        return lent_by_node(self.tree, self.used)
+
+
+def read_holding() -> Holding:
+    """The tree, the usage, the cluster's allocatable and the jobs holding quota: what the
+    rule is given besides the queues' heads."""
+    admitted, leaving = holding_jobs()
+    return Holding(
+        tree=tree_nodes(),
+        used=usage_of(admitted + leaving),
+        allocatable=get_backend().allocatable(),
+        admitted=admitted,
+        leaving=leaving,
+    )
+
+
+def woken_at() -> datetime | None:
+    """When capacity last changed (``capacity_changed``): every job backing off since
+    then is due at the next cycle."""
+    return AdmissionWake.objects.filter(pk=1).values_list("woken_at", flat=True).first()
