@@ -413,7 +413,7 @@ class SimulatedBackend(ClusterBackend):
         """Refused: there is no API server to ask; the checks are for a real cluster."""
         raise Rejected(
             400,
-            "CLUSTER_BACKEND is simulated: set CLUSTER_BACKEND=kubernetes (README, "
+            "CLUSTER_BACKEND is simulated: set CLUSTER_BACKEND=kubernetes (docs/deployment.md, "
             "'Connecting to a Kubernetes cluster')",
         )
 
