@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -216,6 +217,43 @@ class Job(models.Model):
         if self.dequeued_at is None:
             return None
         return (self.dequeued_at - self.enqueued_at).total_seconds()
+
+
+@dataclass(frozen=True)
+class KindShape:
+    """What one kind of job calls its parts, declared once for the document, the form, the
+    answers and the cluster: its leading pod's field (a Ray job's ``head``, a PyTorch
+    job's ``master``), the field it runs (a shell line, ``entrypoint``, or an argument
+    list, ``command``), and the runtimes that can run it (a cluster offers some of them,
+    settings.CLUSTER_RUNTIMES)."""
+
+    name: str  # as a sentence names its jobs: "Ray jobs take ..."
+    head: str
+    head_words: str  # "a head"
+    launch: str
+    launch_words: str  # "an entrypoint"
+    runtimes: tuple[str, ...]
+
+    def others(self) -> list[KindShape]:
+        return [shape for shape in KINDS.values() if shape is not self]
+
+
+KINDS: dict[str, KindShape] = {
+    Job.Kind.RAY: KindShape(
+        "Ray", "head", "a head", "entrypoint", "an entrypoint",
+        (Job.Runtime.KUBERAY, Job.Runtime.VOLCANO),
+    ),
+    Job.Kind.PYTORCH: KindShape(
+        "PyTorch", "master", "a master", "command", "a command",
+        (Job.Runtime.KUBEFLOW, Job.Runtime.VOLCANO),
+    ),
+}  # fmt: skip
+
+
+def kind_shape(kind: str) -> KindShape:
+    """The shape of ``kind``; a kind that is not one (the document's refusal names it) is
+    read as a Ray job is, so that its other fields are still checked."""
+    return KINDS.get(kind, KINDS[Job.Kind.RAY])
 
 
 class JobEventManager(models.Manager):

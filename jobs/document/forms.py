@@ -19,7 +19,7 @@ from rest_framework import serializers
 
 from jobs.document.fields import path
 from jobs.document.schema import JobIn, WorkerGroupIn, bound
-from jobs.models import Job
+from jobs.models import Job, kind_shape
 
 GPU = "nvidia.com/gpu"
 # The resources the form asks for, per pod: (resource, input suffix, label, placeholder).
@@ -219,16 +219,14 @@ class SubmitForm:
             document["runtime"] = values["runtime"]
         # Each kind takes its own command field; the other one is passed on only when
         # filled, so that JobIn says why it does not belong.
-        own, other = (
-            ("command", "entrypoint") if kind == Job.Kind.PYTORCH else ("entrypoint", "command")
-        )
-        document[own] = values[own]
-        if values[other]:
-            document[other] = values[other]
+        shape = kind_shape(kind)
+        document[shape.launch] = values[shape.launch]
+        for other in shape.others():
+            if values[other.launch]:
+                document[other.launch] = values[other.launch]
         if values["script"].strip():
             document["script"] = values["script"]
-        head = "master" if kind == Job.Kind.PYTORCH else "head"
-        document[head] = {"resources": self._resources(values, "head")}
+        document[shape.head] = {"resources": self._resources(values, "head")}
         workers = []
         self.group_of = []
         for index in range(self.groups):
@@ -337,7 +335,7 @@ def form_data(document: Mapping) -> tuple[dict[str, str], list[str]]:
     for, more than MAX_GROUPS worker groups, a script's own file name), for the page to say
     so: the API takes those."""
     kind = document["kind"]
-    head = document.get("master" if kind == Job.Kind.PYTORCH else "head") or {}
+    head = document.get(kind_shape(kind).head) or {}
     data = {
         "queue": document["queue"],
         "kind": kind,

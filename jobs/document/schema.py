@@ -62,7 +62,7 @@ from jobs.document.validation import (
     pods_request,
     runtimes_offered,
 )
-from jobs.models import LIVE, Job, JobEvent, State
+from jobs.models import KINDS, LIVE, Job, JobEvent, State, kind_shape
 from kube.quantity import (
     MAX_UNITS,
     ResourceList,
@@ -282,7 +282,8 @@ class JobIn(Reader):
         """The fields read as they are. The kind's own (``entrypoint`` or ``command``,
         ``head`` or ``master``) are read once the kind is known, and the other kind's
         refused by name; ``workers`` is read group by group."""
-        kind_fields = {"entrypoint", "command", "head", "master", "workers"}
+        kind_fields = {f for shape in KINDS.values() for f in (shape.head, shape.launch)}
+        kind_fields.add("workers")
         return {name: f for name, f in self.fields.items() if name not in kind_fields}
 
     def read(self, data, errors, key=""):
@@ -311,31 +312,30 @@ class JobIn(Reader):
         script = values["script"] if values["script"] is not INVALID else ""
 
         entrypoint, command = "", []
-        if kind == Job.Kind.RAY:
-            entrypoint = read_field(
-                fields["entrypoint"], data.get("entrypoint"), errors, key, "entrypoint"
+        shape = kind_shape(kind)
+        if kind in KINDS:
+            launch = read_field(
+                fields[shape.launch], data.get(shape.launch), errors, key, shape.launch
             )
-            if data.get("command"):
-                refuse(errors, path(key, "command"), "Ray jobs take an entrypoint, not a command")
-            if not entrypoint and not script:
-                refuse(errors, path(key, "entrypoint"), "is required (or give a script to run)")
-            if data.get("master") is not None:
-                refuse(errors, path(key, "master"), "Ray jobs have a head, not a master")
-        elif kind == Job.Kind.PYTORCH:
-            command = read_field(fields["command"], data.get("command"), errors, key, "command")
-            if not command and not script:
-                refuse(errors, path(key, "command"), "is required (or give a script to run)")
-            if data.get("entrypoint"):
-                refuse(
-                    errors,
-                    path(key, "entrypoint"),
-                    "PyTorch jobs take a command, not an entrypoint",
-                )
-            if data.get("head") is not None:
-                refuse(errors, path(key, "head"), "PyTorch jobs have a master, not a head")
+            if not launch and not script:
+                refuse(errors, path(key, shape.launch), "is required (or give a script to run)")
+            entrypoint, command = (launch, []) if shape.launch == "entrypoint" else ("", launch)
+            for other in shape.others():
+                if data.get(other.launch):
+                    refuse(
+                        errors,
+                        path(key, other.launch),
+                        f"{shape.name} jobs take {shape.launch_words}, not {other.launch_words}",
+                    )
+                if data.get(other.head) is not None:
+                    refuse(
+                        errors,
+                        path(key, other.head),
+                        f"{shape.name} jobs have {shape.head_words}, not {other.head_words}",
+                    )
 
         runtime = values["runtime"]
-        head_field = "master" if kind == Job.Kind.PYTORCH else "head"
+        head_field = shape.head
         head = read_field(fields[head_field], data.get(head_field), errors, key, head_field)
         workers, request = self._workers(
             data.get("workers"), path(key, "workers"), errors, kind, runtime
@@ -531,8 +531,8 @@ class JobOut(JobIn):
     script_filename = None  # type: ignore[assignment]
     # Each kind answers its own of these.
     _OTHER_KIND: dict[str, tuple[str, ...]] = {
-        Job.Kind.RAY: ("master", "command"),
-        Job.Kind.PYTORCH: ("head", "entrypoint"),
+        kind: tuple(f for other in shape.others() for f in (other.head, other.launch))
+        for kind, shape in KINDS.items()
     }
 
     @extend_schema_field(Time())
@@ -560,21 +560,18 @@ class JobOut(JobIn):
 def job_document(job: Job) -> dict:
     """The submission a stored job was made from, as JobIn reads it: what "Submit a copy"
     fills the form with. ``job_parse(job_document(job))`` is the job again."""
-    ray = job.kind == Job.Kind.RAY
+    shape = kind_shape(job.kind)
     document: dict = {
         "queue": job.queue.node.path,
         "kind": job.kind,
         "runtime": job.runtime,
         "name": job.name,
         "image": job.image,
-        "head" if ray else "master": job.head,
+        shape.head: job.head,
         "workers": job.workers,
         "priority": job.priority,
     }
-    if ray:
-        document["entrypoint"] = job.entrypoint
-    else:
-        document["command"] = job.command
+    document[shape.launch] = getattr(job, shape.launch)
     optional = {
         "script": job.script,
         "script_filename": job.script_filename if job.script else "",

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from django.conf import settings
 
 from jobs.cluster.spec import AUTOSCALER_RESOURCES
-from jobs.models import Job
+from jobs.models import KINDS, Job, kind_shape
 from kube.quantity import PODS, ResourceList, add, parse_resources
 
 NAME_MAX = 40  # leaves room for "-<id>" within Kubernetes' 63 characters
@@ -42,10 +42,7 @@ IMAGE_MAX = 500  # a name of 255, a tag of 128 and a digest, with room to spare
 IMAGE_EXAMPLE = "rayproject/ray:2.36.1, or registry.example.com:5000/team/train@sha256:<hex>"
 
 # The runtimes each kind can run on; a cluster offers some of them (settings.CLUSTER_RUNTIMES).
-RUNTIMES: dict[str, tuple[str, ...]] = {
-    Job.Kind.RAY: (Job.Runtime.KUBERAY, Job.Runtime.VOLCANO),
-    Job.Kind.PYTORCH: (Job.Runtime.KUBEFLOW, Job.Runtime.VOLCANO),
-}
+RUNTIMES: dict[str, tuple[str, ...]] = {kind: shape.runtimes for kind, shape in KINDS.items()}
 
 
 def runtimes_offered(kind: str) -> list[str]:
@@ -93,7 +90,7 @@ def job_pods(
     every group that can have pods (an autoscaling group at zero replicas too: the pods
     it adds must fit a node as well). ``head`` and ``workers`` are as a draft or a job
     holds them, already checked; the node check (``queues.placement``) reads these."""
-    head_field = "master" if kind == Job.Kind.PYTORCH else "head"
+    head_field = kind_shape(kind).head
     head_request = parse_resources(head_field, head.get("resources"))
     if autoscales(runtime, workers):
         head_request = add(head_request, parse_resources("autoscaler", AUTOSCALER_RESOURCES))

@@ -13,7 +13,7 @@ from jobs.cluster import ObjectRef
 from jobs.cluster.kinds import RESOURCES
 from jobs.cluster.manifests.common import object_name
 from jobs.cluster.spec import DEFAULT_RUN_SECONDS, JobSpec, PodGroup
-from jobs.models import IN_CLUSTER, PENDING, Job
+from jobs.models import IN_CLUSTER, PENDING, Job, kind_shape
 from queues.selectors import queue_department
 
 # Runtimes whose objects have a suspend flag: KubeRay's RayJob, Kubeflow's PyTorchJob.
@@ -38,7 +38,7 @@ def object_ref(job: Job) -> ObjectRef:
 
 def head_group(kind: str) -> str:
     """The name of a job's main pod group: a PyTorch job's master, a Ray job's head."""
-    return "master" if kind == Job.Kind.PYTORCH else "head"
+    return kind_shape(kind).head
 
 
 def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpec:

@@ -38,6 +38,7 @@ from jobs.models import (
     JobEvent,
     PendingBlock,
     State,
+    kind_shape,
 )
 from kube.quantity import ResourceList
 from queues.models import Queue
@@ -366,7 +367,7 @@ class PodsSummary:
 
 
 def job_pods_summary(job: Job, *, shown: int) -> PodsSummary:
-    head = "master" if job.kind == Job.Kind.PYTORCH else "head"
+    head = kind_shape(job.kind).head
     rows = [PodGroupRow(head, 1, _asks(job.head))]
     rows += [
         PodGroupRow(str(group.get("name", "")), group.get("replicas", 0), _asks(group))
