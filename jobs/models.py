@@ -113,10 +113,12 @@ class Job(models.Model):
     name = models.CharField(max_length=63)
     kind = models.CharField(max_length=10, choices=Kind.choices)
     runtime = models.CharField(max_length=20, choices=Runtime.choices)
-    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="jobs")
+    # Neither foreign key has an index of its own: job_queue_state and job_owner lead
+    # with them, and each index more is written by every submission.
+    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="jobs", db_index=False)
     namespace = models.CharField(max_length=63)
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs", db_index=False
     )
     image = models.CharField(max_length=500)
     entrypoint = models.TextField(blank=True)
@@ -258,12 +260,18 @@ def kind_shape(kind: str) -> KindShape:
 
 class JobEventManager(models.Manager):
     def record(
-        self, entries: Iterable[tuple[int, str, str]], *, at: datetime, warning: bool = False
+        self,
+        entries: Iterable[tuple[int, str, str]],
+        *,
+        at: datetime,
+        warning: bool = False,
+        actor=None,
     ) -> int:
-        """One event per (job id, reason, message), all at ``at``, in one INSERT over three
-        arrays: what a statement that moved many jobs writes about each of them (the
-        admission cycle's dequeues and backoffs, the sync's transitions), without a model
-        instance per event. The number of events written."""
+        """One event per (job id, reason, message), all at ``at`` and by ``actor`` (a
+        user, or None for Caldera itself), in one INSERT over three arrays: what a
+        statement that moved or queued many jobs writes about each of them (a batch's
+        submissions, the admission cycle's dequeues and backoffs, the sync's transitions),
+        without a model instance per event. The number of events written."""
         ids, reasons, messages = [], [], []
         for job_id, reason, message in entries:
             ids.append(job_id)
@@ -276,11 +284,11 @@ class JobEventManager(models.Manager):
             cursor.execute(
                 f"""
                 INSERT INTO {JobEvent._meta.db_table}
-                    (job_id, created_at, type, reason, message, involved, count)
-                SELECT e.job_id, %s, %s, e.reason, e.message, '', 1
+                    (job_id, created_at, type, reason, message, actor_id, involved, count)
+                SELECT e.job_id, %s, %s, e.reason, e.message, %s, '', 1
                 FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS e(job_id, reason, message)
                 """,
-                [at, kind, ids, reasons, messages],
+                [at, kind, actor.pk if actor is not None else None, ids, reasons, messages],
             )
         return len(ids)
 
@@ -308,7 +316,8 @@ class JobEvent(models.Model):
         SUCCEEDED = "Succeeded"
         FAILED = "Failed"
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    # Looked up through event_job_time, which leads with it.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)
     created_at = models.DateTimeField()
     type = models.CharField(max_length=10, choices=Type.choices, default=Type.NORMAL)
     reason = models.CharField(max_length=64)
@@ -321,10 +330,11 @@ class JobEvent(models.Model):
     # saw it first. A repeat of it (the same key, a higher count) updates that row: its
     # count, its last time (``created_at``, where the timeline places it) and, once it has
     # repeated, its first time. The database default lets writers that predate ``count``
-    # go on inserting during a deploy.
+    # go on inserting during a deploy. The events Caldera writes have no key: null, so
+    # that the unique constraint on keys (below) leaves them out.
     involved = models.CharField(max_length=253, blank=True)
     cycle = models.PositiveIntegerField(null=True, blank=True)
-    dedup_key = models.CharField(max_length=300, null=True, blank=True, unique=True)
+    dedup_key = models.CharField(max_length=300, null=True, blank=True)  # noqa: DJ001
     count = models.PositiveIntegerField(default=1, db_default=1)
     first_at = models.DateTimeField(null=True, blank=True)
 
@@ -333,6 +343,15 @@ class JobEvent(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
         indexes = [models.Index(fields=["job", "created_at", "id"], name="event_job_time")]
+        constraints = [
+            # Only cluster events have a key: the events Caldera writes (a batch writes a
+            # thousand) add nothing to this index.
+            models.UniqueConstraint(
+                fields=["dedup_key"],
+                condition=Q(dedup_key__isnull=False),
+                name="event_dedup_key",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.message}"

@@ -52,14 +52,14 @@ def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
     others: the queue and the quota nodes of its path (two), (the user's roles,) the job
     and its event together.
     """
-    job, event = _checked_job(user, draft, now or timezone.now())
-    _insert_with_event(job, event)
+    job = _checked_job(user, draft, now or timezone.now())
+    _insert_with_event(job, _enqueued(job, user))
     transaction.on_commit(request_admission)
     return job
 
 
-def _checked_job(user, draft: JobDraft, now: datetime) -> tuple[Job, JobEvent]:
-    """The job and its Enqueued event, unsaved, once the user may submit it to its queue."""
+def _checked_job(user, draft: JobDraft, now: datetime) -> Job:
+    """The job, unsaved, once the user may submit it to its queue."""
     found = queue_selectors.queue_for_submit(draft.queue)
     target = _submit_target(user, draft.queue, found)
     return _job_for(user, draft, target, now, nodes=get_backend().nodes())
@@ -67,8 +67,7 @@ def _checked_job(user, draft: JobDraft, now: datetime) -> tuple[Job, JobEvent]:
 
 def job_preview(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
     """The job ``job_submit`` would queue, checked the same way, but not saved (no id)."""
-    job, _event = _checked_job(user, draft, now or timezone.now())
-    return job
+    return _checked_job(user, draft, now or timezone.now())
 
 
 BATCH_MAX = 1000
@@ -79,7 +78,8 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
     """Queue up to BATCH_MAX job documents at once, all or none (a CI pipeline's sweep).
 
     Every document is read and checked as ``job_submit`` checks one, each queue is looked
-    up once, and the jobs and their events are written with COPY in one transaction.
+    up once, and the jobs are written with COPY and their events with one INSERT, in one
+    transaction.
     Raises JobInvalid naming ``jobs[i].field`` for every problem of every job; then
     nothing is stored.
     """
@@ -97,7 +97,7 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
     roles = queue_selectors.user_roles(user)  # and the user's roles, once
     targets: dict[str, tuple | JobInvalid] = {}
     nodes = get_backend().nodes()  # and the cluster's node shapes, once
-    pairs = []
+    jobs = []
     errors: dict[str, list[str]] = {}
     for index, draft in enumerate(drafts):
         try:
@@ -113,18 +113,23 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
             target = targets[draft.queue]
             if isinstance(target, JobInvalid):
                 raise target
-            pairs.append(_job_for(user, draft, target, now, nodes=nodes))
+            jobs.append(_job_for(user, draft, target, now, nodes=nodes))
         except JobInvalid as invalid:
             errors |= {
                 f"jobs[{index}].{field}": reasons for field, reasons in invalid.errors.items()
             }
     if errors:
         raise JobInvalid(errors)
-    _reserve_tickets([job for job, _event in pairs])
+    _reserve_tickets(jobs)
     with transaction.atomic():
-        _copy_with_events(pairs)
+        _copy_jobs(jobs)
+        JobEvent.objects.record(
+            ((job.pk, JobEvent.Reason.ENQUEUED, _enqueued_message(job, user)) for job in jobs),
+            at=now,
+            actor=user,
+        )
         transaction.on_commit(request_admission)
-    return [job for job, _event in pairs]
+    return jobs
 
 
 def batch_size_check(count: int) -> None:
@@ -147,8 +152,8 @@ def _submit_target(user, name: str, found: tuple | None, roles: dict | None = No
 
 def _job_for(
     user, draft: JobDraft, target: tuple, now: datetime, *, nodes: list[ResourceList] | None
-) -> tuple[Job, JobEvent]:
-    """The job a draft becomes in its queue, with its Enqueued event, both unsaved.
+) -> Job:
+    """The job a draft becomes in its queue, unsaved.
     ``nodes`` are the cluster's node shapes (``ClusterBackend.nodes``)."""
     queue, path_nodes, role = target
     if draft.priority > 0 and role == queue_selectors.MEMBER:
@@ -164,7 +169,7 @@ def _job_for(
     )
     if nowhere is not None:
         raise JobInvalid({nowhere.field: f"can never run: {nowhere.reason}"})
-    job = Job(
+    return Job(
         name=draft.name,
         kind=draft.kind,
         runtime=draft.runtime,
@@ -186,13 +191,20 @@ def _job_for(
         state=State.QUEUED,
         enqueued_at=now,
     )
-    event = JobEvent(
+
+
+def _enqueued_message(job: Job, user) -> str:
+    return f"Enqueued in {job.queue.name} by {user.username} at priority {job.priority}"
+
+
+def _enqueued(job: Job, user) -> JobEvent:
+    """A new job's first event, unsaved."""
+    return JobEvent(
         reason=JobEvent.Reason.ENQUEUED,
-        message=f"Enqueued in {queue.name} by {user.username} at priority {job.priority}",
-        created_at=now,
+        message=_enqueued_message(job, user),
+        created_at=job.enqueued_at,
         actor=user,
     )
-    return job, event
 
 
 def _insert_with_event(job: Job, event: JobEvent) -> None:
@@ -246,32 +258,25 @@ def _reserve_tickets(jobs: list[Job]) -> None:
         next_ticket[job.queue_id] += 1
 
 
-def _copy_with_events(pairs: list[tuple[Job, JobEvent]]) -> None:
-    """Write many jobs and their events with COPY: three round trips, however many jobs.
-
-    The ids come from the jobs' own sequence first, so each event can name its job.
-    """
+def _copy_jobs(jobs: list[Job]) -> None:
+    """Write many jobs with COPY: two round trips, however many jobs. Their ids come from
+    the table's sequence first, so that their events can name them."""
     db = transaction.get_connection()
     with db.cursor() as cursor:
         cursor.execute(
             "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-            [Job._meta.db_table, len(pairs)],
+            [Job._meta.db_table, len(jobs)],
         )
-        for (job, event), (pk,) in zip(pairs, cursor.fetchall(), strict=True):
+        for job, (pk,) in zip(jobs, cursor.fetchall(), strict=True):
             job.pk = pk
-            event.job = job
-        for model, instances, skip in (
-            (Job, [job for job, _ in pairs], set()),
-            (JobEvent, [event for _, event in pairs], {"id"}),
-        ):
-            fields = [f for f in model._meta.concrete_fields if f.name not in skip]
-            values = [_copy_value(f) for f in fields]
-            columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
-            with cursor.cursor.copy(f"COPY {model._meta.db_table} ({columns}) FROM STDIN") as copy:
-                for instance in instances:
-                    copy.write_row([value(instance) for value in values])
-    for job, event in pairs:
-        job._state.adding = event._state.adding = False
+        fields = Job._meta.concrete_fields
+        values = [_copy_value(f) for f in fields]
+        columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
+        with cursor.cursor.copy(f"COPY {Job._meta.db_table} ({columns}) FROM STDIN") as copy:
+            for job in jobs:
+                copy.write_row([value(job) for value in values])
+    for job in jobs:
+        job._state.adding = False
 
 
 def _copy_value(field) -> Callable:
