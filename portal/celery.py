@@ -3,10 +3,11 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_shutdown
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 from django.conf import settings
 
 from .heartbeat import WorkerHeartbeat
+from .memory import freeze_loaded_objects
 from .process_metrics import forget_dead_processes, process_exited, serve_process_metrics
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -27,6 +28,13 @@ def _serve_figures(**kwargs) -> None:
         serve_process_metrics(
             settings.WORKER_METRICS_HOST, settings.WORKER_METRICS_PORT, settings.METRICS_TOKEN
         )
+
+
+@worker_process_init.connect
+def _pool_process_loaded(**kwargs) -> None:
+    """A pool process, forked with the worker's Django and tasks loaded, before its first
+    task: the admission cycle and the sync make many objects a pass."""
+    freeze_loaded_objects()
 
 
 @worker_process_shutdown.connect
