@@ -85,21 +85,6 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def sources_of(target: str) -> tuple[str, ...]:
-    """The states from which ``target`` may be reached."""
-    return tuple(state for state, targets in TRANSITIONS.items() if target in targets)
-
-
-def moving(target: str, among: tuple[str, ...]) -> list[str]:
-    """The states of ``among`` that TRANSITIONS let move to ``target``: what a raw SQL
-    state change takes as its ``WHERE state = ANY(...)``, so that it cannot drift from
-    the state machine."""
-    allowed = [state for state in among if target in TRANSITIONS[state]]
-    if not allowed:
-        raise ValueError(f"no state of {among} may move to {target}")
-    return allowed
-
-
 class Job(models.Model):
     class Kind(models.TextChoices):
         RAY = "ray", "Ray"

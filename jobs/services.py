@@ -13,8 +13,9 @@ from psycopg.types.json import Jsonb
 from jobs.cluster import get_backend
 from jobs.document.schema import JobDraft, JobIn, bound, job_document, job_parse, priority_read
 from jobs.document.validation import PRIORITY_RANGE, JobInvalid, job_pods
+from jobs.engine.transitions import sources_of, step
 from jobs.engine.triggers import request_admission, request_reconcile
-from jobs.models import LEAVING, PENDING, QUEUE_ORDER, TERMINAL, Job, JobEvent, State, sources_of
+from jobs.models import LEAVING, PENDING, QUEUE_ORDER, TERMINAL, Job, JobEvent, State
 from kube.quantity import ResourceList
 from queues import selectors as queue_selectors
 from queues.models import Queue
@@ -322,7 +323,7 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
             return locked
         was = locked.state
         if was in sources_of(State.STOPPING):
-            locked.state = State.STOPPING
+            step(locked, State.STOPPING)
             if was not in LEAVING:  # a preempted job keeps the time it began to leave
                 locked.leaving_since = now
             message = (
@@ -330,7 +331,8 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
                 "cluster confirms its objects are gone"
             )
         elif was in sources_of(State.CANCELLED):
-            locked.state, locked.finished_at = State.CANCELLED, now
+            step(locked, State.CANCELLED)
+            locked.finished_at = now
             message = f"Cancelled by {user.username} while {was}"
         else:
             raise JobConflict(f"the job has already {locked.state}")

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from jobs.cluster import (
@@ -26,7 +27,8 @@ from jobs.cluster import (
     Refusal,
     get_backend,
 )
-from jobs.engine.admission.writes import LEFT_FOR_BACKOFF, capacity_changed, leave_for_backoff
+from jobs.engine import transitions
+from jobs.engine.admission.writes import capacity_changed
 from jobs.engine.cluster_health import cluster_unavailable
 from jobs.engine.locks import lock_jobs
 from jobs.engine.namespace_health import (
@@ -38,7 +40,7 @@ from jobs.engine.namespace_health import (
 )
 from jobs.engine.objects import ABSENT, SUSPENDED, job_spec, object_ref, object_wanted
 from jobs.engine.triggers import request_admission, request_reconcile, request_sync
-from jobs.models import LEAVING, Job, JobEvent, State, sources_of
+from jobs.models import LEAVING, Job, JobEvent, State
 from queues import exchange, services
 from queues.selectors import queue_departments
 
@@ -162,8 +164,10 @@ def jobs_deferred(reasons: dict[int, str], *, now: datetime) -> list[int]:
             .order_by("pk")
         )
         for job in jobs:
-            leave_for_backoff(job, reason=reasons[job.pk], attempts=job.backoff_count + 1, now=now)
-        Job.objects.bulk_update(jobs, LEFT_FOR_BACKOFF)
+            transitions.leave_for_backoff(
+                job, reason=reasons[job.pk], attempts=job.backoff_count + 1, now=now
+            )
+        Job.objects.bulk_update(jobs, transitions.LEFT_FOR_BACKOFF)
         JobEvent.objects.record(
             (
                 (
@@ -198,18 +202,20 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
         )
         if not moved:
             return []
-        requeued = [pk for pk, state, _ in moved if state == State.PREEMPTED]
-        stopped = [pk for pk, state, _ in moved if state == State.STOPPING]
-        Job.objects.filter(pk__in=requeued).update(
-            state=State.QUEUED,
+        transitions.move(
+            State.QUEUED,
+            Q(pk__in=[pk for pk, state, _ in moved if state == State.PREEMPTED]),
             dequeued_at=None,
             started_at=None,
             backoff_reason="",
             next_attempt_at=None,
             leaving_since=None,
         )
-        Job.objects.filter(pk__in=stopped).update(
-            state=State.CANCELLED, finished_at=now, leaving_since=None
+        transitions.move(
+            State.CANCELLED,
+            Q(pk__in=[pk for pk, state, _ in moved if state == State.STOPPING]),
+            finished_at=now,
+            leaving_since=None,
         )
         JobEvent.objects.record(
             (
@@ -249,15 +255,12 @@ def jobs_transition(target: str, messages: dict[int, str], now: datetime, reason
     """Compare-and-swap these jobs into ``target`` together; an event for each that moved."""
     if not messages:
         return []
-    stamps = {"started_at": now} if target == State.RUNNING else {"finished_at": now}
+    which = Q(pk__in=list(messages))
     with transaction.atomic():
-        moved = list(
-            Job.objects.select_for_update(no_key=True)
-            .filter(pk__in=list(messages), state__in=sources_of(target))
-            .order_by("pk")
-            .values_list("pk", flat=True)
-        )
-        Job.objects.filter(pk__in=moved).update(state=target, **stamps)
+        if target == State.RUNNING:
+            moved = transitions.move(target, which, started_at=now)
+        else:
+            moved = transitions.move(target, which, finished_at=now)
         JobEvent.objects.record(
             ((job_id, reason, messages[job_id]) for job_id in moved),
             at=now,

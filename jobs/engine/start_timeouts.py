@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from jobs.cluster import SCHEDULING_FAILURES
-from jobs.engine.admission.writes import LEFT_FOR_BACKOFF, leave_for_backoff
+from jobs.engine import transitions
 from jobs.models import JOBS, Job, JobEvent, State
 
 
@@ -81,14 +81,15 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
             job.start_timeouts += 1
             if job.start_timeouts >= attempts:
                 job.dequeued_at, job.last_tried_at = None, now
-                job.state, job.finished_at, job.next_attempt_at = State.FAILED, now, None
+                transitions.step(job, State.FAILED)
+                job.finished_at, job.next_attempt_at = now, None
                 message = (
                     f"{late_by}, {job.start_timeouts} of {attempts} times, so it left the "
                     f"cluster and failed; last scheduling failure: {cause}"
                 )
                 events.append((job, "StartAttemptsExceeded", message))
                 continue
-            leave_for_backoff(
+            transitions.leave_for_backoff(
                 job,
                 reason=f"{late_by}, so it left the cluster; last scheduling failure: {cause}",
                 attempts=job.start_timeouts,
@@ -102,7 +103,9 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
                     f" next try at {job.next_attempt_at:%H:%M:%S}",
                 )
             )
-        Job.objects.bulk_update(jobs, [*LEFT_FOR_BACKOFF, "start_timeouts", "finished_at"])
+        Job.objects.bulk_update(
+            jobs, [*transitions.LEFT_FOR_BACKOFF, "start_timeouts", "finished_at"]
+        )
         JobEvent.objects.record(
             ((job.pk, reason, message) for job, reason, message in events), at=now, warning=True
         )

@@ -11,9 +11,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Q
 
 from jobs.cluster import get_backend
 from jobs.document.validation import job_pods
+from jobs.engine import transitions
 from jobs.engine.triggers import request_admission
 from jobs.models import PENDING, Job, JobEvent, State
 from kube.quantity import ResourceList
@@ -56,14 +58,8 @@ def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = No
         return failed
     with transaction.atomic():
         for shape, reason in refused:
-            moved = list(
-                Job.objects.select_for_update(of=("self",), no_key=True)
-                .filter(state__in=PENDING, **shape)
-                .order_by("pk")
-                .values_list("pk", flat=True)
-            )
-            Job.objects.filter(pk__in=moved).update(
-                state=State.FAILED, finished_at=now, next_attempt_at=None
+            moved = transitions.move(
+                State.FAILED, Q(**shape), among=PENDING, finished_at=now, next_attempt_at=None
             )
             JobEvent.objects.record(
                 ((pk, "Unrunnable", f"Can never run: {reason}") for pk in moved),

@@ -18,9 +18,9 @@ from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.cluster.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
 from jobs.cluster.simulated import SimulatedBackend, parse_nodes
 from jobs.engine.admission.cycle import admission_cycle
-from jobs.engine.admission.writes import backoff_delay
 from jobs.engine.reconcile import jobs_reconcile, quota_publish
 from jobs.engine.sync import cluster_sync
+from jobs.engine.transitions import backoff_delay
 from jobs.models import JobEvent, UnavailableNamespace
 from jobs.reads.selectors import cluster_trouble, queue_usage
 from jobs.services import job_cancel

@@ -7,9 +7,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from jobs.engine.admission.cycle import admission_cycle
-from jobs.engine.admission.writes import backoff_delay
 from jobs.engine.reconcile import jobs_reconcile
 from jobs.engine.sync import cluster_sync
+from jobs.engine.transitions import backoff_delay
 from jobs.models import JobEvent, SimulatedPod
 from jobs.reads.selectors import queue_usage
 from jobs.services import job_cancel, job_set_priority
