@@ -414,7 +414,8 @@ class PendingBlock(models.Model):
 
 
 class QueueTicket(models.Model):
-    """The last ticket given in each queue (written only by the job_ticket trigger)."""
+    """The last ticket given in each queue (written by the job_ticket trigger, and by a
+    batch reserving its tickets: ``jobs.tables.tickets``)."""
 
     queue = models.OneToOneField(Queue, on_delete=models.CASCADE, primary_key=True)
     last = models.BigIntegerField()

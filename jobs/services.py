@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from operator import attrgetter
 
-from django.db import connection, models, transaction
+from django.db import transaction
 from django.utils import timezone
-from psycopg.types.json import Jsonb
 
 from jobs.cluster import get_backend
 from jobs.document.schema import JobDraft, JobIn, bound, job_document, job_parse, priority_read
@@ -16,6 +13,8 @@ from jobs.document.validation import PRIORITY_RANGE, JobInvalid, job_pods
 from jobs.engine.transitions import sources_of, step
 from jobs.engine.triggers import request_admission, request_reconcile
 from jobs.models import LEAVING, PENDING, QUEUE_ORDER, TERMINAL, Job, JobEvent, State
+from jobs.tables.jobs import job_insert_with_event, jobs_copy
+from jobs.tables.tickets import tickets_reserve
 from kube.quantity import ResourceList
 from queues import selectors as queue_selectors
 from queues.models import Queue
@@ -54,7 +53,7 @@ def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
     and its event together.
     """
     job = _checked_job(user, draft, now or timezone.now())
-    _insert_with_event(job, _enqueued(job, user))
+    job_insert_with_event(job, _enqueued(job, user))
     transaction.on_commit(request_admission)
     return job
 
@@ -123,7 +122,7 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
         raise JobInvalid(errors)
     _reserve_tickets(jobs)
     with transaction.atomic():
-        _copy_jobs(jobs)
+        jobs_copy(jobs)
         JobEvent.objects.record(
             ((job.pk, JobEvent.Reason.ENQUEUED, _enqueued_message(job, user)) for job in jobs),
             at=now,
@@ -208,93 +207,17 @@ def _enqueued(job: Job, user) -> JobEvent:
     )
 
 
-def _insert_with_event(job: Job, event: JobEvent) -> None:
-    """INSERT the job and its first event in one statement (one round trip, atomic)."""
-    job_columns, job_values = _columns(job, skip={"id"})
-    event_columns, event_values = _columns(event, skip={"id", "job"})
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH job AS (
-                INSERT INTO {Job._meta.db_table} ({", ".join(job_columns)})
-                VALUES ({", ".join(["%s"] * len(job_values))})
-                RETURNING id
-            )
-            INSERT INTO {JobEvent._meta.db_table} (job_id, {", ".join(event_columns)})
-            SELECT job.id, {", ".join(["%s"] * len(event_values))} FROM job
-            RETURNING job_id, id
-            """,
-            [*job_values, *event_values],
-        )
-        job.pk, event.pk = cursor.fetchone()
-    job._state.adding = event._state.adding = False
-    event.job = job
-
-
 def _reserve_tickets(jobs: list[Job]) -> None:
-    """Give the jobs their tickets (their order in their queues) in one short statement.
-
-    Outside the batch's transaction, so concurrent batches never wait on each other's
-    ticket rows for longer than this statement; the rows are taken in queue order, so two
-    batches cannot deadlock. A batch refused later leaves a gap in the tickets, which
-    positions never see (they count jobs, not tickets).
-    """
+    """Give the jobs their tickets (their order in their queues) before the batch's
+    transaction (``tickets_reserve``), in the order of the batch."""
     counts: dict[int, int] = {}
     for job in jobs:
         counts[job.queue_id] = counts.get(job.queue_id, 0) + 1
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO jobs_queueticket AS t (queue_id, last)
-            SELECT queue_id, jobs FROM unnest(%s::bigint[], %s::bigint[]) AS r(queue_id, jobs)
-            ORDER BY queue_id
-            ON CONFLICT (queue_id) DO UPDATE SET last = t.last + EXCLUDED.last
-            RETURNING queue_id, last
-            """,
-            [list(counts), list(counts.values())],
-        )
-        next_ticket = {queue: last - counts[queue] + 1 for queue, last in cursor.fetchall()}
+    last = tickets_reserve(counts)
+    next_ticket = {queue: last[queue] - counts[queue] + 1 for queue in last}
     for job in jobs:
         job.ticket = next_ticket[job.queue_id]
         next_ticket[job.queue_id] += 1
-
-
-def _copy_jobs(jobs: list[Job]) -> None:
-    """Write many jobs with COPY: two round trips, however many jobs. Their ids come from
-    the table's sequence first, so that their events can name them."""
-    db = transaction.get_connection()
-    with db.cursor() as cursor:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-            [Job._meta.db_table, len(jobs)],
-        )
-        for job, (pk,) in zip(jobs, cursor.fetchall(), strict=True):
-            job.pk = pk
-        fields = Job._meta.concrete_fields
-        values = [_copy_value(f) for f in fields]
-        columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
-        with cursor.cursor.copy(f"COPY {Job._meta.db_table} ({columns}) FROM STDIN") as copy:
-            for job in jobs:
-                copy.write_row([value(job) for value in values])
-    for job in jobs:
-        job._state.adding = False
-
-
-def _copy_value(field) -> Callable:
-    """How an INSERT or COPY takes a field's value from an instance, without the ORM's
-    per-field preparation (the field types jobs and events use)."""
-    if isinstance(field, models.JSONField):
-        return lambda instance: Jsonb(getattr(instance, field.attname))
-    if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-        return lambda instance: field.pre_save(instance, add=True)
-    return attrgetter(field.attname)
-
-
-def _columns(instance, *, skip: set[str]) -> tuple[list[str], list]:
-    """Every concrete column of a model instance with its value as the database takes it."""
-    fields = [f for f in instance._meta.concrete_fields if f.name not in skip]
-    values = [_copy_value(f)(instance) for f in fields]
-    return [connection.ops.quote_name(f.column) for f in fields], values
 
 
 def job_may_act(user, job: Job) -> str | None:

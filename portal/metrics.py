@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Iterator
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -41,11 +40,13 @@ from prometheus_client.core import (
     Metric,
 )
 
-from jobs.models import JOB_EVENTS, JOBS, PENDING, JobEvent, State
+from jobs.models import JobEvent, State
 from jobs.reads.selectors import jobs_stuck_leaving, usage_by_path
+from jobs.tables.events import event_waits
+from jobs.tables.jobs import queue_pending_counts
 from kube.quantity import scale
 from queues.models import Queue
-from queues.selectors import QUEUES, tree_nodes
+from queues.selectors import tree_nodes
 
 from .process_metrics import allowed, process_registry
 
@@ -78,17 +79,7 @@ class DatabaseCollector:
             "(in backoff after a try)",
             labels=["queue", "status"],
         )
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"""
-                SELECT q.name, j.state, COUNT(j.id) FROM {QUEUES} q
-                LEFT JOIN {JOBS} j ON j.queue_id = q.id AND j.state = ANY(%s)
-                WHERE q.active OR j.id IS NOT NULL
-                GROUP BY q.name, j.state
-                """,
-                [list(PENDING)],
-            )
-            rows = cursor.fetchall()
+        rows = queue_pending_counts()
         counts = {(queue, state): count for queue, state, count in rows}
         for queue in sorted({queue for queue, _, _ in rows}):
             for state, status in PENDING_STATUS.items():
@@ -140,26 +131,7 @@ class DatabaseCollector:
             labels=["queue"],
         )
         bounds = list(WAIT_BUCKETS)
-        with connection.cursor() as cursor:
-            # bucket: how many bounds lie below the wait, so a wait equal to a bound counts
-            # in that bound's bucket (Prometheus' le is inclusive); len(bounds) is +Inf.
-            cursor.execute(
-                f"""
-                SELECT q.name, e.reason,
-                       (SELECT COUNT(*) FROM unnest(%s::float8[]) b WHERE b < w.seconds) AS bucket,
-                       COUNT(*), SUM(w.seconds)
-                FROM {JOB_EVENTS} e
-                JOIN {JOBS} j ON j.id = e.job_id
-                JOIN {QUEUES} q ON q.id = j.queue_id
-                CROSS JOIN LATERAL (
-                    SELECT EXTRACT(EPOCH FROM e.created_at - j.enqueued_at)::float8 AS seconds
-                ) w
-                WHERE e.reason = ANY(%s)
-                GROUP BY q.name, e.reason, bucket
-                """,
-                [bounds, [REASON.DEQUEUED, *EVICTIONS]],
-            )
-            rows = cursor.fetchall()
+        rows = event_waits(reasons=[REASON.DEQUEUED, *EVICTIONS], bounds=bounds)
         evictions: dict[tuple[str, str], int] = {}
         waits: dict[str, tuple[list[int], float]] = {}
         for queue, reason, bucket, count, seconds in rows:

@@ -4,7 +4,7 @@ A job whose objects were released in the cluster more than START_TIMEOUT_SECONDS
 reachable time ago (``Job.start_clock_at``) and whose pods are not all running goes back
 to its queue in backoff, or fails after START_TIMEOUT_ATTEMPTS, with the cluster's last
 scheduling failure as the reason. Time the cluster did not answer is not counted
-(``start_clocks_resume``). The cluster sync calls both once per sync.
+(``jobs.tables.jobs.start_clocks_resume``). The cluster sync calls both once per sync.
 """
 
 from __future__ import annotations
@@ -12,31 +12,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from jobs.cluster import SCHEDULING_FAILURES
 from jobs.engine import transitions
-from jobs.models import JOBS, Job, JobEvent, State
-
-
-def start_clocks_resume(*, outage_since: datetime, now: datetime) -> int:
-    """The cluster answers again after not answering since ``outage_since``: the start
-    clocks of admitted jobs move on by the part of the outage they had counted, so that
-    no job times out for time the cluster could not be asked. Returns the jobs moved."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE {JOBS} SET start_clock_at = start_clock_at
-                + (%(now)s - GREATEST(start_clock_at, %(since)s))
-            WHERE id IN (
-                SELECT id FROM {JOBS}
-                WHERE state = %(admitted)s AND start_clock_at < %(now)s
-                ORDER BY id FOR NO KEY UPDATE
-            )
-            """,
-            {"now": now, "since": outage_since, "admitted": State.ADMITTED},
-        )
-        return cursor.rowcount
+from jobs.models import Job, JobEvent, State
 
 
 def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list[int]]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection
+from django.db import IntegrityError
 from django.utils import timezone
 
 from jobs.cluster import FINISHED_PHASES, ClusterUnavailable, NamespaceTrouble, Phase, get_backend
@@ -26,10 +26,16 @@ from jobs.engine.locks import SYNC, advisory_lock
 from jobs.engine.namespace_health import namespaces_checked, unavailable_namespaces
 from jobs.engine.objects import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted
 from jobs.engine.reconcile import jobs_left, jobs_reconcile, jobs_transition
-from jobs.engine.start_timeouts import jobs_time_out, start_clocks_resume
+from jobs.engine.start_timeouts import jobs_time_out
 from jobs.engine.triggers import remember, request_admission, request_sync_at, seen_before
 from jobs.engine.unrunnable import jobs_fail_unrunnable
-from jobs.models import HOLDING, IN_CLUSTER, JOBS, LEAVING, PENDING, Job, JobEvent, State
+from jobs.models import HOLDING, Job, JobEvent, State
+from jobs.tables.jobs import (
+    jobs_known,
+    jobs_unlisted_leaving,
+    jobs_unlisted_wanting_objects,
+    start_clocks_resume,
+)
 from queues.selectors import tree_namespaces
 
 log = logging.getLogger(__name__)
@@ -134,13 +140,17 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
                 wanted == SUSPENDED
             ):
                 mismatched.append(job_id)
-        missing = sorted(
-            set(_unlisted(_WANTING_OBJECTS, listed, now, unknown=unknown)) | set(mismatched)
+        # With CLUSTER_GATE=suspend, a pending job of a suspendable runtime waits in the
+        # cluster, its objects suspended.
+        suspendable = SUSPENDABLE if settings.CLUSTER_GATE == "suspend" else None
+        unlisted = jobs_unlisted_wanting_objects(
+            listed, dequeued_by=now - BEING_CREATED, suspendable=suspendable, unknown=unknown
         )
+        missing = sorted(set(unlisted) | set(mismatched))
         # Leaving jobs whose objects are gone from this complete listing let their quota
         # go; those still listed are removed again, even when the reconcile task that
         # removed them was lost.
-        left = _unlisted("state = ANY(%(leaving)s)", listed, now, unknown=unknown)
+        left = jobs_unlisted_leaving(listed, unknown=unknown)
         if left:
             result.left = jobs_left(left, now=now)
     if leftover:
@@ -170,44 +180,9 @@ class _Known:
     runtime: str
 
 
-# The sync compares a listing of every live job with the database. Its ids go to
-# PostgreSQL as one array, not as one parameter each: at 10,000 live jobs, building and
-# sending 10,000 parameters cost more than the queries.
-
-
 def _known(ids: list[int]) -> dict[int, _Known]:
     """What the database holds of the listed jobs."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT id, state, runtime FROM {JOBS} WHERE id = ANY(%s)", [ids])
-        return {row[0]: _Known(*row) for row in cursor.fetchall()}
-
-
-# The jobs whose state wants an object in the cluster by now.
-_WANTING_OBJECTS = "(state = ANY(%(in_cluster)s) AND dequeued_at <= %(created_by)s)"
-_WAITING_SUSPENDED = "(state = ANY(%(pending)s) AND runtime = ANY(%(suspendable)s))"
-
-
-def _unlisted(condition: str, listed: list[int], now: datetime, *, unknown: list[str]) -> list[int]:
-    """The ids of the jobs meeting ``condition`` whose objects the listing did not show,
-    but in the ``unknown`` namespaces, which it could not list."""
-    if condition == _WANTING_OBJECTS and settings.CLUSTER_GATE == "suspend":
-        condition = f"({_WANTING_OBJECTS} OR {_WAITING_SUSPENDED})"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM {JOBS} WHERE {condition}"
-            " AND NOT namespace = ANY(%(unknown)s::text[])"
-            " AND id NOT IN (SELECT unnest(%(listed)s::bigint[]))",  # a hashed anti-join
-            {
-                "unknown": unknown,
-                "listed": listed,
-                "in_cluster": list(IN_CLUSTER),
-                "pending": list(PENDING),
-                "leaving": list(LEAVING),
-                "suspendable": list(SUSPENDABLE),
-                "created_by": now - BEING_CREATED,
-            },
-        )
-        return [row[0] for row in cursor.fetchall()]
+    return {row[0]: _Known(*row) for row in jobs_known(ids)}
 
 
 def _namespaces_in_trouble(observation, observed: set[str]) -> dict[str, NamespaceTrouble]:

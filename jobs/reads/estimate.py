@@ -21,18 +21,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from jobs.cluster import get_backend
 from jobs.engine.admission.inputs import HEADS_PER_QUEUE as WINDOW
-from jobs.engine.admission.inputs import holding_rows, pending_heads
 from jobs.engine.locks import ESTIMATES, advisory_lock
-from jobs.models import JOBS, LEAVING, PENDING, StartEstimate, State
+from jobs.models import LEAVING, PENDING, StartEstimate
+from jobs.tables.jobs import holding_rows, pending_heads, queue_recent_holds
 from kube.quantity import ResourceList
 from queues.admission import Candidate, QueueHeads, plan_admissions
 from queues.quota import Node, path_to_root
-from queues.selectors import QUEUES, tree_nodes
+from queues.selectors import tree_nodes
 
 RECENT_JOBS = 50  # a queue's typical hold is read from its last this many finished jobs
 FALLBACK_RUN_SECONDS = 600.0  # no declared run time and no finished job in the queue
@@ -281,28 +281,10 @@ class Holds:
 
 def _holds() -> dict[int, Holds]:
     """Each queue's Holds over its last RECENT_JOBS jobs that ran to the end."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT q.id,
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY r.hold),
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY r.hold - r.run_seconds)
-            FROM {QUEUES} q
-            CROSS JOIN LATERAL (
-                SELECT EXTRACT(EPOCH FROM j.finished_at - j.dequeued_at)::float AS hold,
-                       j.run_seconds
-                FROM {JOBS} j
-                WHERE j.queue_id = q.id AND j.state = %s AND j.dequeued_at IS NOT NULL
-                ORDER BY j.id DESC LIMIT %s
-            ) r
-            GROUP BY q.id
-            """,
-            [State.SUCCEEDED, RECENT_JOBS],
-        )
-        return {
-            queue_id: Holds(median, max(beyond or 0.0, 0.0))
-            for queue_id, median, beyond in cursor.fetchall()
-        }
+    return {
+        queue_id: Holds(median, max(beyond or 0.0, 0.0))
+        for queue_id, median, beyond in queue_recent_holds(RECENT_JOBS)
+    }
 
 
 def _holders(now: datetime, holds: Mapping[int, Holds]) -> list[Holder]:

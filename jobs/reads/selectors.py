@@ -15,24 +15,20 @@ from datetime import datetime, timedelta
 from typing import cast
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 
 from jobs.cluster.kinds import RESOURCES
 from jobs.cluster.manifests.common import LABEL_JOB_ID
 from jobs.document.validation import pod_count
-from jobs.engine.admission.inputs import leaf_holding, leaf_usage
+from jobs.engine.admission.inputs import leaf_usage
 from jobs.engine.objects import object_ref
 from jobs.models import (
     HOLDING,
-    JOBS,
     LEAVING,
     LIVE,
     PENDING,
-    PENDING_BLOCKS,
     QUEUE_ORDER,
-    TICKET_BLOCK,
     ClusterHealth,
     Job,
     JobEvent,
@@ -40,10 +36,16 @@ from jobs.models import (
     State,
     kind_shape,
 )
+from jobs.tables.jobs import (
+    leaf_holding,
+    leaf_pending_demand,
+    pending_positions,
+    queue_holding,
+)
 from kube.quantity import ResourceList
 from queues.models import Queue
 from queues.quota import rollup
-from queues.selectors import QUEUES, QUOTA_NODES, queues_for_user
+from queues.selectors import queues_for_user
 
 # What a queue's page shows of each job (not its script, pod groups or manifest fields).
 PAGE_FIELDS = (
@@ -144,48 +146,17 @@ def leaf_loads(*, resources: Iterable[str]) -> LeafLoads:
     The jobs holding quota are few (what the cluster runs): every resource they hold is
     summed, as ``leaf_usage`` does, and the jobs holding some of each counted. Pending jobs
     may be 100,000: their demand is summed only for ``resources`` (the ones the tree
-    names), one column each, rather than expanding every request with jsonb_each_text,
-    a row per resource of every pending job. Both select
-    by the states of the partial indexes ``job_holding`` and ``job_pending_order``.
+    names). Both select by the states of the partial indexes ``job_holding`` and
+    ``job_pending_order``.
     """
     names = sorted(set(resources))
-    columns = ", ".join("SUM((j.request ->> %s)::bigint)" for _ in names) or "NULL"
     used, admitted = leaf_holding()
-    loads = LeafLoads(used=used, admitted=admitted, pending={})
-    if not names:
-        return loads
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH per_queue AS (
-                SELECT j.queue_id, {columns} FROM {JOBS} j
-                WHERE j.state = ANY(%s) GROUP BY j.queue_id
-            )
-            SELECT n.path, per_queue.* FROM per_queue
-            JOIN {QUEUES} q ON q.id = per_queue.queue_id
-            JOIN {QUOTA_NODES} n ON n.id = q.node_id
-            """,
-            [*names, list(PENDING)],
-        )
-        for path, _queue, *amounts in cursor.fetchall():
-            for resource, amount in zip(names, amounts, strict=True):
-                if amount:
-                    loads.pending.setdefault(path, {})[resource] = int(amount)
-    return loads
+    pending = leaf_pending_demand(names) if names else {}
+    return LeafLoads(used=used, admitted=admitted, pending=pending)
 
 
 def queue_usage(queue: Queue) -> ResourceList:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT r.key, SUM(r.value::bigint) FROM {JOBS} j
-            CROSS JOIN LATERAL jsonb_each_text(j.request) r
-            WHERE j.queue_id = %s AND j.state = ANY(%s)
-            GROUP BY r.key
-            """,
-            [queue.pk, list(HOLDING)],
-        )
-        return {key: int(amount) for key, amount in cursor.fetchall()}
+    return queue_holding(queue.pk)
 
 
 def job_events(job: Job) -> QuerySet[JobEvent]:
@@ -281,24 +252,7 @@ def job_positions(jobs: list[Job]) -> dict[int, int]:
     ids = [job.pk for job in jobs if job.state in PENDING]
     if not ids:
         return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT j.id, 1 + COALESCE((
-                SELECT SUM(b.jobs) FROM {PENDING_BLOCKS} b
-                WHERE b.queue_id = j.queue_id AND (b.priority > j.priority
-                   OR (b.priority = j.priority AND b.block < j.ticket / %(block)s))
-            ), 0) + (
-                SELECT COUNT(*) FROM {JOBS} o
-                WHERE o.queue_id = j.queue_id AND o.state = ANY(%(pending)s)
-                  AND o.priority = j.priority
-                  AND o.ticket >= j.ticket / %(block)s * %(block)s AND o.ticket < j.ticket
-            )
-            FROM {JOBS} j WHERE j.id = ANY(%(ids)s) AND j.state = ANY(%(pending)s)
-            """,
-            {"ids": ids, "block": TICKET_BLOCK, "pending": list(PENDING)},
-        )
-        return dict(cursor.fetchall())
+    return pending_positions(ids)
 
 
 def pending_counts(queue_ids: list[int]) -> dict[int, int]:

@@ -16,23 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import cast
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from jobs.document.params import Choice, Text, params
 from jobs.document.validation import JobInvalid
-from jobs.models import USAGE_SAMPLES, UsageSample
+from jobs.models import UsageSample
 from jobs.reads.selectors import leaf_loads
+from jobs.tables.usage import EPOCH, usage_buckets
 from kube.quantity import ResourceList
 from queues.models import QuotaNode
 from queues.quota import Balance, Node, balances, rollup
 from queues.selectors import tree_nodes
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -204,28 +202,14 @@ class Series:
 
 
 def usage_series(*, node: str, window: Range, now: datetime | None = None) -> Series:
-    """One node's history over ``window``, one point per bucket and resource (one query,
-    through the unique index of node and time).
-
-    Buckets are aligned on the epoch (``date_bin``), so a chart drawn a minute later puts
-    the same samples in the same buckets; a bucket without samples (beat was down) is
-    missing, not zero.
-    """
+    """One node's history over ``window``, one point per bucket and resource, in one query
+    (``usage_buckets``): buckets aligned on the epoch, a bucket without samples missing."""
     now = now or timezone.now()
     step = max(window.bucket, timedelta(seconds=settings.USAGE_HISTORY_SECONDS))
     since = EPOCH + (now - window.span - EPOCH) // step * step  # the first bucket's start
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT date_bin(%(step)s, at, %(epoch)s) AS bucket, resource, MAX(used), MAX(min),
-                   MAX(max), MAX(pending), MAX(admitted)
-            FROM {USAGE_SAMPLES}
-            WHERE node = %(node)s AND at >= %(since)s AND at <= %(now)s
-            GROUP BY bucket, resource
-            ORDER BY resource <> 'cpu', resource, bucket
-            """,
-            # psycopg takes a timedelta (the step), which the stub's parameter types leave out.
-            {"step": step, "epoch": EPOCH, "node": node, "since": since, "now": now},  # type: ignore[dict-item]
-        )
-        points = [Point(at, node, *figures) for at, *figures in cursor.fetchall()]
+    rows = usage_buckets(node=node, step=step, since=since, now=now)
+    points = [
+        Point(at, node, resource, used, low, high, pending, admitted)
+        for at, resource, used, low, high, pending, admitted in rows
+    ]
     return Series(node=node, range=window, since=since, until=now, step=step, points=points)

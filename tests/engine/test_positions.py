@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from jobs import services
 from jobs.document.schema import job_parse
-from jobs.engine.admission.cycle import compact_pending_blocks
 from jobs.models import PENDING, TICKET_BLOCK, Job, PendingBlock, State
 from jobs.reads import selectors
+from jobs.tables.blocks import compact_pending_blocks
 
 from ..support.jobs import RAY_JOB
 

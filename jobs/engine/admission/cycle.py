@@ -15,14 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection
 from django.utils import timezone
 
 from jobs.engine.admission.inputs import (
     HEADS_PER_QUEUE,
-    PendingRow,
     is_due,
-    pending_heads,
     queue_heads,
     read_holding,
     woken_at,
@@ -36,9 +33,8 @@ from jobs.engine.namespace_health import (
     unavailable_namespaces,
 )
 from jobs.engine.triggers import once_per
-from jobs.models import (
-    PENDING_BLOCKS,
-)
+from jobs.tables.blocks import compact_pending_blocks
+from jobs.tables.jobs import PendingRow, pending_heads
 from jobs.telemetry import ADMISSION_CYCLE_SECONDS
 from queues.admission import plan_admissions
 
@@ -87,31 +83,6 @@ COMPACT_EVERY_SECONDS = 1.0
 def _compact_now_and_then() -> None:
     if once_per("compact-pending-blocks", COMPACT_EVERY_SECONDS):
         compact_pending_blocks()
-
-
-def compact_pending_blocks() -> None:
-    """Fold the appended changes of each (queue, priority, block) into one row.
-
-    Run under the admission lock, so by one process at a time. Rows that writers append
-    meanwhile are not in this statement's snapshot and stay, so no count is lost.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH folded AS (
-                DELETE FROM {PENDING_BLOCKS} b
-                USING (
-                    SELECT queue_id, priority, block FROM {PENDING_BLOCKS}
-                    GROUP BY 1, 2, 3 HAVING COUNT(*) > 1 OR SUM(jobs) = 0
-                ) k
-                WHERE (b.queue_id, b.priority, b.block) = (k.queue_id, k.priority, k.block)
-                RETURNING b.queue_id, b.priority, b.block, b.jobs
-            )
-            INSERT INTO {PENDING_BLOCKS} (queue_id, priority, block, jobs)
-            SELECT queue_id, priority, block, SUM(jobs) FROM folded
-            GROUP BY 1, 2, 3 HAVING SUM(jobs) <> 0
-            """
-        )
 
 
 def _one_cycle(now: datetime) -> CycleWrite:

@@ -3,33 +3,24 @@
 The cycle (``jobs.engine.admission.cycle``), the explanation of why a job waits
 (``jobs.reads.waiting``) and the start estimates (``jobs.reads.estimate``) all read the
 tree, the usage, the jobs holding quota (admitted or running, and leaving until their
-objects are gone) and the heads of the queues here, so they cannot read them differently.
+objects are gone) and the heads of the queues here, through the statements of the job
+table (``jobs.tables.jobs``: ``holding_rows``, ``pending_heads``), so they cannot read
+them differently.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
-
-from django.db import connection
 
 from jobs.cluster import get_backend
-from jobs.models import (
-    HOLDING,
-    JOBS,
-    LEAVING,
-    PENDING,
-    AdmissionWake,
-    State,
-    queue_order_sql,
-)
+from jobs.models import LEAVING, AdmissionWake, State
+from jobs.tables.jobs import PendingRow, holding_rows, leaf_holding
 from kube.quantity import ResourceList, add
 from queues.admission import Admitted, Candidate, QueueHeads
 from queues.quota import Node, lent_by_node, rollup
-from queues.selectors import QUEUES, QUOTA_NODES, tree_nodes
+from queues.selectors import tree_nodes
 
 # What a cycle offers the rule of each queue: its first jobs, in queue order.
 HEADS_PER_QUEUE = 8
@@ -39,64 +30,6 @@ def leaf_usage() -> dict[str, ResourceList]:
     """Requests of the jobs holding quota (admitted, running, and leaving until their
     objects are gone) summed per leaf path, in SQL."""
     return leaf_holding()[0]
-
-
-def leaf_holding() -> tuple[dict[str, ResourceList], dict[str, ResourceList]]:
-    """Per leaf path and resource: what the jobs holding quota use, and how many of them
-    hold some of it."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT n.path, r.key, SUM(r.value::bigint),
-                   COUNT(*) FILTER (WHERE r.value::bigint > 0)
-            FROM {JOBS} j
-            JOIN {QUEUES} q ON q.id = j.queue_id
-            JOIN {QUOTA_NODES} n ON n.id = q.node_id
-            CROSS JOIN LATERAL jsonb_each_text(j.request) r
-            WHERE j.state = ANY(%s)
-            GROUP BY n.path, r.key
-            """,
-            [list(HOLDING)],
-        )
-        usage: dict[str, ResourceList] = {}
-        jobs: dict[str, ResourceList] = {}
-        for path, resource, amount, holders in cursor.fetchall():
-            usage.setdefault(path, {})[resource] = int(amount)
-            if holders:
-                jobs.setdefault(path, {})[resource] = holders
-    return usage, jobs
-
-
-class HoldingRow(NamedTuple):
-    id: int
-    leaf: str
-    request: ResourceList
-    priority: int
-    dequeued_at: datetime | None
-    state: str
-    queue_id: int
-    run_seconds: float | None
-
-
-def holding_rows() -> list[HoldingRow]:
-    """Every job holding quota: admitted or running, and leaving (preempted or stopping)
-    until its objects are gone. Their number is bounded by what the cluster runs, not by
-    the number of pending jobs."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT j.id, n.path, j.request::text, j.priority, j.dequeued_at, j.state,
-                   j.queue_id, j.run_seconds
-            FROM {JOBS} j
-            JOIN {QUEUES} q ON q.id = j.queue_id
-            JOIN {QUOTA_NODES} n ON n.id = q.node_id
-            WHERE j.state = ANY(%s)
-            """,
-            [list(HOLDING)],
-        )
-        return [
-            HoldingRow(row[0], row[1], request_units(row[2]), *row[3:]) for row in cursor.fetchall()
-        ]
 
 
 def holding_jobs() -> tuple[list[Admitted], list[Admitted]]:
@@ -136,57 +69,6 @@ def is_due(
         (next_attempt_at is not None and next_attempt_at <= now)
         or (woken_at is not None and (last_tried_at is None or last_tried_at < woken_at))
     )
-
-
-class PendingRow(NamedTuple):
-    leaf: str
-    policy: str
-    preemption: bool
-    queue_id: int
-    id: int
-    priority: int
-    enqueued_at: datetime
-    request: ResourceList
-    state: str
-    next_attempt_at: datetime | None
-    last_tried_at: datetime | None
-    run_seconds: float | None
-    namespace: str
-
-
-def pending_heads(limit: int) -> list[PendingRow]:
-    """The first ``limit`` pending jobs of every active queue, in queue order, in one query
-    (the admission cycle reads its candidates so, and the start estimate its waiting jobs)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT n.path, q.policy, q.preemption, q.id, h.id, h.priority, h.enqueued_at,
-                   h.request::text, h.state, h.next_attempt_at, h.last_tried_at, h.run_seconds,
-                   h.namespace
-            FROM {QUEUES} q
-            JOIN {QUOTA_NODES} n ON n.id = q.node_id
-            CROSS JOIN LATERAL (
-                SELECT j.id, j.priority, j.ticket, j.enqueued_at, j.request, j.state,
-                       j.next_attempt_at, j.last_tried_at, j.run_seconds, j.namespace
-                FROM {JOBS} j
-                WHERE j.queue_id = q.id AND j.state = ANY(%s)
-                ORDER BY {queue_order_sql("j")}
-                LIMIT %s
-            ) h
-            WHERE q.active AND n.active
-            ORDER BY n.path, {queue_order_sql("h")}
-            """,
-            [list(PENDING), limit],
-        )
-        return [
-            PendingRow._make((*row[:7], request_units(row[7]), *row[8:]))
-            for row in cursor.fetchall()
-        ]
-
-
-def request_units(request: str) -> ResourceList:
-    """A job's ``request`` column read as text (``request::text``) as base units."""
-    return {resource: int(amount) for resource, amount in json.loads(request).items()}
 
 
 def queue_heads(
