@@ -359,8 +359,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_keepalive": True,
     "health_check_interval": 10,
     # A command that timed out is not sent again by the Redis client: on a stopped (not
-    # refusing) broker its retries held one publish for 20 s instead of 5 (redis-py retries
-    # a timeout three times, with backoff). Celery's own retry policy still retries the
+    # refusing) broker, redis-py's retries of a timeout (three, with backoff) would hold
+    # one publish for four socket timeouts. Celery's own retry policy still retries the
     # publishes that ask for it; the web tier's requests go through a sender thread that
     # drops them instead (jobs/engine/triggers.py).
     "retry_on_timeout": False,

@@ -9,8 +9,8 @@ Asking for a task (``request_admission``, ``request_sync``, ``request_reconcile`
 ``request_quota_publish``, ``request_sync_at``) never touches the broker in the caller's
 thread: the request is handed to this process's sender thread (``SENDER``) through a small
 bounded queue, and the caller goes on at once. A hung Redis (stopped, not refusing: every
-read waits out its socket timeout) used to hold each submit, cancel and priority change
-for that timeout; now it holds only the sender. Nothing is lost for good when a request is
+read waits out its socket timeout) then holds only the sender, never a submit, a cancel
+or a priority change. Nothing is lost for good when a request is
 dropped (the queue is full, or the broker failed a moment ago): the database holds every
 change, beat re-drives admission and the sync every few seconds, and each sync removes the
 objects of jobs that want none. Callers hand a request over once their change is committed
