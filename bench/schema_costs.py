@@ -29,8 +29,9 @@ def main(argv: list[str]) -> int:
     django.setup()
     from django.contrib.auth.models import User
 
-    from jobs.document.schema import JobBatchOut, JobIn, JobOut, batch_out, bound, jobs_out
+    from jobs.document.schema import JobIn, bound
     from jobs.models import Job
+    from jobs.web.answers.jobs import JobBatchOut, JobOut, batch_out, jobs_out
     from kube.quantity import parse_quantity
     from queues.models import Queue, QuotaNode
 

@@ -1,10 +1,10 @@
 """The job document, declared once: what a job is made of, how it is checked, how it reads.
 
 ``JobIn`` is the body of ``POST /api/v1/jobs/``, each entry of a batch and, through
-``jobs.document.forms``, the submit page; ``JobOut`` (``JobIn`` and what Caldera adds) and the other
-``...Out`` serializers are every answer the jobs and queues API gives. The OpenAPI schema
-is generated from these classes, so what is documented is what is checked and what is
-sent. The fields and the way a ``Reader`` reads are in ``jobs.document.fields``.
+``jobs.document.forms``, the submit page; the API answers with it and what Caldera adds
+(``jobs.web.answers``). The OpenAPI schema is generated from these classes, so what is
+documented is what is checked and what is sent. The fields and the way a ``Reader``
+reads are in ``jobs.document.fields``.
 
 The rules that join fields live here too (a PyTorch job has a master, autoscaling needs
 Ray on KubeRay); rules that need the database (the queue, the user's role, the quota
@@ -14,15 +14,13 @@ tree, the nodes) are the services'.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import TypeVar, cast
 
 from django.conf import settings
 from django.core.validators import RegexValidator
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -35,14 +33,11 @@ from jobs.document.fields import (
     Env,
     ImageReference,
     Integer,
-    Nullable,
     Number,
     Pip,
     PodResources,
-    Quantities,
     Reader,
     Text,
-    Time,
     path,
     plain_writer,
     read_field,
@@ -62,12 +57,11 @@ from jobs.document.validation import (
     pods_request,
     runtimes_offered,
 )
-from jobs.models import KINDS, LIVE, Job, JobEvent, State, kind_shape
+from jobs.models import KINDS, Job, kind_shape
 from kube.quantity import (
     MAX_UNITS,
     ResourceList,
     add,
-    format_resources,
     parse_resources,
 )
 
@@ -474,89 +468,6 @@ def job_parse(document: object) -> JobDraft:
     return bound(JobIn).check(document)
 
 
-# Answers
-
-
-class JobOut(JobIn):
-    """A job as the API answers it: the document as submitted (``head`` for Ray, ``master``
-    for PyTorch; ``workers`` as POST takes them, ``max_replicas`` only on a group that was
-    given one; the script is not repeated), and what Caldera knows of it since.
-
-    ``position`` is read from the job, where ``jobs_out`` puts it.
-    """
-
-    class Meta:
-        ref_name = "Job"
-
-    id = serializers.IntegerField(read_only=True)
-    state = serializers.ChoiceField(State.choices, read_only=True)
-    # What JobIn reads, JobOut answers as it is stored (None: not answered); DRF allows
-    # a subclass its own field, which the stubs take for an incompatible override.
-    queue = serializers.CharField(source="queue.name", read_only=True)  # type: ignore[assignment]
-    queue_path = serializers.CharField(source="queue.node.path", read_only=True)
-    namespace = serializers.CharField(read_only=True)
-    owner = serializers.CharField(source="owner.username", read_only=True)
-    position = serializers.IntegerField(
-        read_only=True,
-        allow_null=True,
-        default=None,
-        help_text="1 for the next job tried in its queue; null once it left the queue",
-    )
-    enqueued_at = Time()
-    dequeued_at = Time()
-    started_at = Time()
-    finished_at = Time()
-    wait_seconds = serializers.FloatField(
-        read_only=True, allow_null=True, help_text="from enqueue to dequeue, or to now"
-    )
-    backoff_reason = Nullable()
-    next_attempt_at = serializers.SerializerMethodField(help_text="in backoff only")
-    request = Quantities(
-        help_text="the quota the job holds: every pod, autoscaling groups at replicas"
-    )
-    preemptions = serializers.IntegerField(source="preemption_count", read_only=True)
-    start_timeouts = serializers.IntegerField(
-        read_only=True, help_text="times its pods were not all running in time after a dequeue"
-    )
-    start_timeout_attempts = serializers.SerializerMethodField(
-        help_text="the start timeout that fails the job (START_TIMEOUT_ATTEMPTS)"
-    )
-    head = PodIn(required=False, help_text="Ray jobs")
-    master = PodIn(source="head", required=False, help_text="PyTorch jobs")
-    entrypoint = serializers.CharField(required=False, help_text="Ray jobs")  # type: ignore[assignment]
-    command = serializers.ListField(  # type: ignore[assignment]
-        child=serializers.CharField(), required=False, help_text="PyTorch jobs"
-    )
-    script = None  # type: ignore[assignment]
-    script_filename = None  # type: ignore[assignment]
-    # Each kind answers its own of these.
-    _OTHER_KIND: dict[str, tuple[str, ...]] = {
-        kind: tuple(f for other in shape.others() for f in (other.head, other.launch))
-        for kind, shape in KINDS.items()
-    }
-
-    @extend_schema_field(Time())
-    def get_next_attempt_at(self, job: Job) -> str | None:
-        return (
-            job.next_attempt_at.isoformat()
-            if job.state == State.BACKOFF and job.next_attempt_at
-            else None
-        )
-
-    def get_start_timeout_attempts(self, job: Job) -> int:
-        return settings.START_TIMEOUT_ATTEMPTS
-
-    def to_representation(self, job: Job) -> dict:
-        return self.for_kind(super().to_representation(job), job.kind)
-
-    @classmethod
-    def for_kind(cls, answer: dict, kind: str) -> dict:
-        """The answer without the other kind's fields."""
-        for name in cls._OTHER_KIND.get(kind, ()):
-            answer.pop(name, None)
-        return answer
-
-
 def job_document(job: Job) -> dict:
     """The submission a stored job was made from, as JobIn reads it: what "Submit a copy"
     fills the form with. ``job_parse(job_document(job))`` is the job again."""
@@ -582,43 +493,10 @@ def job_document(job: Job) -> dict:
     return document | {name: value for name, value in optional.items() if value}
 
 
-class JobPage(serializers.Serializer):
-    """A page of the jobs list: ``results``, the total ``count`` and the pages around it."""
-
-    count = serializers.IntegerField(
-        help_text="the jobs that match; by cursor, counted up to 10,000 (then count_more)"
-    )
-    count_more = serializers.BooleanField(
-        required=False, help_text="by cursor: more than count jobs match"
-    )
-    next = serializers.URLField(allow_null=True)
-    previous = serializers.URLField(allow_null=True)
-    results = JobOut(many=True)
-
-    class Meta:
-        ref_name = "JobPage"
-
-
 @cache
 def writer(serializer: type[serializers.Serializer]) -> Callable[[object], dict]:
     """The serializer's answer for one object, written by ``plain_writer``."""
     return plain_writer(bound(serializer))
-
-
-def jobs_out(jobs: Iterable[Job], positions: Mapping[int, int | None]) -> list[dict]:
-    """Jobs as the API answers them (JobOut, written fast); ``positions`` maps ids to
-    places in their queues."""
-    write = writer(JobOut)
-    answers = []
-    for job in jobs:
-        job.position = positions.get(job.pk)  # type: ignore[attr-defined]  # JobOut's position
-        answers.append(JobOut.for_kind(write(job), job.kind))
-    return answers
-
-
-def job_out(job: Job, position: int | None) -> dict:
-    """One job as the API answers it."""
-    return jobs_out([job], {job.pk: position})[0]
 
 
 class JobBatchIn(serializers.Serializer):
@@ -628,32 +506,6 @@ class JobBatchIn(serializers.Serializer):
         ref_name = "JobBatch"
 
     jobs = JobIn(many=True)
-
-
-class JobBatchEntryOut(serializers.Serializer):
-    class Meta:
-        ref_name = "JobBatchEntry"
-
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    queue = serializers.CharField(source="queue.name")
-    state = serializers.ChoiceField(State.choices)
-    priority = serializers.IntegerField()
-    enqueued_at = Time()
-
-
-class JobBatchOut(serializers.Serializer):
-    class Meta:
-        ref_name = "JobBatchResult"
-
-    count = serializers.IntegerField()
-    jobs = JobBatchEntryOut(many=True, help_text="in the order sent")
-
-
-def batch_out(jobs: Sequence[Job]) -> dict:
-    """A batch's answer (JobBatchOut): its jobs in the order sent, written fast."""
-    write = writer(JobBatchEntryOut)
-    return {"count": len(jobs), "jobs": [write(job) for job in jobs]}
 
 
 class JobPriorityIn(Reader):
@@ -673,183 +525,6 @@ class JobPriorityIn(Reader):
         return read_field(
             self.fields["priority"], data.get("priority", empty), errors, key, "priority"
         )
-
-
-class EventOut(serializers.Serializer):
-    class Meta:
-        ref_name = "JobEvent"
-
-    at = Time(
-        source="created_at",
-        help_text="when it happened; for a cluster event that repeats, the last time",
-    )
-    type = serializers.ChoiceField(JobEvent.Type.choices)
-    reason = serializers.CharField()
-    message = serializers.CharField()
-    actor = serializers.CharField(source="actor.username", allow_null=True)
-    involved = Nullable(help_text="the pod or pod group the cluster reported on")
-    cycle = serializers.IntegerField(
-        allow_null=True, help_text="the scheduling cycle a gang failure was reported in"
-    )
-    count = serializers.IntegerField(
-        min_value=1, help_text="how many times the cluster reported it (1 for the portal's own)"
-    )
-    first_at = Time(help_text="for a cluster event that repeats, its first time when known")
-
-
-class KubernetesObject(serializers.Serializer):
-    """A Kubernetes object as Caldera creates it (a RayJob, PyTorchJob, Volcano Job or
-    ConfigMap; the CRD schemas in k8s/ say the rest)."""
-
-    apiVersion = serializers.CharField()
-    kind = serializers.CharField()
-    metadata = serializers.DictField()
-    spec = serializers.DictField(required=False)
-    # A declared field leaves the class (DRF's metaclass): ``.data`` stays the serializer's.
-    data = serializers.DictField(required=False, child=serializers.CharField())  # type: ignore[assignment]
-
-
-# Queues as the jobs API shows them
-
-
-class QueuedJobOut(serializers.Serializer):
-    """A job as a queue lists it."""
-
-    job = serializers.IntegerField(source="pk")
-    name = serializers.CharField()
-    owner = serializers.CharField(source="owner.username")
-
-
-class PendingOut(QueuedJobOut):
-    """A waiting job in its queue, its ``position`` set by QueueDetailOut."""
-
-    class Meta:
-        ref_name = "PendingJob"
-
-    position = serializers.IntegerField(read_only=True, allow_null=True, default=None)
-    priority = serializers.IntegerField()
-    enqueued_at = Time()
-
-
-class BackoffOut(PendingOut):
-    class Meta:
-        ref_name = "BackoffJob"
-
-    reason = serializers.CharField(source="backoff_reason")
-    next_attempt_at = Time()
-
-
-class AdmittedOut(QueuedJobOut):
-    class Meta:
-        ref_name = "AdmittedJob"
-
-    state = serializers.ChoiceField(State.choices)
-    dequeued_at = Time()
-
-
-class QueueOut(serializers.Serializer):
-    """A leaf queue, its policies and its node's quota. ``context["usage"]`` is what its
-    node uses (base units); ``context["pending"]``, when given, its waiting jobs by id."""
-
-    class Meta:
-        ref_name = "QueueBase"
-
-    name = serializers.CharField()
-    path = serializers.CharField(source="node.path")
-    policy = serializers.CharField()
-    preemption = serializers.BooleanField(help_text="preemption within the queue")
-    backoff_base_seconds = serializers.SerializerMethodField()
-    backoff_max_seconds = serializers.SerializerMethodField()
-    priority_class = Nullable()
-    retired = serializers.SerializerMethodField(
-        help_text="its node left the quota tree: it takes no jobs"
-    )
-    namespaces = serializers.ListField(child=serializers.CharField(), source="node.namespaces")
-    min = Quantities(source="node.min")
-    max = Quantities(source="node.max")
-    used = serializers.SerializerMethodField()
-
-    @extend_schema_field(OpenApiTypes.FLOAT)
-    def get_backoff_base_seconds(self, queue) -> float:
-        return _default(queue.backoff_base_seconds, settings.BACKOFF_BASE_SECONDS)
-
-    @extend_schema_field(OpenApiTypes.FLOAT)
-    def get_backoff_max_seconds(self, queue) -> float:
-        return _default(queue.backoff_max_seconds, settings.BACKOFF_MAX_SECONDS)
-
-    def get_retired(self, queue) -> bool:
-        return not queue.active
-
-    @extend_schema_field(Quantities())
-    def get_used(self, queue) -> dict[str, str]:
-        return format_resources(self.context["usage"].get(queue.node.path, {}))
-
-
-def _default(value, default):
-    return default if value is None else value
-
-
-class QueueListOut(QueueOut):
-    class Meta:
-        ref_name = "Queue"
-
-    pending = serializers.SerializerMethodField(help_text="jobs waiting: active and backoff")
-
-    def get_pending(self, queue) -> int:
-        return self.context["pending"].get(queue.pk, 0)
-
-
-# A queue's jobs by live state.
-QueueCountsOut = inline_serializer(
-    "QueueCounts", {str(state): serializers.IntegerField() for state in LIVE}
-)
-
-
-class QueueDetailOut(QueueOut):
-    """A queue with one page of its waiting jobs in order: ``active`` (queued, tried in
-    turn) and ``backoff`` (tried again at ``next_attempt_at``), and the jobs it has in
-    the cluster. ``context["page"]`` is the page as (position, job)."""
-
-    class Meta:
-        ref_name = "QueueDetail"
-
-    active = serializers.SerializerMethodField()
-    backoff = serializers.SerializerMethodField()
-    admitted = serializers.SerializerMethodField(help_text="in the cluster, first dequeued first")
-    counts = serializers.SerializerMethodField()
-    offset = serializers.SerializerMethodField()
-    limit = serializers.SerializerMethodField()
-
-    def _page(self, state: str, out: type[PendingOut]) -> list[dict]:
-        write, answers = writer(out), []
-        for position, job in self.context["page"]:
-            if job.state == state:
-                job.position = position
-                answers.append(write(job))
-        return answers
-
-    @extend_schema_field(PendingOut(many=True))
-    def get_active(self, queue) -> list[dict]:
-        return self._page(State.QUEUED, PendingOut)
-
-    @extend_schema_field(BackoffOut(many=True))
-    def get_backoff(self, queue) -> list[dict]:
-        return self._page(State.BACKOFF, BackoffOut)
-
-    @extend_schema_field(AdmittedOut(many=True))
-    def get_admitted(self, queue) -> list[dict]:
-        write = writer(AdmittedOut)
-        return [write(job) for job in self.context["admitted"]]
-
-    @extend_schema_field(QueueCountsOut)
-    def get_counts(self, queue) -> dict[str, int]:
-        return self.context["counts"]
-
-    def get_offset(self, queue) -> int:
-        return self.context["offset"]
-
-    def get_limit(self, queue) -> int:
-        return self.context["limit"]
 
 
 def priority_read(value: object) -> int:

@@ -1,7 +1,7 @@
 """REST API for jobs and queues: thin views over the services and selectors.
 
-Bodies are read and answers written by the serializers of ``jobs.document.schema``, which the
-OpenAPI schema is generated from.
+Bodies are read by the serializers of ``jobs.document.schema`` and answers written by those
+of ``jobs.web.answers``, which the OpenAPI schema is generated from.
 """
 
 from __future__ import annotations
@@ -21,35 +21,35 @@ from jobs.cluster.manifests import build_manifests
 from jobs.document.fields import flat
 from jobs.document.params import EVENTS_PAGE, QUEUE_PAGE
 from jobs.document.schema import (
-    EventOut,
     JobBatchIn,
-    JobBatchOut,
     JobIn,
-    JobOut,
-    JobPage,
     JobPriorityIn,
-    KubernetesObject,
-    QueueDetailOut,
-    QueueListOut,
-    batch_out,
-    job_out,
     job_parse,
-    jobs_out,
     priority_field,
     writer,
 )
 from jobs.document.validation import OFFSET_MAX, PAGE_MAX, JobInvalid
 from jobs.engine.objects import job_spec_full
 from jobs.reads import estimate, listing, logs, selectors, waiting
-from kube.quantity import format_quantity
+from jobs.web.answers.events import EventOut
+from jobs.web.answers.jobs import (
+    BodyTooLarge,
+    DetailOut,
+    JobBatchOut,
+    JobBulkOut,
+    JobDetailOut,
+    JobOut,
+    JobPage,
+    WaitingOut,
+    batch_out,
+    job_out,
+    jobs_out,
+)
+from jobs.web.answers.logs import JobLogOut
+from jobs.web.answers.manifests import KubernetesObject
+from jobs.web.answers.queues import QueueDetailOut, QueueListOut
 from queues.api_base import Body, json_parsers, refusals
 from queues.selectors import queues_for_user
-
-
-class DetailOut(serializers.Serializer):
-    """Why a request was refused, when no one field is to blame."""
-
-    detail = serializers.CharField()
 
 
 class JobPagination(LimitOffsetPagination):
@@ -147,10 +147,6 @@ class JobListView(APIView):
         draft = job_parse(request.data)
         job = services.job_submit(user=request.user, draft=draft)
         return Response(job_out(job, selectors.job_position(job)), status=status.HTTP_201_CREATED)
-
-
-class BodyTooLarge(serializers.Serializer):
-    body = serializers.ListField(child=serializers.CharField())
 
 
 class JobBatchBody(Body, JobBatchIn):
@@ -281,24 +277,6 @@ class JobBulkInSchema(OpenApiSerializerExtension):
         }
 
 
-class RefusedOut(serializers.Serializer):
-    reason = serializers.CharField()
-    ids = serializers.ListField(child=serializers.IntegerField())
-
-
-class CopyOut(serializers.Serializer):
-    of = serializers.IntegerField(help_text="the finished job")
-    id = serializers.IntegerField(help_text="its copy, queued")
-
-
-class JobBulkOut(serializers.Serializer):
-    action = serializers.CharField()
-    done = serializers.ListField(child=serializers.IntegerField(), help_text="the jobs acted on")
-    copies = CopyOut(many=True, help_text="resubmit: the job queued for each finished one")
-    refused = RefusedOut(many=True, help_text="the jobs each reason kept their action from")
-    summary = serializers.CharField(help_text='"12 cancelled; 3 refused: ..."')
-
-
 class JobBulkView(APIView):
     parser_classes = json_parsers()
 
@@ -339,91 +317,6 @@ class JobBulkView(APIView):
                 "summary": outcome.summary(),
             }
         )
-
-
-class StandingOut(serializers.Serializer):
-    """One node (or the cluster) on a waiting job's path, for one resource it asks for."""
-
-    node = serializers.CharField(source="where", help_text='a node\'s path, or "cluster"')
-    resource = serializers.CharField()
-    min = serializers.SerializerMethodField(help_text="null for the cluster")
-    max = serializers.SerializerMethodField(help_text="null: not limited here")
-    used = serializers.SerializerMethodField()
-    borrowed = serializers.SerializerMethodField(help_text="used above its min")
-    lent = serializers.SerializerMethodField(help_text="min it leaves unused that others use")
-    free = serializers.SerializerMethodField(help_text="max less used; null without a max")
-    blocks = serializers.SerializerMethodField(help_text="the first row that refuses the job")
-
-    def _quantity(self, row, units: int | None) -> str | None:
-        return None if units is None else format_quantity(row.resource, units)
-
-    def get_min(self, row) -> str | None:
-        return self._quantity(row, row.min)
-
-    def get_max(self, row) -> str | None:
-        return self._quantity(row, row.max)
-
-    def get_used(self, row) -> str:
-        return format_quantity(row.resource, row.used)
-
-    def get_borrowed(self, row) -> str:
-        return format_quantity(row.resource, row.borrowed)
-
-    def get_lent(self, row) -> str:
-        return format_quantity(row.resource, row.lent)
-
-    def get_free(self, row) -> str | None:
-        return self._quantity(row, row.free)
-
-    def get_blocks(self, row) -> bool:
-        return self.context["waiting"].blocks(row)
-
-
-class HeadOut(serializers.Serializer):
-    id = serializers.IntegerField(source="job_id", allow_null=True)
-    reason = serializers.ChoiceField(waiting.REASONS)
-    summary = serializers.CharField()
-
-
-class WaitingOut(HeadOut):
-    """Why a job waits (jobs.reads.waiting): the same sentence and table as its page."""
-
-    id = None  # type: ignore[assignment]  # DRF drops an inherited field set to None
-    ahead = serializers.IntegerField(help_text="jobs ahead of it in its queue")
-    head = HeadOut(allow_null=True, help_text="behind: the first job of its queue, and why")
-    leaving = serializers.ListField(
-        child=serializers.IntegerField(), help_text="the jobs leaving the cluster it waits for"
-    )
-    next_attempt_at = serializers.DateTimeField(allow_null=True)
-    start_deadline = serializers.DateTimeField(
-        allow_null=True, help_text="starting: when the start timeout takes it out of the cluster"
-    )
-    path = serializers.SerializerMethodField()
-
-    @extend_schema_field(StandingOut(many=True))
-    def get_path(self, told) -> list[dict]:
-        # many=True makes a ListSerializer, whose data is a list (the stub cannot tell).
-        return StandingOut(told.path, many=True, context={"waiting": told}).data  # type: ignore[return-value]
-
-
-class JobDetailOut(JobOut):
-    class Meta:
-        ref_name = "JobDetail"
-
-    waiting = WaitingOut(
-        read_only=True, allow_null=True, help_text="why it is not running yet; null otherwise"
-    )
-    estimated_start_at = serializers.DateTimeField(
-        read_only=True,
-        allow_null=True,
-        help_text="pending: about when it starts; null when there is no estimate",
-    )
-    estimate_basis = serializers.CharField(
-        read_only=True,
-        allow_null=True,
-        help_text='how the estimate was reached: "about 12 min: 3 jobs ahead, 2 running jobs '
-        'expected to end by 14:20"; null unless pending',
-    )
 
 
 class JobDetailView(APIView):
@@ -555,20 +448,6 @@ class QueueDetailView(APIView):
             "limit": limit,
         }
         return Response(QueueDetailOut(queue, context=context).data)
-
-
-class JobLogOut(serializers.Serializer):
-    """The end of a job's log: its main pod's (a Ray job's head, a PyTorch job's master)."""
-
-    pod = serializers.CharField(help_text="the pod whose log this is")
-    lines = serializers.ListField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
-        help_text="its lines, oldest first, without their line ends",
-    )
-    truncated = serializers.BooleanField(
-        help_text="not the whole log: earlier lines were left out (tail_lines), or the log "
-        "was cut at the server's byte limit (its last line may then be cut short)"
-    )
 
 
 class JobLogView(APIView):

@@ -13,10 +13,13 @@ from django.utils import timezone
 
 from jobs.document.fields import flat
 from jobs.document.forms import SubmitForm
-from jobs.document.schema import BackoffOut, EventOut, JobBatchOut, JobIn, JobOut, batch_out
+from jobs.document.schema import JobIn
 from jobs.document.validation import PRIORITY_RANGE
 from jobs.engine.admission.cycle import admission_cycle
 from jobs.models import Job
+from jobs.web.answers.events import EventOut
+from jobs.web.answers.jobs import JobBatchOut, JobOut, batch_out
+from jobs.web.answers.queues import BackoffOut
 
 from ..support.jobs import PYTORCH_JOB, RAY_JOB
 from ..support.pages import RAY_FORM, login
