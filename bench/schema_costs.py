@@ -39,18 +39,11 @@ def main(argv: list[str]) -> int:
     draft = bound(JobIn).check(body)
     node = QuotaNode(path=draft.queue, min={}, max={}, namespaces=["bench"])
     job = Job(
+        **draft.columns,
         pk=1,
-        name=draft.name,
-        kind=draft.kind,
-        runtime=draft.runtime,
         queue=Queue(name=draft.queue.replace("/", "-"), node=node),
         owner=User(username="bench"),
         namespace="bench",
-        image=draft.image,
-        entrypoint=draft.entrypoint,
-        head=draft.head,
-        workers=draft.workers,
-        request=draft.request,
         state="queued",
         enqueued_at=datetime.now(UTC),
     )

@@ -170,24 +170,10 @@ def _job_for(
     if nowhere is not None:
         raise JobInvalid({nowhere.field: f"can never run: {nowhere.reason}"})
     return Job(
-        name=draft.name,
-        kind=draft.kind,
-        runtime=draft.runtime,
+        **draft.columns,
         queue=queue,
         namespace=(queue.node.namespaces or [queue.name])[0],
         owner=user,
-        image=draft.image,
-        entrypoint=draft.entrypoint,
-        command=draft.command,
-        script=draft.script,
-        script_filename=draft.script_filename,
-        head=draft.head,
-        workers=draft.workers,
-        request=draft.request,
-        priority=draft.priority,
-        run_seconds=draft.run_seconds,
-        pip=draft.pip,
-        env=draft.env,
         state=State.QUEUED,
         enqueued_at=now,
     )

@@ -1,4 +1,4 @@
-"""The fields the job document is declared with (``jobs.document.schema``), and how they read.
+"""The fields the job document is declared with (``jobs.document.shape``), and how they read.
 
 Each field is one of DRF's types, so the OpenAPI schema shows a string, an integer, a
 list, with its limits; each checks in its own ``run_validation`` and refuses with the
@@ -34,6 +34,7 @@ from jobs.document.validation import (
     MAX_ENV,
     MAX_INTEGER_DIGITS,
     MAX_PIP,
+    PRIORITY_RANGE,
     JobInvalid,
 )
 from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
@@ -201,6 +202,12 @@ class Integer(serializers.IntegerField):
         if not low <= data <= high:
             raise ValidationError(f"must be between {low} and {high}, got {data}")
         return data
+
+
+def priority_field(**kwargs) -> Integer:
+    """A job's priority as every input reads it (the submitted document, a change of
+    priority on a page or in the API, a bulk action): an integer within PRIORITY_RANGE."""
+    return Integer(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], **kwargs)
 
 
 class Number(serializers.FloatField):

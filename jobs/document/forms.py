@@ -1,8 +1,9 @@
 """The submit page's form, built on the job document that ``jobs.document.schema.JobIn`` declares.
 
 Each input stands for one path of the document (``head_cpu`` is ``head.resources.cpu``,
-``worker1_replicas`` is ``workers[1].replicas``), takes its label, help and limits from
-the declared field where the form says nothing else, and shows the errors the API gives
+``worker1_replicas`` is ``workers[1].replicas``); the inputs of the document's plain fields
+are those its rows declare (``jobs.document.shape``). An input takes its help and limits
+from the declared field where the form says nothing else, and shows the errors the API gives
 for that path, word for word. A form holds any number of worker groups: "Add a worker
 group" posts the form back with one more (no script needed). The form's values become an
 API body (``SubmitForm.document``) that ``JobIn`` checks like any other.
@@ -11,15 +12,16 @@ API body (``SubmitForm.document``) that ``JobIn`` checks like any other.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rest_framework import serializers
 
 from jobs.document.fields import path
-from jobs.document.schema import JobIn, WorkerGroupIn, bound
-from jobs.models import Job, kind_shape
+from jobs.document.pods import WorkerGroupIn
+from jobs.document.schema import JobIn, bound
+from jobs.document.shape import FIELDS, NUMBER, FormInput, NoInput
+from jobs.models import kind_shape
 
 GPU = "nvidia.com/gpu"
 # The resources the form asks for, per pod: (resource, input suffix, label, placeholder).
@@ -29,7 +31,13 @@ RESOURCES = (
     (GPU, "gpu", "GPU", "0"),
 )
 MAX_GROUPS = 8  # worker groups one form offers; the API takes more
-_INTEGER = re.compile(r"^[+-]?\d{1,18}$")  # longer goes on as text, for JobIn to refuse
+# The fields the form has an input for, in the order it shows them, and those it has none
+# for (jobs.document.shape).
+ASKED = sorted(
+    ((f, f.form) for f in FIELDS if isinstance(f.form, FormInput)), key=lambda a: a[1].at_end
+)
+NOT_ASKED = [(f, f.form) for f in FIELDS if isinstance(f.form, NoInput)]
+_ERRORS_ON = {declared.name: form.errors_on for declared, form in NOT_ASKED}
 ADD_GROUP = "add-group"
 REMOVE_GROUP = "remove-group"
 
@@ -48,6 +56,7 @@ class Input:
     minimum: int | float | None = None
     maximum: int | float | None = None
     wide: bool = False  # a line of its own
+    strip: bool = True  # surrounding spaces are dropped, unless the field keeps them
 
 
 @dataclass
@@ -71,6 +80,7 @@ def _declared(reader: serializers.Field, name: str, label: str, **kwargs) -> Inp
     kwargs.setdefault("help", reader.help_text or "")
     for limit, attribute in (("minimum", "min_value"), ("maximum", "max_value")):
         kwargs.setdefault(limit, getattr(reader, attribute, None))
+    kwargs.setdefault("strip", getattr(reader, "strip", True))
     return Input(name=name, path=name, label=label, **kwargs)
 
 
@@ -86,7 +96,7 @@ class SubmitForm:
         self.inputs = {i.name: i for section in self.sections for i in section.inputs}
         for name, item in self.inputs.items():
             raw = data.get(name, "") if data else item.value  # a POST says every value
-            item.value = raw if name == "script" else raw.strip()
+            item.value = raw.strip() if item.strip else raw
         self.top_errors: list[str] = []
         self.group_of: list[int] = []  # the form's group of each worker group in the document
 
@@ -99,45 +109,26 @@ class SubmitForm:
         return min(max(count, 1), MAX_GROUPS)
 
     def _sections(self, queues, runtimes) -> list[Section]:
-        f = self.fields
-        job = Section(
-            "Job",
-            "",
-            [
-                _declared(f["queue"], "queue", "Queue", type="select", choices=queues, help=""),
+        offered = {"queue": queues, "runtime": runtimes}  # this user's, this cluster's
+        asked: dict[str, list[Input]] = {"Job": [], "Scheduling": []}
+        for declared, form in ASKED:
+            choices = offered.get(declared.name, ()) if form.choices is None else form.choices
+            if form.blank:
+                choices = [("", form.blank), *choices]
+            asked[form.section].append(
                 _declared(
-                    f["kind"], "kind", "Kind", type="select", choices=Job.Kind.choices,
-                    value=Job.Kind.RAY,
-                ),
-                _declared(
-                    f["runtime"], "runtime", "Runs on", type="select",
-                    choices=[("", "the cluster's default for the kind"), *runtimes], help="",
-                ),
-                _declared(f["name"], "name", "Name", placeholder="rayjob-video"),
-                _declared(f["image"], "image", "Image", placeholder="rayproject/ray:2.36.1"),
-                _declared(
-                    f["entrypoint"], "entrypoint", "Entrypoint (Ray)", help="", wide=True,
-                    placeholder="python /home/ray/samples/sample_code.py",
-                ),
-                _declared(
-                    f["command"], "command", "Command (PyTorch, shell-style)", help="", wide=True,
-                    placeholder="torchrun --nproc-per-node 1 train.py",
-                ),
-                _declared(
-                    f["pip"], "pip", "Pip packages (Ray on KubeRay, space-separated)", help="",
-                    wide=True, placeholder="torch==2.4.0 pandas",
-                ),
-                _declared(
-                    f["env"], "env", "Environment variables (one NAME=value a line)",
-                    type="textarea", help="", wide=True,
-                ),
-                _declared(
-                    f["script"], "script",
-                    "Script (optional, mounted as main.py in the head/master pod)",
-                    type="textarea", help="", wide=True,
-                ),
-            ],
-        )  # fmt: skip
+                    self.fields[declared.name],
+                    declared.name,
+                    form.label,
+                    type=form.type,
+                    placeholder=form.placeholder,
+                    choices=choices if form.type == "select" else (),
+                    value=form.value,
+                    wide=form.wide,
+                    **({} if form.help is None else {"help": form.help}),
+                )
+            )
+        job = Section("Job", "", asked["Job"])
         head = Section(
             "Head (Ray) / master (PyTorch): one pod",
             "head",
@@ -153,19 +144,7 @@ class SubmitForm:
             ],
         )
         groups = [self._group_section(index) for index in range(self.groups)]
-        scheduling = Section(
-            "Scheduling",
-            "",
-            [
-                _declared(f["priority"], "priority", "Priority", type="number", value="0"),
-                _declared(
-                    f["run_seconds"], "run_seconds", "Expected run time (seconds)",
-                    type="number", placeholder="e.g. 600",
-                    help="if you know it: start estimates use it, and the simulated cluster "
-                    "runs the job this long (60 s if blank)",
-                ),
-            ],
-        )  # fmt: skip
+        scheduling = Section("Scheduling", "", asked["Scheduling"])
         return [job, head, *groups, scheduling]
 
     def _group_section(self, index: int) -> Section:
@@ -208,24 +187,16 @@ class SubmitForm:
     def document(self) -> dict:
         """The form's values as an API body (see RAY_JOB / PYTORCH_JOB in the tests)."""
         values = {name: item.value for name, item in self.inputs.items()}
-        kind = values["kind"]
-        document: dict = {
-            "queue": values["queue"],
-            "kind": kind,
-            "name": values["name"],
-            "image": values["image"],
-        }
-        if values["runtime"]:
-            document["runtime"] = values["runtime"]
-        # Each kind takes its own command field; the other one is passed on only when
-        # filled, so that JobIn says why it does not belong.
-        shape = kind_shape(kind)
-        document[shape.launch] = values[shape.launch]
-        for other in shape.others():
-            if values[other.launch]:
-                document[other.launch] = values[other.launch]
-        if values["script"].strip():
-            document["script"] = values["script"]
+        shape = kind_shape(values["kind"])
+        document: dict = {}
+        for declared, form in ASKED:
+            value = values[declared.name]
+            # What the API requires is sent as it is, so that JobIn names what is missing,
+            # and so is the kind's own command field; the other kind's is passed on only
+            # when filled, so that JobIn says why it does not belong.
+            own = declared.of_kind and getattr(shape, declared.of_kind) == declared.name
+            if own or self.fields[declared.name].required or value.strip():
+                document[declared.name] = form.codec.from_form(value)
         document[shape.head] = {"resources": self._resources(values, "head")}
         workers = []
         self.group_of = []
@@ -236,18 +207,6 @@ class SubmitForm:
                 self.group_of.append(index)
         if workers:
             document["workers"] = workers
-        for key in ("priority", "run_seconds"):
-            if values[key]:
-                document[key] = _number(values[key])
-        if values["pip"].strip():
-            document["pip"] = values["pip"].split()
-        env = {}
-        for line in values["env"].splitlines():
-            if line.strip():
-                name, equals, value = line.strip().partition("=")
-                env[name.strip()] = value if equals else None
-        if env:
-            document["env"] = env
         return document
 
     @staticmethod
@@ -265,13 +224,13 @@ class SubmitForm:
         if not (resources or name or maximum):
             return None
         group: dict = {
-            "replicas": _number(values[f"{prefix}_replicas"] or "1"),
+            "replicas": NUMBER.from_form(values[f"{prefix}_replicas"] or "1"),
             "resources": resources,
         }
         if name:
             group["name"] = name
         if maximum:
-            group["max_replicas"] = _number(maximum)
+            group["max_replicas"] = NUMBER.from_form(maximum)
         return group
 
     # Errors
@@ -287,11 +246,11 @@ class SubmitForm:
             where = self._form_path(key)
             item = by_path.get(where)
             prefix = re.split(r"[.\[]", where)[0]
-            if item is None and where == "script_filename":
-                item = self.inputs["script"]
-            if item is None and prefix in ("pip", "env") and where != prefix:
+            if item is None and where in _ERRORS_ON:  # a field without an input
+                item = self.inputs[_ERRORS_ON[where]]
+            if item is None and prefix in by_path and where != prefix:
                 # pip[2] and env.NAME: on the input, saying which
-                item = self.inputs[prefix]
+                item = by_path[prefix]
                 reasons = [f"{where[len(prefix) :].lstrip('.')}: {reason}" for reason in reasons]
             if item is not None:
                 item.errors.extend(reasons)
@@ -332,24 +291,14 @@ class SubmitForm:
 def form_data(document: Mapping) -> tuple[dict[str, str], list[str]]:
     """The form's values for a job document (``schema.job_document``): the inverse of
     ``SubmitForm.document``. Also what the form cannot hold (a resource it has no input
-    for, more than MAX_GROUPS worker groups, a script's own file name), for the page to say
-    so: the API takes those."""
+    for, more than MAX_GROUPS worker groups, a field it has no input for, such as a script's
+    own file name), for the page to say so: the API takes those."""
     kind = document["kind"]
     head = document.get(kind_shape(kind).head) or {}
-    data = {
-        "queue": document["queue"],
-        "kind": kind,
-        "runtime": document.get("runtime", ""),
-        "name": document["name"],
-        "image": document["image"],
-        "entrypoint": document.get("entrypoint", ""),
-        "command": shlex.join(document.get("command") or []),
-        "script": document.get("script", ""),
-        "pip": " ".join(document.get("pip") or []),
-        "env": "\n".join(f"{k}={v}" for k, v in (document.get("env") or {}).items()),
-        "priority": str(document.get("priority", "")),
-        "run_seconds": _plain(document.get("run_seconds", "")),
-    }
+    data = {}
+    for declared, form in ASKED:
+        value = document.get(declared.name)
+        data[declared.name] = "" if value is None else form.codec.to_form(value)
     left_out = _fill_resources(data, "head", head.get("resources") or {}, "head")
     workers = document.get("workers") or []
     for index, group in enumerate(workers[:MAX_GROUPS]):
@@ -362,8 +311,11 @@ def form_data(document: Mapping) -> tuple[dict[str, str], list[str]]:
     data["groups"] = str(max(min(len(workers), MAX_GROUPS), 1))
     if len(workers) > MAX_GROUPS:
         left_out.append(f"worker groups after the first {MAX_GROUPS}")
-    if document.get("script_filename", "main.py") != "main.py":
-        left_out.append(f"the script's file name {document['script_filename']!r}")
+    fields = bound(JobIn).fields
+    for declared, missing in NOT_ASKED:
+        value = document.get(declared.name)
+        if value is not None and value != fields[declared.name].run_validation(None):
+            left_out.append(f"{missing.words} {value!r}")  # not what the API reads without it
     return data, left_out
 
 
@@ -374,17 +326,5 @@ def _fill_resources(data: dict, prefix: str, resources: Mapping, where: str) -> 
     return [f"{where}: {resource}" for resource in resources if resource not in offered]
 
 
-def _plain(number: object) -> str:
-    """600.0 -> "600", 2.5 -> "2.5"."""
-    if isinstance(number, float) and number.is_integer():
-        return str(int(number))
-    return str(number)
-
-
 def _within(key: str, prefix: str) -> bool:
     return key == prefix or key.startswith((f"{prefix}.", f"{prefix}["))
-
-
-def _number(value: str) -> int | str:
-    """Digits become an int (as in a JSON body); anything else goes on for JobIn to name."""
-    return int(value) if _INTEGER.match(value) else value.strip()

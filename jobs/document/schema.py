@@ -13,44 +13,32 @@ tree, the nodes) are the services'.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
-from django.core.validators import RegexValidator
 from rest_framework import serializers
 from rest_framework.fields import empty
 
 from jobs.cluster.spec import AUTOSCALER_RESOURCES
 from jobs.document.fields import (
     INVALID,
-    RESOURCES_EXAMPLE,
-    Choice,
-    Command,
-    Env,
-    ImageReference,
-    Integer,
-    Number,
-    Pip,
-    PodResources,
     Reader,
-    Text,
     path,
     plain_writer,
+    priority_field,
     read_field,
     refuse,
     unknown_fields,
 )
+from jobs.document.pods import WorkerGroupIn
+from jobs.document.shape import FIELDS, PLAIN
 from jobs.document.validation import (
-    MAX_REPLICAS,
-    MAX_RUN_SECONDS,
-    MAX_SCRIPT_BYTES,
-    MIN_RUN_SECONDS,
+    DNS_LABEL,
+    FILE_NAME,
     NAME_MAX,
-    PRIORITY_RANGE,
     RUNTIMES,
     autoscales,
     pod_count,
@@ -65,146 +53,48 @@ from kube.quantity import (
     parse_resources,
 )
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-GROUP_NAME_MAX = 30
-
-
-# The job document
-
-
-def priority_field(**kwargs) -> Integer:
-    """A job's priority as every input reads it (the submitted document, a change of
-    priority on a page or in the API, a bulk action): an integer within PRIORITY_RANGE."""
-    return Integer(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], **kwargs)
-
-
-class PodIn(Reader):
-    """The head of a Ray job or the master of a PyTorch job: one pod."""
-
-    class Meta:
-        ref_name = "Pod"
-
-    resources = PodResources()
-
-    def read(self, data, errors, key=""):
-        if not isinstance(data, Mapping):
-            refuse(errors, key or "body", f'is required: {{"resources": {RESOURCES_EXAMPLE}}}')
-            return INVALID
-        unknown_fields(data, self.fields, key, errors, first_only=True)
-        return read_field(self.fields["resources"], data.get("resources"), errors, key, "resources")
-
-
-class WorkerGroupIn(Reader):
-    """One entry of ``workers``: a set of identical pods."""
-
-    class Meta:
-        ref_name = "WorkerGroup"
-
-    name = serializers.CharField(
-        required=False,
-        max_length=GROUP_NAME_MAX,
-        help_text="a DNS-1123 label; default group-<i> (Ray), worker (PyTorch)",
-    )
-    replicas = Integer(default=1, min_value=0, max_value=MAX_REPLICAS, strings=False, nulls=False)
-    max_replicas = serializers.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=MAX_REPLICAS,
-        help_text="Ray on kuberay only: the group autoscales (KubeRay's autoscaler) between "
-        "replicas and max_replicas pods. Quota counts its replicas, the pods it starts "
-        "with, and the autoscaler beside the head (500m CPU, 512Mi); the cluster places the "
-        "pods it adds as it has room. Absent: a fixed number of pods. "
-        "Returned only when given.",
-    )
-    resources = PodResources()
-
-    def read(self, data, errors, key="", *, index: int = 0, kind: str = "", runtime: str = ""):
-        """The group as a job holds it (``{"name", "replicas", "resources"}`` and
-        ``max_replicas`` when given) and its pods' Resources; INVALID when it is not an
-        object. A default name follows the kind, and autoscaling the runtime."""
-        if not isinstance(data, Mapping):
-            refuse(errors, key or "body", "must be an object with name, replicas and resources")
-            return INVALID
-        unknown_fields(data, self.fields, key, errors, first_only=True)
-        name = data.get("name") or ("worker" if kind == Job.Kind.PYTORCH else f"group-{index}")
-        if not isinstance(name, str) or not _DNS_LABEL.match(name) or len(name) > GROUP_NAME_MAX:
-            refuse(
-                errors,
-                path(key, "name"),
-                f"{name!r} must be a DNS-1123 label of at most {GROUP_NAME_MAX} characters",
-            )
-        replicas = read_field(
-            self.fields["replicas"], data.get("replicas", empty), errors, key, "replicas"
-        )
-        max_replicas = self._max_replicas(
-            data.get("max_replicas"),
-            None if replicas is INVALID else replicas,
-            path(key, "max_replicas"),
-            errors,
-            kind,
-            runtime,
-        )
-        resources = read_field(
-            self.fields["resources"], data.get("resources"), errors, key, "resources"
-        )
-        group = {
-            "name": name,
-            "replicas": 0 if replicas is INVALID else replicas,
-            "resources": {} if resources is INVALID else resources.given,
-        }
-        if max_replicas is not None:
-            group["max_replicas"] = max_replicas
-        return group, ({} if resources is INVALID else resources.units)
-
-    @staticmethod
-    def _max_replicas(value, replicas, key, errors, kind, runtime) -> int | None:
-        """A group's autoscaling maximum, or None (absent, or refused with its reason).
-        ``replicas`` is the group's minimum, None when it was refused itself."""
-        if value is None:
-            return None
-        if kind != Job.Kind.RAY or runtime != Job.Runtime.KUBERAY:
-            reason = "autoscaling needs Ray on KubeRay"
-            if runtime == Job.Runtime.VOLCANO:
-                reason += "; a Volcano Job has a fixed number of pods"
-            elif kind == Job.Kind.PYTORCH:
-                reason += "; a PyTorchJob has a fixed number of pods"
-            refuse(errors, key, reason)
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            refuse(errors, key, f"must be an integer, got {value!r}")
-            return None
-        low = 0 if replicas is None else replicas
-        if not low <= value <= MAX_REPLICAS:
-            least = "0" if replicas is None else f"replicas ({replicas})"
-            refuse(errors, key, f"must be between {least} and {MAX_REPLICAS}, got {value}")
-            return None
-        return value
-
 
 @dataclass
 class JobDraft:
-    """A checked job document, before it has a queue and an owner (``services.job_submit``)."""
+    """A checked job document, before it has a queue and an owner (``services.job_submit``):
+    the queue it names, and the job's columns as the document gives them
+    (``jobs.document.shape``), with its ``request``: ``Job(**draft.columns, ...)`` is the
+    job. The field a job of the other kind runs (a Ray job's ``command``) is left to the
+    model's default, empty."""
 
     queue: str
-    kind: str
-    runtime: str
-    name: str
-    image: str
-    head: dict
-    workers: list[dict]
-    # Every pod of the gang, summed: an autoscaling worker group counts at its replicas
-    # (KubeRay's minReplicas), as docs/architecture.md section 4 and kube-queue count it;
-    # ``pods`` counts the pods themselves.
-    request: ResourceList
-    entrypoint: str = ""
-    command: list[str] = field(default_factory=list)
-    script: str = ""
-    script_filename: str = "main.py"
-    priority: int = 0
-    run_seconds: float | None = None  # not given: the job declares no expected run time
-    pip: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
+    columns: dict[str, Any]
+
+    # What the services' rules read of it.
+
+    @property
+    def kind(self) -> str:
+        return self.columns["kind"]
+
+    @property
+    def runtime(self) -> str:
+        return self.columns["runtime"]
+
+    @property
+    def priority(self) -> int:
+        return self.columns["priority"]
+
+    @property
+    def head(self) -> dict:
+        return self.columns["head"]
+
+    @property
+    def workers(self) -> list[dict]:
+        return self.columns["workers"]
+
+    @property
+    def request(self) -> ResourceList:
+        return self.columns["request"]
+
+
+# The plain fields a job keeps in a column, by name (the draft keeps the queue's name apart:
+# the job's queue is looked up by it).
+_PLAIN_COLUMNS = tuple((f.name, f.column) for f in PLAIN if f.column is not None)
 
 
 class JobIn(Reader):
@@ -218,67 +108,16 @@ class JobIn(Reader):
     class Meta:
         ref_name = "JobSubmission"
 
-    queue = Text(required=True, help_text="leaf path (root/algorithm/video) or queue name")
-    kind = Choice(Job.Kind.choices, required=True)
-    runtime = Choice(
-        Job.Runtime.choices,
-        check=False,
-        help_text="default: the first runtime this cluster offers for the kind",
-    )
-    name = Text(
-        required=True,
-        max_length=NAME_MAX,
-        validators=[RegexValidator(_DNS_LABEL.pattern)],  # declared; read() checks it
-        help_text=f"lowercase letters, digits and '-', at most {NAME_MAX} characters",
-    )
-    image = ImageReference(
-        required=True, help_text="[registry[:port]/]path[:tag][@digest]: rayproject/ray:2.36.1"
-    )
-    entrypoint = Text(limit=10_000, help_text="Ray: the command to run")
-    command = Command(help_text="PyTorch: a list of arguments or one shell-style string")
-    script = Text(limit=MAX_SCRIPT_BYTES, strip=False, help_text="mounted as a ConfigMap")
-    script_filename = Text(
-        limit=100,
-        max_length=100,
-        default="main.py",
-        validators=[RegexValidator(_FILENAME.pattern)],  # declared; read() checks it
-    )
-    head = PodIn(required=False, help_text="Ray: the head pod")
-    master = PodIn(required=False, help_text="PyTorch: the master pod")
-    # many=True hands max_length to the ListSerializer; the stub's __init__ does not list it.
-    workers = WorkerGroupIn(  # type: ignore[call-arg]
-        many=True,
-        required=False,
-        max_length=settings.JOB_MAX_WORKER_GROUPS,
-        help_text=f"at most {settings.JOB_MAX_WORKER_GROUPS} groups (JOB_MAX_WORKER_GROUPS), "
-        f"and at most {settings.JOB_MAX_PODS} pods in all (JOB_MAX_PODS): the head or master "
-        "and every worker, an autoscaling group at its max_replicas",
-    )
-    priority = priority_field(
-        default=0, help_text="higher runs first; members submit at 0 or below"
-    )
-    run_seconds = Number(
-        default=None,
-        allow_null=True,
-        min_value=MIN_RUN_SECONDS,
-        max_value=MAX_RUN_SECONDS,
-        help_text="the expected run time in seconds, if known: estimates of when jobs start "
-        "use it (else the median of the queue's recent jobs), and the simulated cluster runs "
-        "the job this long (60 s when not given)",
-    )
-    pip = Pip(
-        help_text='Ray on kuberay: requirements for the runtime environment, ["torch==2.4.0"]'
-    )
-    env = Env(help_text='{"NAME": "value"}')
+    def get_fields(self) -> dict[str, serializers.Field]:
+        """The document's fields: the rows of ``jobs.document.shape.FIELDS``, in order."""
+        return {field.name: field.reader() for field in FIELDS}
 
     @cached_property
     def _plain_fields(self) -> dict[str, serializers.Field]:
-        """The fields read as they are. The kind's own (``entrypoint`` or ``command``,
-        ``head`` or ``master``) are read once the kind is known, and the other kind's
-        refused by name; ``workers`` is read group by group."""
-        kind_fields = {f for shape in KINDS.values() for f in (shape.head, shape.launch)}
-        kind_fields.add("workers")
-        return {name: f for name, f in self.fields.items() if name not in kind_fields}
+        """The fields read as they are (``shape.PLAIN``). The kind's own (``entrypoint``
+        or ``command``, ``head`` or ``master``) are read once the kind is known, and the
+        other kind's refused by name; ``workers`` is read group by group."""
+        return {field.name: self.fields[field.name] for field in PLAIN}
 
     def read(self, data, errors, key=""):
         if not isinstance(data, Mapping):
@@ -293,7 +132,7 @@ class JobIn(Reader):
         kind = values["kind"] if values["kind"] is not INVALID else ""
         self._runtime(kind, values, path(key, "runtime"), errors)
         name = values["name"]
-        if name and name is not INVALID and (not _DNS_LABEL.match(name) or len(name) > NAME_MAX):
+        if name and name is not INVALID and (not DNS_LABEL.match(name) or len(name) > NAME_MAX):
             refuse(
                 errors,
                 path(key, "name"),
@@ -301,11 +140,11 @@ class JobIn(Reader):
                 "(lowercase letters, digits and '-', starting and ending with a letter or digit)",
             )
         filename = values["script_filename"]
-        if filename is not INVALID and not _FILENAME.match(filename):
+        if filename is not INVALID and not FILE_NAME.match(filename):
             refuse(errors, path(key, "script_filename"), f"{filename!r} is not a plain file name")
         script = values["script"] if values["script"] is not INVALID else ""
 
-        entrypoint, command = "", []
+        launch = None
         shape = kind_shape(kind)
         if kind in KINDS:
             launch = read_field(
@@ -313,7 +152,6 @@ class JobIn(Reader):
             )
             if not launch and not script:
                 refuse(errors, path(key, shape.launch), "is required (or give a script to run)")
-            entrypoint, command = (launch, []) if shape.launch == "entrypoint" else ("", launch)
             for other in shape.others():
                 if data.get(other.launch):
                     refuse(
@@ -334,6 +172,9 @@ class JobIn(Reader):
         workers, request = self._workers(
             data.get("workers"), path(key, "workers"), errors, kind, runtime
         )
+        # Every pod of the gang, summed: an autoscaling worker group counts at its replicas
+        # (KubeRay's minReplicas), as docs/architecture.md section 4 and kube-queue count it;
+        # ``pods`` counts the pods themselves.
         if head is not INVALID:
             request = add(request, head.units)
         request = add(request, pods_request(workers))
@@ -353,24 +194,12 @@ class JobIn(Reader):
             )
         if errors:
             return INVALID
-        return JobDraft(
-            queue=values["queue"],
-            kind=kind,
-            runtime=runtime,
-            name=name,
-            image=values["image"],
-            head={"resources": head.given},
-            workers=workers,
-            request={name: units for name, units in request.items() if units},
-            entrypoint=entrypoint,
-            command=command,
-            script=script,
-            script_filename=filename,
-            priority=values["priority"],
-            run_seconds=values["run_seconds"],
-            pip=pip,
-            env=values["env"],
-        )
+        columns = {column: values[name] for name, column in _PLAIN_COLUMNS}
+        columns[shape.launch] = launch
+        columns["head"] = {"resources": head.given}
+        columns["workers"] = workers
+        columns["request"] = {resource: units for resource, units in request.items() if units}
+        return JobDraft(queue=values["queue"], columns=columns)
 
     @staticmethod
     def _runtime(kind: str, values: dict, key: str, errors: dict) -> None:
@@ -472,25 +301,14 @@ def job_document(job: Job) -> dict:
     """The submission a stored job was made from, as JobIn reads it: what "Submit a copy"
     fills the form with. ``job_parse(job_document(job))`` is the job again."""
     shape = kind_shape(job.kind)
-    document: dict = {
-        "queue": job.queue.node.path,
-        "kind": job.kind,
-        "runtime": job.runtime,
-        "name": job.name,
-        "image": job.image,
-        shape.head: job.head,
-        "workers": job.workers,
-        "priority": job.priority,
-    }
-    document[shape.launch] = getattr(job, shape.launch)
-    optional = {
-        "script": job.script,
-        "script_filename": job.script_filename if job.script else "",
-        "pip": job.pip,
-        "env": job.env,
-        "run_seconds": job.run_seconds,
-    }
-    return document | {name: value for name, value in optional.items() if value}
+    document: dict = {}
+    for field in FIELDS:
+        if field.of_kind and getattr(shape, field.of_kind) != field.name:
+            continue  # the other kind's
+        value = field.stored(job)
+        if value or not field.omit_empty:
+            document[field.name] = value
+    return document
 
 
 @cache

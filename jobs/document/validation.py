@@ -7,6 +7,7 @@ the reason.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from django.conf import settings
@@ -16,6 +17,9 @@ from jobs.models import KINDS, Job, kind_shape
 from kube.quantity import PODS, ResourceList, add, parse_resources
 
 NAME_MAX = 40  # leaves room for "-<id>" within Kubernetes' 63 characters
+# A job's name and a worker group's: a DNS-1123 label, as Kubernetes names its objects.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a script's, as its ConfigMap key
 MAX_REPLICAS = 1000
 MIN_RUN_SECONDS = 0.01
 MAX_RUN_SECONDS = 7 * 24 * 3600

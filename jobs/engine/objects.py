@@ -12,7 +12,8 @@ from django.conf import settings
 from jobs.cluster import ObjectRef
 from jobs.cluster.kinds import RESOURCES
 from jobs.cluster.manifests.common import object_name
-from jobs.cluster.spec import DEFAULT_RUN_SECONDS, JobSpec, PodGroup
+from jobs.cluster.spec import JobSpec, PodGroup
+from jobs.document.shape import spec_values
 from jobs.models import IN_CLUSTER, PENDING, Job, kind_shape
 from queues.selectors import queue_department
 
@@ -42,15 +43,13 @@ def head_group(kind: str) -> str:
 
 
 def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpec:
-    """The plain description of a job that manifests and backends take."""
+    """The plain description of a job that manifests and backends take: its document's
+    fields as ``jobs.document.shape`` says JobSpec takes them, its pods and its place."""
     return JobSpec(
+        **spec_values(job),
         id=job.pk,
-        name=job.name,
         object_name=object_name(job.name, job.pk),
         namespace=job.namespace,
-        kind=job.kind,
-        runtime=job.runtime,
-        image=job.image,
         head=PodGroup(
             name=head_group(job.kind),
             replicas=1,
@@ -64,15 +63,7 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
         queue_path=job.queue.node.path,
         department=department,
         owner=job.owner.username,
-        priority=job.priority,
         priority_class=job.queue.priority_class,
-        entrypoint=job.entrypoint,
-        command=tuple(job.command),
-        script=job.script,
-        script_filename=job.script_filename,
-        run_seconds=DEFAULT_RUN_SECONDS if job.run_seconds is None else job.run_seconds,
-        pip=tuple(job.pip),
-        env=dict(job.env),
         enqueued_at=job.enqueued_at,
         dequeued_at=job.dequeued_at,
         batch_scheduler="volcano" if "volcano" in settings.CLUSTER_RUNTIMES else "",

@@ -10,7 +10,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.document.fields import Nullable, Quantities, Time
-from jobs.document.schema import JobIn, PodIn, writer
+from jobs.document.pods import PodIn
+from jobs.document.schema import JobIn, writer
 from jobs.models import KINDS, Job, State
 from jobs.reads import waiting
 from kube.quantity import format_quantity
@@ -29,9 +30,8 @@ class JobOut(JobIn):
 
     id = serializers.IntegerField(read_only=True)
     state = serializers.ChoiceField(State.choices, read_only=True)
-    # What JobIn reads, JobOut answers as it is stored (None: not answered); DRF allows
-    # a subclass its own field, which the stubs take for an incompatible override.
-    queue = serializers.CharField(source="queue.name", read_only=True)  # type: ignore[assignment]
+    # What JobIn reads, JobOut answers as it is stored (but UNANSWERED).
+    queue = serializers.CharField(source="queue.name", read_only=True)
     queue_path = serializers.CharField(source="queue.node.path", read_only=True)
     namespace = serializers.CharField(read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
@@ -62,17 +62,23 @@ class JobOut(JobIn):
     )
     head = PodIn(required=False, help_text="Ray jobs")
     master = PodIn(source="head", required=False, help_text="PyTorch jobs")
-    entrypoint = serializers.CharField(required=False, help_text="Ray jobs")  # type: ignore[assignment]
-    command = serializers.ListField(  # type: ignore[assignment]
+    entrypoint = serializers.CharField(required=False, help_text="Ray jobs")
+    command = serializers.ListField(
         child=serializers.CharField(), required=False, help_text="PyTorch jobs"
     )
-    script = None  # type: ignore[assignment]
-    script_filename = None  # type: ignore[assignment]
+    UNANSWERED = ("script", "script_filename")
     # Each kind answers its own of these.
     _OTHER_KIND: dict[str, tuple[str, ...]] = {
         kind: tuple(f for other in shape.others() for f in (other.head, other.launch))
         for kind, shape in KINDS.items()
     }
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        """The document's fields (JobIn's) in their order, then Caldera's; a field declared
+        here answers in the place of the document's of the same name."""
+        submitted = super().get_fields()
+        own = serializers.Serializer.get_fields(self)  # the fields declared on the class
+        return {n: f for n, f in submitted.items() if n not in self.UNANSWERED} | own
 
     @extend_schema_field(Time())
     def get_next_attempt_at(self, job: Job) -> str | None:

@@ -1,0 +1,362 @@
+"""The job document's fields, declared once.
+
+``FIELDS`` lists every field of a job document, in the order the API documents them. A
+row says how the field is read (its reader, from ``jobs.document.fields``), which column
+of a ``Job`` keeps it, how ``job_document`` gives it back, how the submit page asks for
+it and turns its input into the document's value and back, and how the cluster's
+``JobSpec`` takes it. ``JobIn`` and so the API's job answers, a draft's columns and so the
+``Job`` it becomes, ``job_document``, the form's inputs with both mappings, and
+``job_spec`` are derived from these rows: a new field of a job is a row here, a column of
+the model with its migration, and its tests (tests/api/test_job_fields.py checks that
+every place takes every row).
+
+Two parts of the document are one kind's: a Ray job's ``head`` and ``entrypoint``, a
+PyTorch job's ``master`` and ``command`` (``of_kind`` names the part, ``jobs.models.KINDS``
+which field each kind has). The pods, ``head`` or ``master`` and ``workers``, are
+structured: ``JobIn`` reads them with ``jobs.document.pods``, the form has sections of its
+own for them, and ``job_spec`` makes their pod groups.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, NamedTuple
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from rest_framework import serializers
+
+from jobs.cluster.spec import DEFAULT_RUN_SECONDS
+from jobs.document.fields import (
+    Choice,
+    Command,
+    Env,
+    ImageReference,
+    Number,
+    Pip,
+    Text,
+    priority_field,
+)
+from jobs.document.pods import PodIn, WorkerGroupIn
+from jobs.document.validation import (
+    DNS_LABEL,
+    FILE_NAME,
+    MAX_RUN_SECONDS,
+    MAX_SCRIPT_BYTES,
+    MIN_RUN_SECONDS,
+    NAME_MAX,
+)
+from jobs.models import Job
+
+_INTEGER = re.compile(r"^[+-]?\d{1,18}$")  # longer goes on as text, for JobIn to refuse
+
+# How the form's text becomes the document's value and back
+
+
+class Codec(NamedTuple):
+    to_form: Callable[[Any], str]  # the document's value, as the input shows it
+    from_form: Callable[[str], Any]  # the input's text, as the document holds it
+
+
+def _as_typed(text: str) -> str:
+    return text
+
+
+def _number(text: str) -> int | str:
+    """Digits become an int (as in a JSON body); anything else goes on for JobIn to name."""
+    return int(text) if _INTEGER.match(text) else text.strip()
+
+
+def _plain(number: object) -> str:
+    """600.0 -> "600", 2.5 -> "2.5"."""
+    if isinstance(number, float) and number.is_integer():
+        return str(int(number))
+    return str(number)
+
+
+def _env_lines(env: Mapping[str, str]) -> str:
+    return "\n".join(f"{name}={value}" for name, value in env.items())
+
+
+def _env_read(text: str) -> dict[str, str | None]:
+    """One NAME=value a line; a line without "=" has no value, for JobIn to refuse."""
+    env: dict[str, str | None] = {}
+    for line in text.splitlines():
+        if line.strip():
+            name, equals, value = line.strip().partition("=")
+            env[name.strip()] = value if equals else None
+    return env
+
+
+TEXT = Codec(str, _as_typed)
+NUMBER = Codec(_plain, _number)
+SHELL = Codec(shlex.join, _as_typed)  # a shell-style line; JobIn splits it
+WORDS = Codec(" ".join, str.split)
+LINES = Codec(_env_lines, _env_read)
+
+
+@dataclass(frozen=True)
+class FormInput:
+    """How the submit page asks for a field. The input's help, bounds and whether it keeps
+    surrounding spaces come from the field's reader unless it says otherwise."""
+
+    label: str
+    section: str = "Job"  # the form's "Job" or "Scheduling"
+    type: str = "text"  # text, number, select, textarea
+    placeholder: str = ""
+    help: str | None = None  # None: the reader's help_text
+    wide: bool = False  # a line of its own
+    value: str = ""  # what an empty form shows
+    choices: Sequence[tuple[str, str]] | None = None  # a select's; None: the form is given them
+    blank: str = ""  # a select's choice of nothing, so named
+    codec: Codec = TEXT
+    at_end: bool = False  # below the other inputs of its section (a large text area)
+
+
+@dataclass(frozen=True)
+class NoInput:
+    """A field the form has no input for: its errors are shown on ``errors_on``'s input,
+    and a copied job whose value is not what the API reads without it is told that the
+    form leaves out ``words`` (the API takes it)."""
+
+    words: str
+    errors_on: str
+
+
+@dataclass(frozen=True)
+class JobField:
+    name: str  # in the document, and the Job's column unless ``column`` says another
+    reader: Callable[[], serializers.Field]  # a new one for each serializer that declares it
+    form: FormInput | NoInput | None = None  # None: a structured field, in a section of its own
+    # The Job's column that keeps it; None: none does (the draft keeps the queue's name).
+    column: str | None = ""
+    # What job_document gives back; None: the column.
+    document: Callable[[Job], object] | None = None
+    omit_empty: bool = False  # job_document leaves it out when empty
+    spec: Callable[[Any], Any] | None = None  # JobSpec's value of the column; None: not taken
+    of_kind: str = ""  # "head" or "launch": the KindShape part it is for one kind
+    structured: bool = False  # a pod or the worker groups: read and shown by their own code
+
+    def __post_init__(self) -> None:
+        if self.column == "":
+            object.__setattr__(self, "column", self.name)
+
+    def stored(self, job: Job) -> object:
+        """The field's value in ``job``, as the document gives it."""
+        if self.document is not None:
+            return self.document(job)
+        assert self.column is not None  # a field without a column says how it reads
+        return getattr(job, self.column)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _run_seconds(seconds: float | None) -> float:
+    return DEFAULT_RUN_SECONDS if seconds is None else seconds
+
+
+def _worker_groups() -> serializers.Field:
+    # many=True hands max_length to the ListSerializer; the stub's __init__ does not list it.
+    return WorkerGroupIn(  # type: ignore[call-arg]
+        many=True,
+        required=False,
+        max_length=settings.JOB_MAX_WORKER_GROUPS,
+        help_text=f"at most {settings.JOB_MAX_WORKER_GROUPS} groups (JOB_MAX_WORKER_GROUPS), "
+        f"and at most {settings.JOB_MAX_PODS} pods in all (JOB_MAX_PODS): the head or master "
+        "and every worker, an autoscaling group at its max_replicas",
+    )
+
+
+FIELDS: tuple[JobField, ...] = (
+    JobField(
+        "queue",
+        partial(Text, required=True, help_text="leaf path (root/algorithm/video) or queue name"),
+        FormInput("Queue", type="select", help=""),
+        column=None,
+        document=lambda job: job.queue.node.path,
+    ),
+    JobField(
+        "kind",
+        partial(Choice, Job.Kind.choices, required=True),
+        FormInput("Kind", type="select", choices=Job.Kind.choices, value=Job.Kind.RAY),
+        spec=_as_is,
+    ),
+    JobField(
+        "runtime",
+        partial(
+            Choice,
+            Job.Runtime.choices,
+            check=False,
+            help_text="default: the first runtime this cluster offers for the kind",
+        ),
+        FormInput("Runs on", type="select", blank="the cluster's default for the kind", help=""),
+        spec=_as_is,
+    ),
+    JobField(
+        "name",
+        partial(
+            Text,
+            required=True,
+            max_length=NAME_MAX,
+            validators=[RegexValidator(DNS_LABEL.pattern)],  # declared; JobIn.read checks it
+            help_text=f"lowercase letters, digits and '-', at most {NAME_MAX} characters",
+        ),
+        FormInput("Name", placeholder="rayjob-video"),
+        spec=_as_is,
+    ),
+    JobField(
+        "image",
+        partial(
+            ImageReference,
+            required=True,
+            help_text="[registry[:port]/]path[:tag][@digest]: rayproject/ray:2.36.1",
+        ),
+        FormInput("Image", placeholder="rayproject/ray:2.36.1"),
+        spec=_as_is,
+    ),
+    JobField(
+        "entrypoint",
+        partial(Text, limit=10_000, help_text="Ray: the command to run"),
+        FormInput(
+            "Entrypoint (Ray)",
+            help="",
+            wide=True,
+            placeholder="python /home/ray/samples/sample_code.py",
+        ),
+        spec=_as_is,
+        of_kind="launch",
+    ),
+    JobField(
+        "command",
+        partial(Command, help_text="PyTorch: a list of arguments or one shell-style string"),
+        FormInput(
+            "Command (PyTorch, shell-style)",
+            help="",
+            wide=True,
+            placeholder="torchrun --nproc-per-node 1 train.py",
+            codec=SHELL,
+        ),
+        spec=tuple,
+        of_kind="launch",
+    ),
+    JobField(
+        "script",
+        partial(Text, limit=MAX_SCRIPT_BYTES, strip=False, help_text="mounted as a ConfigMap"),
+        FormInput(
+            "Script (optional, mounted as main.py in the head/master pod)",
+            type="textarea",
+            help="",
+            wide=True,
+            at_end=True,
+        ),
+        omit_empty=True,
+        spec=_as_is,
+    ),
+    JobField(
+        "script_filename",
+        partial(
+            Text,
+            limit=100,
+            max_length=100,
+            default="main.py",
+            validators=[RegexValidator(FILE_NAME.pattern)],  # declared; JobIn.read checks it
+        ),
+        NoInput("the script's file name", errors_on="script"),
+        # Its file name goes with a script, and without one it names nothing.
+        document=lambda job: job.script_filename if job.script else "",
+        omit_empty=True,
+        spec=_as_is,
+    ),
+    JobField(
+        "head",
+        partial(PodIn, required=False, help_text="Ray: the head pod"),
+        of_kind="head",
+        structured=True,
+    ),
+    JobField(
+        "master",
+        partial(PodIn, required=False, help_text="PyTorch: the master pod"),
+        column="head",
+        of_kind="head",
+        structured=True,
+    ),
+    JobField("workers", _worker_groups, structured=True),
+    JobField(
+        "priority",
+        partial(
+            priority_field, default=0, help_text="higher runs first; members submit at 0 or below"
+        ),
+        FormInput("Priority", section="Scheduling", type="number", value="0", codec=NUMBER),
+        spec=_as_is,
+    ),
+    JobField(
+        "run_seconds",
+        partial(
+            Number,
+            default=None,
+            allow_null=True,
+            min_value=MIN_RUN_SECONDS,
+            max_value=MAX_RUN_SECONDS,
+            help_text="the expected run time in seconds, if known: estimates of when jobs "
+            "start use it (else the median of the queue's recent jobs), and the simulated "
+            "cluster runs the job this long (60 s when not given)",
+        ),
+        FormInput(
+            "Expected run time (seconds)",
+            section="Scheduling",
+            type="number",
+            placeholder="e.g. 600",
+            help="if you know it: start estimates use it, and the simulated cluster runs the "
+            "job this long (60 s if blank)",
+            codec=NUMBER,
+        ),
+        omit_empty=True,
+        spec=_run_seconds,
+    ),
+    JobField(
+        "pip",
+        partial(
+            Pip,
+            help_text='Ray on kuberay: requirements for the runtime environment, ["torch==2.4.0"]',
+        ),
+        FormInput(
+            "Pip packages (Ray on KubeRay, space-separated)",
+            help="",
+            wide=True,
+            placeholder="torch==2.4.0 pandas",
+            codec=WORDS,
+        ),
+        omit_empty=True,
+        spec=tuple,
+    ),
+    JobField(
+        "env",
+        partial(Env, help_text='{"NAME": "value"}'),
+        FormInput(
+            "Environment variables (one NAME=value a line)",
+            type="textarea",
+            help="",
+            wide=True,
+            codec=LINES,
+        ),
+        omit_empty=True,
+        spec=dict,
+    ),
+)
+
+# The fields read as they are, each by its reader alone (JobIn reads the rest by the
+# kind, or group by group), and the Job column each is kept in.
+PLAIN: tuple[JobField, ...] = tuple(f for f in FIELDS if not f.of_kind and not f.structured)
+# The fields JobSpec takes, by name, from their columns.
+_SPEC = tuple((f.name, f.column, f.spec) for f in FIELDS if f.spec is not None and f.column)
+
+
+def spec_values(job: Job) -> dict[str, Any]:
+    """What ``JobSpec`` takes of ``job``'s document, by the names it takes them under."""
+    return {name: take(getattr(job, column)) for name, column, take in _SPEC}
