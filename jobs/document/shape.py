@@ -129,6 +129,8 @@ class NoInput:
 
 @dataclass(frozen=True)
 class JobField:
+    """One field of a job document, and how each place that handles a job takes it."""
+
     name: str  # in the document, and the Job's column unless ``column`` says another
     reader: Callable[[], serializers.Field]  # a new one for each serializer that declares it
     form: FormInput | NoInput | None = None  # None: a structured field, in a section of its own
@@ -351,7 +353,7 @@ FIELDS: tuple[JobField, ...] = (
 )
 
 # The fields read as they are, each by its reader alone (JobIn reads the rest by the
-# kind, or group by group), and the Job column each is kept in.
+# kind, or group by group).
 PLAIN: tuple[JobField, ...] = tuple(f for f in FIELDS if not f.of_kind and not f.structured)
 # The fields JobSpec takes, by name, from their columns.
 _SPEC = tuple((f.name, f.column, f.spec) for f in FIELDS if f.spec is not None and f.column)
