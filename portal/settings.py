@@ -224,6 +224,14 @@ DATABASES = {
 # after this many seconds instead of holding its request for ever; the request then
 # answers 503. DATABASE_URL's own ?connect_timeout= wins.
 DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+# Parameters go to PostgreSQL apart from the statement, so that psycopg prepares a
+# statement a connection has run five times and PostgreSQL plans it once per connection
+# instead of at every request: the submit path's statements cost more to plan than to run
+# (docs/benchmarks.md). A PgBouncer in transaction pooling mode older than 1.21, or without
+# max_prepared_statements, cannot keep prepared statements: set it to 0 there.
+DATABASES["default"]["OPTIONS"]["server_side_binding"] = env_bool(
+    "DATABASE_SERVER_SIDE_BINDING", True
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

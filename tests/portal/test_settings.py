@@ -99,3 +99,28 @@ def test_publishing_the_quota_tree_adds_its_beat_entry():
     assert done.stdout.strip() == (
         "['admit', 'estimates', 'publish-quota', 'sync', 'usage-audit', 'usage-history']"
     )
+
+
+PRINT_BINDING = (
+    "from django.conf import settings;"
+    " print(settings.DATABASES['default']['OPTIONS']['server_side_binding'])"
+)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "True"), ("0", "False"), ("1", "True")])
+def test_server_side_binding_is_on_unless_a_pooler_asks_it_off(value, expected):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    env.pop("DATABASE_SERVER_SIDE_BINDING", None)
+    if value is not None:
+        env["DATABASE_SERVER_SIDE_BINDING"] = value
+    done = subprocess.run(
+        [sys.executable, "-c", PRINT_BINDING],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == expected
+
+
+def test_a_bad_binding_setting_stops_the_process_and_names_it():
+    done = load_settings(DATABASE_SERVER_SIDE_BINDING="sometimes")
+    assert done.returncode != 0
+    assert "DATABASE_SERVER_SIDE_BINDING must be a boolean" in done.stderr
