@@ -154,6 +154,7 @@ INSTALLED_APPS = [
     "portal",
     "queues",
     "jobs",
+    "access",
     "audit",
 ]
 
