@@ -23,6 +23,9 @@ class AuditEntry(models.Model):
         UPDATED = "updated", "updated"
         RETIRED = "retired", "retired"
         DELETED = "deleted", "deleted"
+        REVOKED = "revoked", "revoked"  # a credential, by its owner or staff
+        EXPIRED = "expired", "expired"  # a credential, at its expiry
+        USED = "used", "used from a new address"  # a credential, from an address it had not been
 
     class ObjectType(models.TextChoices):
         QUOTA_NODE = "quota node", "quota node"
@@ -30,6 +33,9 @@ class AuditEntry(models.Model):
         DEPARTMENT = "department", "department"
         MEMBERSHIP = "membership", "membership"
         PERSON = "person", "person"  # a user's admin rights, as a sign-in sets them
+        ACCESS_TOKEN = "access token", "access token"  # key: username/prefix
+        TRUST_POLICY = "trust policy", "trust policy"
+        SERVICE_IDENTITY = "service identity", "service identity"  # key: department/username
 
     class Source(models.TextChoices):
         """The channel a change came through; the actor says who used it."""
@@ -42,6 +48,7 @@ class AuditEntry(models.Model):
         )  # a whole tree pasted or uploaded on the admin's YAML page
         COMMAND = "command", "command"  # manage.py (import_tree, demo) and code without a person
         SIGN_IN = "sign-in", "sign-in"  # the identity provider's groups, at the person's sign-in
+        PAGE = "page", "page"  # the portal's own pages (a person's or a department's)
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

@@ -30,8 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rest_framework.authtoken.models import Token
-
+from access.services import full_token
 from portal.embedded import free_port, redis_pings, redis_server_program
 
 from .kueue import Scenario, job_body
@@ -67,7 +66,7 @@ def private_redis(directory: Path) -> Iterator[tuple[subprocess.Popen, int]]:
 
 
 def measure(scenario: Scenario, *, user, env: dict, port: int, seconds: float) -> dict:
-    token, _ = Token.objects.get_or_create(user=user)
+    token = full_token(user, name="bench")
     bodies = [json.dumps(job_body(w)) for w in scenario.workloads[:2000]]
     probe_port = free_port()
     result: dict = {"submit": [], "livez_under_load": [], "probes": []}
@@ -89,7 +88,7 @@ def measure(scenario: Scenario, *, user, env: dict, port: int, seconds: float) -
                         sampled = _sample_livez(port, probe_port, enabled=clients == max(CLIENTS))
                         with sampled as samples:
                             figures = _submit(
-                                url + "/api/v1/jobs/", token.key, clients, seconds, bodies_file
+                                url + "/api/v1/jobs/", token, clients, seconds, bodies_file
                             )
                         result["submit"].append({"broker": state, **figures})
                         print(f"bench: broker {state} submit {json.dumps(figures)}", flush=True)

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rest_framework.authtoken.models import Token
+from access.services import full_token
 
 from .kueue import Scenario, job_body
 from .services import REPO
@@ -32,7 +32,7 @@ WARMUP_SECONDS = 2.0
 
 def measure(scenario: Scenario, *, user, base_url: str, env: dict, seconds: float) -> dict:
     """Both kinds of client at once for ``seconds`` (after a warm-up); returns the figures."""
-    token, _ = Token.objects.get_or_create(user=user)
+    token = full_token(user, name="bench")
     bodies = [json.dumps(job_body(w)) for w in scenario.workloads[:2000]]
     paths = [f"/api/v1/queues/{spec.path.replace('/', '-')}/" for spec in scenario.queues]
     with tempfile.TemporaryDirectory() as scratch:
@@ -40,10 +40,10 @@ def measure(scenario: Scenario, *, user, base_url: str, env: dict, seconds: floa
         bodies_file.write_text(json.dumps(bodies))
         paths_file.write_text(json.dumps(paths))
         loads = [
-            _start_load(base_url, token.key, READERS, seconds, ["--paths", str(paths_file)], env),
+            _start_load(base_url, token, READERS, seconds, ["--paths", str(paths_file)], env),
             _start_load(
                 base_url + "/api/v1/jobs/",
-                token.key,
+                token,
                 SUBMITTERS,
                 seconds,
                 ["--bodies", str(bodies_file)],

@@ -65,8 +65,8 @@ def _job(queue: str, index: int) -> dict:
 def measure(*, base_url: str, env: dict, seconds: float) -> dict:
     """Fill the deep queue step by step and read at each depth; returns the figures."""
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
+    from access.services import full_token
     from jobs.models import Job
     from jobs.services import BATCH_MAX, job_submit_batch
     from queues.services import tree_apply
@@ -76,7 +76,7 @@ def measure(*, base_url: str, env: dict, seconds: float) -> dict:
     user = users.filter(username="reader").first() or users.create_superuser(
         "reader", "reader@example.com", "reader-password"
     )
-    token, _ = Token.objects.get_or_create(user=user)
+    token = full_token(user, name="bench")
     cookie = _session_cookie(user)
     others = [
         f"root/dept-{d}/queue-{q}"
@@ -106,7 +106,7 @@ def measure(*, base_url: str, env: dict, seconds: float) -> dict:
             **_job_list_targets(cookie),
         }
         for label, (paths, session) in targets.items():
-            figures = _read(base_url, token.key, paths, session, seconds, env)
+            figures = _read(base_url, token, paths, session, seconds, env)
             figures |= {"read": label, "pending": depth}
             print(f"bench: reads {json.dumps(figures)}", flush=True)
             results.append(figures)

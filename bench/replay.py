@@ -164,16 +164,17 @@ def _api_batch_submitter(user, base_url: str):
 def _api_poster(user):
     """POST JSON with the user's token, one HTTP session per submitting thread."""
     import requests
-    from rest_framework.authtoken.models import Token
 
-    token, _ = Token.objects.get_or_create(user=user)
+    from access.services import full_token
+
+    token = full_token(user, name="bench")
     local = threading.local()
 
     def post(url: str, body: dict) -> None:
         session = getattr(local, "session", None)
         if session is None:
             session = local.session = requests.Session()
-            session.headers["Authorization"] = f"Token {token.key}"
+            session.headers["Authorization"] = f"Token {token}"
         response = session.post(url, json=body, timeout=60)
         response.raise_for_status()
 

@@ -28,9 +28,9 @@ PGBENCH_CLIENTS = 8
 
 def measure(scenario: Scenario, *, user, base_url: str, env: dict, seconds: float) -> dict:
     """Every endpoint at every client count, then pgbench; returns the figures."""
-    from rest_framework.authtoken.models import Token
+    from access.services import full_token
 
-    token, _ = Token.objects.get_or_create(user=user)
+    token = full_token(user, name="bench")
     bodies = [json.dumps(job_body(w)) for w in scenario.workloads[:2000]]
     batches = [
         json.dumps({"jobs": [json.loads(b) for b in bodies[i : i + BATCH_SIZE]]})
@@ -46,7 +46,7 @@ def measure(scenario: Scenario, *, user, base_url: str, env: dict, seconds: floa
             path.write_text(json.dumps(payloads))
             url = base_url + ("/api/v1/jobs/" if endpoint == "single" else "/api/v1/jobs/batch/")
             for clients in CLIENTS:
-                figures = _load(url, token.key, clients, seconds, path, items, env)
+                figures = _load(url, token, clients, seconds, path, items, env)
                 print(f"bench: throughput {endpoint} {json.dumps(figures)}", flush=True)
                 results[endpoint].append(figures)
     results["pgbench"] = pgbench_inserts(env, seconds=seconds)

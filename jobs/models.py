@@ -11,6 +11,7 @@ from django.contrib.postgres.indexes import BrinIndex, GinIndex
 from django.db import connection, models
 from django.db.models import Q
 
+from access.models import AccessToken
 from queues.models import Queue
 
 
@@ -105,6 +106,12 @@ class Job(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs", db_index=False
     )
+    # The access token it was submitted with (None: from the pages). No index: tokens are
+    # revoked, never deleted, while they have jobs.
+    token = models.ForeignKey(
+        AccessToken, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs",
+        db_index=False,
+    )  # fmt: skip
     image = models.CharField(max_length=500)
     entrypoint = models.TextField(blank=True)
     command = models.JSONField(default=list, blank=True)

@@ -20,6 +20,7 @@ from queues import selectors as queue_selectors
 from queues.models import Queue
 from queues.placement import unplaceable
 from queues.quota import exceeds_max
+from queues.scope import Right, scope_of
 
 
 class JobPermissionDenied(Exception):
@@ -145,9 +146,19 @@ def _submit_target(user, name: str, found: tuple | None, roles: dict | None = No
     """
     queue, path_nodes = found if found else (None, {})
     role = queue_selectors.queue_role(user, queue, roles) if queue else None
-    if queue is None or role is None or not queue.active:
+    if queue is not None and role in (None, queue_selectors.READER):
+        scope_refusal = queue_selectors.scope_refusal(user, queue, Right.SUBMIT)
+        if scope_refusal is not None:
+            raise JobPermissionDenied(scope_refusal)
+    if queue is None or role in (None, queue_selectors.READER) or not queue.active:
         raise JobInvalid({"queue": f"{name!r} is not a queue you can submit to"})
     return queue, path_nodes, role
+
+
+def _refused(user, queue: Queue, needed: str, otherwise: str) -> JobPermissionDenied:
+    """The refusal of an action that needs ``needed``: what the request's token lacks, when
+    its scope and not the person is the reason, ``otherwise`` when not."""
+    return JobPermissionDenied(queue_selectors.scope_refusal(user, queue, needed) or otherwise)
 
 
 def _job_for(
@@ -157,9 +168,9 @@ def _job_for(
     ``nodes`` are the cluster's node shapes (``ClusterBackend.nodes``)."""
     queue, path_nodes, role = target
     if draft.priority > 0 and role == queue_selectors.MEMBER:
-        raise JobInvalid(
-            {"priority": "members submit at priority 0 or below; ask a manager to raise it"}
-        )
+        reason = "members submit at priority 0 or below; ask a manager to raise it"
+        refusal = queue_selectors.scope_refusal(user, queue, Right.MANAGE)
+        raise JobInvalid({"priority": f"{reason} ({refusal})" if refusal else reason})
     too_big = exceeds_max(leaf=queue.node.path, request=draft.request, tree=path_nodes)
     if too_big is not None:
         raise JobInvalid({"request": f"can never be admitted: {too_big.message()}"})
@@ -174,9 +185,16 @@ def _job_for(
         queue=queue,
         namespace=(queue.node.namespaces or [queue.name])[0],
         owner=user,
+        token_id=_token_of(user),
         state=State.QUEUED,
         enqueued_at=now,
     )
+
+
+def _token_of(user) -> int | None:
+    """The id of the token the request carries, if any: its jobs are traced to it."""
+    scope = scope_of(user)
+    return scope.token if scope else None
 
 
 def _enqueued_message(job: Job, user) -> str:
@@ -207,10 +225,24 @@ def _reserve_tickets(jobs: list[Job]) -> None:
 
 
 def job_may_act(user, job: Job) -> str | None:
-    """The user's role over the job's queue, or None when they may not act on the job."""
+    """The user's role over the job's queue, or None when they may not act on the job (a
+    member on another's job, or a read-only token)."""
     role = queue_selectors.queue_role(user, job.queue)
+    if role == queue_selectors.READER:
+        return None
     if role == queue_selectors.MEMBER and job.owner_id != user.pk:
         return None
+    return role
+
+
+def _may_act(user, job: Job, refusal: str) -> str:
+    """The user's role over the job, or JobPermissionDenied: what the request's token lacks
+    when that is the reason (``submit`` on one's own job, ``manage`` on another's),
+    ``refusal`` otherwise."""
+    role = job_may_act(user, job)
+    if role is None:
+        needed = Right.SUBMIT if job.owner_id == user.pk else Right.MANAGE
+        raise _refused(user, job.queue, needed, refusal)
     return role
 
 
@@ -224,8 +256,7 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
     down cannot turn a done cancel into an error (``request_reconcile``).
     """
     now = now or timezone.now()
-    if job_may_act(user, job) is None:
-        raise JobPermissionDenied("members cancel only their own jobs; managers cancel any job")
+    _may_act(user, job, "members cancel only their own jobs; managers cancel any job")
     with transaction.atomic():
         locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
         if locked.state in (State.CANCELLED, State.STOPPING):
@@ -262,8 +293,8 @@ def job_resubmit(*, user, job: Job, now: datetime | None = None) -> Job:
     it). Members resubmit their own jobs; managers any. The finished job records the copy.
     """
     now = now or timezone.now()
-    if job_may_act(user, job) is None:
-        raise JobPermissionDenied("members resubmit only their own jobs; managers resubmit any job")
+    refusal = "members resubmit only their own jobs; managers resubmit any job"
+    _may_act(user, job, refusal)
     if job.state not in TERMINAL:
         raise JobConflict(f"only finished jobs are resubmitted; this one is {job.state}")
     with transaction.atomic():
@@ -289,18 +320,15 @@ def job_set_priority(*, user, job: Job, priority: object, now: datetime | None =
     """
     now = now or timezone.now()
     priority = priority_read(priority)
-    role = job_may_act(user, job)
-    if role is None:
-        raise JobPermissionDenied("members change only their own jobs")
+    role = _may_act(user, job, "members change only their own jobs")
     with transaction.atomic():
         locked = _lock_pending(job)
         if priority > locked.priority and role not in (
             queue_selectors.MANAGER,
             queue_selectors.STAFF,
         ):
-            raise JobPermissionDenied(
-                "only the department's managers and staff may raise a priority"
-            )
+            refusal = "only the department's managers and staff may raise a priority"
+            raise _refused(user, job.queue, Right.MANAGE, refusal)
         return _change_priority(locked, priority, user, now, "changed")
 
 
@@ -312,7 +340,8 @@ def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
     """
     now = now or timezone.now()
     if job_may_act(user, job) not in (queue_selectors.MANAGER, queue_selectors.STAFF):
-        raise JobPermissionDenied("only the department's managers and staff may move a job")
+        refusal = "only the department's managers and staff may move a job"
+        raise _refused(user, job.queue, Right.MANAGE, refusal)
     with transaction.atomic():
         locked = _lock_pending(job)
         # Lock the queue's row so two moves to the head cannot both compute the same top;

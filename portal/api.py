@@ -9,6 +9,7 @@ from __future__ import annotations
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from access.services import TokenInvalid
 from jobs.document.validation import JobInvalid
 from jobs.services import JobConflict, JobPermissionDenied
 from kube.quantity import QuantityError
@@ -22,7 +23,7 @@ class Conflict(exceptions.APIException):
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, (JobInvalid, TreeError)):
+    if isinstance(exc, (JobInvalid, TreeError, TokenInvalid)):
         exc = exceptions.ValidationError(exc.errors)
     elif isinstance(exc, QuantityError):
         exc = exceptions.ValidationError({exc.field or "body": [exc.reason]})

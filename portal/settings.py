@@ -144,7 +144,6 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -308,12 +307,25 @@ AXES_WHITELIST_CALLABLE = "portal.login_throttle.is_not_a_password_login"
 AXES_LOCKOUT_CALLABLE = "portal.login_throttle.lockout_response"
 AXES_ENABLE_ADMIN = True
 
+# Access tokens (access/, docs/api.md): a new token's expiry unless its maker picks
+# another, the longest one may pick, whether "never" is offered, how long the tokens from
+# before scoped tokens keep working, and how many live tokens a person may hold.
+ACCESS_TOKEN_DEFAULT_DAYS = env_int("ACCESS_TOKEN_DEFAULT_DAYS", 90)
+ACCESS_TOKEN_MAX_DAYS = env_int("ACCESS_TOKEN_MAX_DAYS", 366)
+ACCESS_TOKEN_ALLOW_NEVER = env_bool("ACCESS_TOKEN_ALLOW_NEVER", False)
+ACCESS_TOKEN_LEGACY_DAYS = env_int("ACCESS_TOKEN_LEGACY_DAYS", 90)
+ACCESS_TOKENS_PER_PERSON = env_int("ACCESS_TOKENS_PER_PERSON", 50)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.authentication.LeanTokenAuthentication",
+        "access.authentication.AccessTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # A token's rights: reading needs read, any change submit, unless the view asks more.
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "queues.api_base.WithinScope",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "portal.schema.CalderaAutoSchema",  # adds the shared errors
@@ -336,6 +348,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Choice sets that share a field's name: a job's and a token's kind and state.
+    "ENUM_NAME_OVERRIDES": {
+        "KindEnum": "jobs.models.Job.Kind",
+        "StateEnum": "jobs.models.State",
+        "AccessTokenKindEnum": "access.models.AccessToken.Kind",
+        "AccessTokenStateEnum": "access.models.TOKEN_STATES",
+    },
 }
 
 # Celery: Redis is the broker. Results are not stored; the database is the truth.

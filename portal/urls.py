@@ -5,6 +5,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from access import api as access_api
 from jobs.usage import api as usage_api
 from jobs.web import api as jobs_api
 from queues import api as queues_api
@@ -27,6 +28,11 @@ api_v1 = [
         queues_api.DepartmentMemberView.as_view(),
         name="api-department-member",
     ),
+    path("tokens/", access_api.TokenListView.as_view(), name="api-tokens"),
+    path(
+        "tokens/revoke-all/", access_api.TokenRevokeAllView.as_view(), name="api-tokens-revoke-all"
+    ),
+    path("tokens/<int:pk>/", access_api.TokenDetailView.as_view(), name="api-token"),
     path("jobs/", jobs_api.JobListView.as_view(), name="api-jobs"),
     path("jobs/batch/", jobs_api.JobBatchView.as_view(), name="api-jobs-batch"),
     path("jobs/bulk/", jobs_api.JobBulkView.as_view(), name="api-jobs-bulk"),

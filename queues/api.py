@@ -8,15 +8,16 @@ from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.models import AuditEntry
 
 from . import departments, services
-from .api_base import Body, json_parsers, refusals
+from .api_base import SIGNED_IN, STAFF_ONLY, Body, json_parsers, refusals
 from .models import Department, Membership, QuotaNode
+from .scope import Right
+from .selectors import departments_for_user
 
 API = AuditEntry.Source.API
 
@@ -115,9 +116,11 @@ class QuotaTreeView(APIView):
     """The whole ElasticQuotaTree: read it, or apply a new one like ``kubectl apply``."""
 
     parser_classes = json_parsers()
+    required_right = {"PUT": Right.ADMIN}
 
     def get_permissions(self):
-        return [IsAdminUser()] if self.request.method == "PUT" else [IsAuthenticated()]
+        chosen = STAFF_ONLY if self.request.method == "PUT" else SIGNED_IN
+        return [permission() for permission in chosen]
 
     @extend_schema(responses=QuotaTreeDocument, summary="The quota tree as an ElasticQuotaTree")
     def get(self, request):
@@ -175,17 +178,18 @@ class DepartmentOut(serializers.Serializer):
 
 
 class DepartmentListView(APIView):
+    required_right = {"POST": Right.ADMIN}
+
     def get_permissions(self):
-        return [IsAdminUser()] if self.request.method == "POST" else [IsAuthenticated()]
+        chosen = STAFF_ONLY if self.request.method == "POST" else SIGNED_IN
+        return [permission() for permission in chosen]
 
     @extend_schema(
         responses=DepartmentOut(many=True),
         summary="Departments the user belongs to (staff: all)",
     )
     def get(self, request):
-        departments = Department.objects.select_related("quota_node")
-        if not request.user.is_staff:
-            departments = departments.filter(membership__user=request.user)
+        departments = departments_for_user(request.user).select_related("quota_node")
         return Response([DepartmentOut(d).data for d in departments])
 
     @extend_schema(
@@ -213,7 +217,8 @@ class DepartmentListView(APIView):
 
 
 class DepartmentMembersView(APIView):
-    permission_classes = [IsAdminUser]
+    permission_classes = STAFF_ONLY
+    required_right = Right.ADMIN
 
     @extend_schema(
         request=MemberSerializer,
@@ -231,7 +236,8 @@ class DepartmentMembersView(APIView):
 
 
 class DepartmentMemberView(APIView):
-    permission_classes = [IsAdminUser]
+    permission_classes = STAFF_ONLY
+    required_right = Right.ADMIN
 
     @extend_schema(responses={204: None}, summary="Remove a member or manager (staff)")
     def delete(self, request, name: str, username: str):

@@ -13,7 +13,10 @@ from typing import cast
 
 from rest_framework import serializers
 from rest_framework.parsers import BaseParser
+from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAdminUser, IsAuthenticated
 from rest_framework.settings import api_settings
+
+from .scope import Right, scope_of
 
 # An operation's refusals that no schema can state, however well formed the request: those
 # that depend on what is stored (a queue that does not exist, a name already taken) or on
@@ -47,3 +50,34 @@ class Body(serializers.Serializer):
             if unknown:
                 raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
         return super().to_internal_value(data)
+
+
+def required_right(request, view) -> str:
+    """The right a request needs of its token: the view's ``required_right`` (one, or one per
+    method), else ``read`` to read and ``submit`` to change anything."""
+    declared = getattr(view, "required_right", None)
+    if isinstance(declared, Mapping):
+        declared = declared.get(request.method)
+    if declared:
+        return declared
+    return Right.READ if request.method in SAFE_METHODS else Right.SUBMIT
+
+
+class WithinScope(BasePermission):
+    """Refuses (403) a request whose token lacks the right its view needs, naming both.
+    In the settings' default permissions, and in every view's that sets its own."""
+
+    def has_permission(self, request, view) -> bool:
+        scope = scope_of(request.user)
+        if scope is None:
+            return True
+        needed = required_right(request, view)
+        if scope.allows(needed):
+            return True
+        self.message = scope.lacks(needed)
+        return False
+
+
+# A staff-only operation, whose token must name admin (required_right = Right.ADMIN).
+STAFF_ONLY = [IsAuthenticated, WithinScope, IsAdminUser]
+SIGNED_IN = [IsAuthenticated, WithinScope]

@@ -13,6 +13,7 @@ from kube.quantity import ResourceList
 from . import signals
 from .models import Department, Membership, Queue, QuotaNode
 from .quota import Node, path_to_root
+from .scope import Right, scope_of
 
 # Table names for raw SQL, from the models.
 QUEUES = Queue._meta.db_table
@@ -21,6 +22,7 @@ QUOTA_NODES = QuotaNode._meta.db_table
 STAFF = "staff"
 MANAGER = Membership.Role.MANAGER
 MEMBER = Membership.Role.MEMBER
+READER = "reader"  # sees what a member sees, changes nothing: a read-only token's role
 
 
 def _subtree(paths: list[str], prefix: str) -> Q:
@@ -32,12 +34,31 @@ def _subtree(paths: list[str], prefix: str) -> Q:
 
 
 def user_roles(user) -> dict[str, str]:
-    """Department node path -> the user's role there."""
+    """Department node path -> the user's role there, as the request acts: a token's scope
+    (``queues.scope``) keeps only its departments and caps the role by its rights (``read``:
+    reader, ``submit``: member, ``manage`` and ``admin``: the person's own)."""
     if not user.is_authenticated:
         return {}
-    return dict(
-        Membership.objects.filter(user=user).values_list("department__quota_node__path", "role")
-    )
+    memberships = Membership.objects.filter(user=user)
+    scope = scope_of(user)
+    if scope is not None and scope.departments is not None:
+        memberships = memberships.filter(department_id__in=scope.departments)
+    roles = dict(memberships.values_list("department__quota_node__path", "role"))
+    if scope is None or scope.allows(Right.MANAGE):
+        return roles
+    capped = MEMBER if scope.allows(Right.SUBMIT) else READER
+    return dict.fromkeys(roles, capped)
+
+
+def departments_for_user(user) -> QuerySet[Department]:
+    """The departments a user sees: staff all, others theirs (a token's, of those)."""
+    if user.is_staff:
+        return Department.objects.all()
+    scope = scope_of(user)
+    departments = Department.objects.filter(membership__user=user)
+    if scope is not None and scope.departments is not None:
+        departments = departments.filter(pk__in=scope.departments)
+    return departments
 
 
 def queues_for_user(user) -> QuerySet[Queue]:
@@ -49,7 +70,7 @@ def queues_for_user(user) -> QuerySet[Queue]:
 
 
 def queue_role(user, queue: Queue, roles: dict[str, str] | None = None) -> str | None:
-    """The user's strongest role over a queue: staff, manager, member, or None.
+    """The user's strongest role over a queue: staff, manager, member, reader, or None.
 
     ``roles`` is ``user_roles(user)`` when the caller already has it (a batch asks for
     many queues).
@@ -58,9 +79,37 @@ def queue_role(user, queue: Queue, roles: dict[str, str] | None = None) -> str |
         return STAFF
     roles = user_roles(user) if roles is None else roles
     found = [roles[path] for path in path_to_root(queue.node.path) if path in roles]
-    if MANAGER in found:
-        return MANAGER
-    return MEMBER if found else None
+    for role in (MANAGER, MEMBER, READER):
+        if role in found:
+            return role
+    return None
+
+
+def scope_refusal(user, queue: Queue, needed: str) -> str | None:
+    """Why a token's scope, and not the person, keeps ``user`` from doing what needs
+    ``needed`` on ``queue``: its rights, where the person holds them there (a manager's for
+    ``manage``), or a department of the person's it does not name. None when the scope is
+    not the reason, or the request carries no token."""
+    scope = scope_of(user)
+    if scope is None:
+        return None
+    held = Membership.objects.filter(
+        user=user, department__quota_node__path__in=path_to_root(queue.node.path)
+    )
+    if needed == Right.MANAGE:
+        held = held.filter(role=MANAGER)
+    if not scope.allows(needed):
+        return scope.lacks(needed) if held.exists() else None
+    if scope.departments is None:
+        return None
+    outside = (
+        held.exclude(department_id__in=scope.departments)
+        .values_list("department__name", flat=True)
+        .first()
+    )
+    if outside is None:
+        return None
+    return f"this token's scope does not include the department {outside}"
 
 
 def queue_department(queue: Queue) -> Department | None:

@@ -24,7 +24,7 @@ def test_an_unknown_token_is_refused(member):
     response = with_token("0" * 40).get("/api/v1/jobs/")
 
     assert response.status_code == 401
-    assert response.json() == {"detail": "Invalid token."}
+    assert response.json() == {"detail": "the token is not valid"}
 
 
 def test_the_token_of_a_deactivated_user_is_refused(member):
@@ -35,7 +35,7 @@ def test_the_token_of_a_deactivated_user_is_refused(member):
     response = client.get("/api/v1/jobs/")
 
     assert response.status_code == 401
-    assert response.json() == {"detail": "User inactive or deleted."}
+    assert response.json() == {"detail": "the token's user is inactive"}
 
 
 def test_no_credentials_ask_for_a_token(db):

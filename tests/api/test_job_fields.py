@@ -56,6 +56,7 @@ CALDERA_S_OWN = {
     "queue",
     "namespace",
     "owner",
+    "token",
     "request",
     "state",
     "created_at",

@@ -24,10 +24,10 @@ import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, Phase, given, settings
-from rest_framework.authtoken.models import Token
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from access.services import full_token
 from queues.api_base import REFUSALS
 
 from ..support.jobs import RAY_JOB
@@ -97,8 +97,8 @@ def test_it_answers_as_its_schema_says(persona, request, api, member, transactio
     cannot poison the requests after it."""
     user = request.getfixturevalue(persona)
     job = api(member).post("/api/v1/jobs/", copy.deepcopy(RAY_JOB), format="json").json()
-    token, _ = Token.objects.get_or_create(user=user)
-    headers = {"Authorization": f"Token {token.key}"}
+    token = full_token(user, name="tests")
+    headers = {"Authorization": f"Token {token}"}
     real = {"id": job["id"], "name": "root-algorithm-video"}
     real_by_path = {
         "/api/v1/departments/{name}/members/": {"name": "algorithm"},

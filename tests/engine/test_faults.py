@@ -24,8 +24,8 @@ import pytest
 import requests
 from django.conf import settings
 from django.db import connection, transaction
-from rest_framework.authtoken.models import Token
 
+from access.services import full_token
 from jobs.cluster import get_backend
 from jobs.engine.admission.inputs import holding_jobs, leaf_usage, usage_of
 from jobs.engine.locks import ADMISSION
@@ -315,7 +315,7 @@ def test_a_worker_killed_mid_admission_loses_nothing_and_the_next_one_carries_on
 
 def test_the_broker_stopped_and_started_during_submissions_loses_nothing(stack, staff):
     url = stack.web()
-    token = Token.objects.create(user=staff).key
+    token = full_token(staff, name="tests")
 
     def submit(jobs: list[dict]) -> requests.Response:
         return requests.post(

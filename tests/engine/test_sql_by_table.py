@@ -1,6 +1,6 @@
 """Raw SQL lives in ``jobs/tables``, one module per table, so that a column's statements
-are found in one place. These tests read the source of ``jobs/``, ``queues/`` and
-``portal/`` (migrations aside) and fail when a statement is sent from anywhere else, or
+are found in one place. These tests read the source of ``jobs/``, ``queues/``, ``access/``
+and ``portal/`` (migrations aside) and fail when a statement is sent from anywhere else, or
 when a table name is typed into SQL instead of taken from its model's ``_meta``.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from ..support.paths import REPO
 
-PACKAGES = ("jobs", "queues", "portal")
+PACKAGES = ("jobs", "queues", "access", "portal")
 TABLES = "jobs/tables/"
 
 # The modules outside jobs/tables that keep their statements, and why.
@@ -24,7 +24,8 @@ KEEP_THEIR_SQL = {
     "jobs/engine/locks.py": "advisory locks and the order of row locks: no table's statements",
     "jobs/cluster/simulated.py": "the simulated backend's own pods, a detail of that backend",
     "queues/selectors.py": "the queues' and quota nodes' reads: queues knows nothing of jobs",
-    "portal/authentication.py": "the token check, on Django's and DRF's tables",
+    "access/tables.py": "the token check and the record of its use, the first statements "
+    "of every API request, on the tokens' and Django's tables",
     "portal/embedded.py": "creates the embedded PostgreSQL's database",
     "portal/health.py": "the probes' statement timeout and SELECT 1",
 }
@@ -36,7 +37,7 @@ SENDS_SQL = {"execute", "executemany", "copy", "raw"}
 
 # A table name written out after the keyword that names a table.
 TYPED_TABLE = re.compile(
-    r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+(?:jobs|queues|audit|auth|authtoken)_\w+", re.I
+    r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+(?:jobs|queues|access|audit|auth|authtoken)_\w+", re.I
 )
 
 

@@ -5,8 +5,9 @@ The fixtures of tests/conftest.py make the four personas from these."""
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+
+from access.services import full_token
 
 
 def user(username: str, **extra):
@@ -28,8 +29,7 @@ def person(department, username: str, role: str):
 
 
 def client_for(user) -> APIClient:
-    """An APIClient authenticated with ``user``'s token."""
+    """An APIClient authenticated with a token of all ``user``'s rights."""
     client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {full_token(user, name='tests')}")
     return client

@@ -1,0 +1,200 @@
+"""REST API of access tokens: a person's own, listed, made and revoked."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from audit.models import AuditEntry
+from queues.api_base import Body, json_parsers, refusals
+from queues.models import Department
+from queues.scope import RIGHTS, Right, scope_of
+
+from . import services
+from .models import TOKEN_STATES, AccessToken
+
+API = AuditEntry.Source.API
+
+
+DEPARTMENT_NAME = Department._meta.get_field("name").max_length
+MOST_DEPARTMENTS = 1000
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "string", "maxLength": DEPARTMENT_NAME},
+        "minItems": 1,
+        "maxItems": MOST_DEPARTMENTS,
+    }
+)
+class DepartmentNames(serializers.Field):
+    """A list of department names, refused as a whole with one reason (the API's errors
+    name a field, not an item of it)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, list) or not 1 <= len(data) <= MOST_DEPARTMENTS:
+            raise serializers.ValidationError(
+                f"a list of 1 to {MOST_DEPARTMENTS} department names"
+            )
+        for name in data:
+            if not isinstance(name, str) or len(name) > DEPARTMENT_NAME:
+                raise serializers.ValidationError(
+                    f"department names are strings of at most {DEPARTMENT_NAME} characters"
+                )
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
+class TokenIn(Body):
+    name = serializers.CharField(max_length=services.NAME_LENGTH, help_text="what it is for")
+    right = serializers.ChoiceField(
+        choices=RIGHTS,
+        help_text="read: lists, pages' data, logs; submit: read, and submit, cancel and "
+        "resubmit your own jobs; manage: everything you may do in its departments; admin: "
+        "your staff rights too (staff only)",
+    )
+    departments = DepartmentNames(
+        required=False,
+        help_text="the departments it acts in, of yours; leave it out for all of yours, "
+        "later ones too",
+    )
+    expires_in_days = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="default ACCESS_TOKEN_DEFAULT_DAYS; at most ACCESS_TOKEN_MAX_DAYS; null: "
+        "never, where ACCESS_TOKEN_ALLOW_NEVER allows it",
+    )
+
+    class Meta:
+        ref_name = "AccessTokenIn"
+
+
+class TokenOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    prefix = serializers.CharField(help_text="its first characters, which name it")
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=AccessToken.Kind.choices)
+    right = serializers.ChoiceField(choices=RIGHTS)
+    departments = serializers.SerializerMethodField()
+    state = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True, help_text="null: never")
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    last_used_from = serializers.IPAddressField(allow_null=True)
+
+    class Meta:
+        ref_name = "AccessToken"
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
+    def get_departments(self, token: AccessToken) -> list[str] | None:
+        """Null: all of the person's."""
+        if token.all_departments:
+            return None
+        return sorted(d.name for d in token.departments.all())
+
+    @extend_schema_field(serializers.ChoiceField(choices=TOKEN_STATES))
+    def get_state(self, token: AccessToken) -> str:
+        return token.state()
+
+
+class TokenCreated(TokenOut):
+    token = serializers.CharField(help_text="the secret, shown this once")
+
+    class Meta:
+        ref_name = "AccessTokenCreated"
+
+
+TOKEN_REFUSALS = {
+    "name": "blank, or the person holds ACCESS_TOKENS_PER_PERSON live tokens",
+    "right": "admin for someone not staff, or more than the token that asks has",
+    "departments": "a department the person is not in, or outside the asking token's",
+    "expires_in_days": "beyond ACCESS_TOKEN_MAX_DAYS, or never where it is not allowed",
+}
+
+
+def _tokens(user):
+    return AccessToken.objects.filter(user=user).prefetch_related("departments")
+
+
+class TokenListView(APIView):
+    """Your tokens; making one through a token takes a manage token, and the new one cannot
+    exceed it."""
+
+    parser_classes = json_parsers()
+    required_right = {"POST": Right.MANAGE}
+
+    @extend_schema(responses=TokenOut(many=True), summary="Your access tokens, newest first")
+    def get(self, request):
+        return Response(TokenOut(_tokens(request.user).order_by("-id")[:500], many=True).data)
+
+    @extend_schema(
+        request=TokenIn,
+        responses={201: TokenCreated},
+        summary="Make an access token; its secret is in this answer only",
+        extensions=refusals(TOKEN_REFUSALS),
+    )
+    def post(self, request):
+        body = TokenIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        asked = services.Asked(
+            name=body.validated_data["name"],
+            right=body.validated_data["right"],
+            departments=body.validated_data.get("departments"),
+            expires_in_days=body.validated_data.get("expires_in_days", -1),
+        )
+        token, key = services.token_create(
+            user=request.user, asked=asked, actor=request.user, source=API
+        )
+        answer = TokenOut(token).data | {"token": key}
+        return Response(answer, status=status.HTTP_201_CREATED)
+
+
+class TokenDetailView(APIView):
+    """One token of yours (staff: anyone's). Revoking takes a manage token, except the
+    token revoking itself."""
+
+    required_right = {"DELETE": Right.READ}  # checked below, where the token is known
+
+    def _token(self, request, pk: int) -> AccessToken:
+        tokens = AccessToken.objects.select_related("user").prefetch_related("departments")
+        if not request.user.is_staff:
+            tokens = tokens.filter(user=request.user)
+        token = tokens.filter(pk=pk).first()
+        if token is None:
+            raise Http404("no such token")
+        return token
+
+    @extend_schema(responses=TokenOut, summary="One access token")
+    def get(self, request, pk: int):
+        return Response(TokenOut(self._token(request, pk)).data)
+
+    @extend_schema(responses={204: None}, summary="Revoke an access token")
+    def delete(self, request, pk: int):
+        token = self._token(request, pk)
+        scope = scope_of(request.user)
+        itself = scope is not None and scope.token == token.pk
+        if scope is not None and not itself and not scope.allows(Right.MANAGE):
+            return Response({"detail": scope.lacks(Right.MANAGE)}, status=403)
+        services.token_revoke(token=token, actor=request.user, source=API)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TokenRevokeAllView(APIView):
+    required_right = Right.MANAGE
+
+    @extend_schema(
+        request=None,
+        responses={200: {"type": "object", "properties": {"revoked": {"type": "integer"}}}},
+        summary="Revoke every token of yours, this one too",
+    )
+    def post(self, request):
+        count = services.tokens_revoke_all(user=request.user, actor=request.user, source=API)
+        return Response({"revoked": count})
