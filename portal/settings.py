@@ -316,6 +316,24 @@ ACCESS_TOKEN_ALLOW_NEVER = env_bool("ACCESS_TOKEN_ALLOW_NEVER", False)
 ACCESS_TOKEN_LEGACY_DAYS = env_int("ACCESS_TOKEN_LEGACY_DAYS", 90)
 ACCESS_TOKENS_PER_PERSON = env_int("ACCESS_TOKENS_PER_PERSON", 50)
 
+# Workload identity (access/oidc.py): a CI platform's ID token (GitHub Actions, GitLab CI)
+# exchanged for a Caldera token. Each request to an issuer (its discovery document, its
+# keys) is given WORKLOAD_IDENTITY_TIMEOUT_SECONDS in all, as a pipeline waits for it. An
+# issuer's keys are kept WORKLOAD_IDENTITY_KEYS_SECONDS, and read again early when a token
+# names a key the cache lacks (a rotation), at most once per
+# WORKLOAD_IDENTITY_KEYS_REFRESH_SECONDS: anyone can send a made-up key id.
+WORKLOAD_IDENTITY_TIMEOUT_SECONDS = env_float("WORKLOAD_IDENTITY_TIMEOUT_SECONDS", 5.0)
+WORKLOAD_IDENTITY_KEYS_SECONDS = env_float("WORKLOAD_IDENTITY_KEYS_SECONDS", 600.0)
+WORKLOAD_IDENTITY_KEYS_REFRESH_SECONDS = env_float("WORKLOAD_IDENTITY_KEYS_REFRESH_SECONDS", 60.0)
+if (
+    WORKLOAD_IDENTITY_TIMEOUT_SECONDS <= 0
+    or min(WORKLOAD_IDENTITY_KEYS_SECONDS, WORKLOAD_IDENTITY_KEYS_REFRESH_SECONDS) < 0
+):
+    raise ImproperlyConfigured(
+        "WORKLOAD_IDENTITY_TIMEOUT_SECONDS must be above 0, WORKLOAD_IDENTITY_KEYS_SECONDS "
+        "and WORKLOAD_IDENTITY_KEYS_REFRESH_SECONDS at least 0"
+    )
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "access.authentication.AccessTokenAuthentication",

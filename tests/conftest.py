@@ -1,5 +1,6 @@
 """Shared fixtures: the seed's quota tree, four personas, API clients, a real Celery worker,
-the Kubernetes API server emulator and the tests' own OpenID provider. The helpers they
+the Kubernetes API server emulator, the tests' own OpenID provider and a CI platform's
+OIDC issuer. The helpers they
 use, and that the test modules import, are in tests/support.
 
 Personas (as in docs/architecture.md section 1): ``staff`` (admin), ``manager`` and
@@ -20,6 +21,7 @@ from django.conf import settings as django_settings
 from .support.database import server_url
 from .support.identity import CLIENT_ID, CLIENT_SECRET, GROUP_MAP, Provider
 from .support.kube_emulator import emulator
+from .support.oidc_issuer import Issuer, Issuers
 from .support.paths import REPO
 from .support.personas import client_for, person, user
 from .support.trees import seed_tree_document
@@ -189,3 +191,34 @@ def provider(identity_provider, settings, departments):
     identity_provider.control(faults={"audience": None, "unpublished_key": False})
     yield identity_provider
     identity_provider.control(faults={"audience": None, "unpublished_key": False})
+
+
+# ---- A CI platform's OIDC issuer of the tests' own (tests/support/oidc_issuer.py) -------
+
+
+@pytest.fixture(scope="session")
+def oidc_issuers(tmp_path_factory):
+    """The issuer process, started once for the run; each test makes its own issuer in it."""
+    keys_dir = tmp_path_factory.mktemp("oidc-issuers")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.oidc_issuer", "--keys-dir", str(keys_dir)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("listening on "), (
+            f"the OIDC issuer did not start (exit {process.poll()})"
+        )
+        yield Issuers(url=f"http://127.0.0.1:{int(line.split()[-1])}", keys_dir=keys_dir)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def oidc_issuer(oidc_issuers) -> Issuer:
+    """A new issuer with one published RS256 key. Its URL is its own, so nothing Caldera
+    cached of another test's issuer (keys, the time of a refetch) reaches this test."""
+    return oidc_issuers.issuer()

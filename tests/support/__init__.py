@@ -8,6 +8,8 @@
 - k8s_schema: objects checked against the operators' CRDs in k8s/
 - kube_emulator: the Kubernetes API server emulator
 - kubernetes: a backend, the portal and the operators on the emulator; deploy/'s roles
+- oidc_issuer: a CI platform's OIDC issuer (discovery, keys, signed ID tokens), run as a
+  process of its own, and how the tests sign tokens with it
 - outages: the database or the broker taken away for a block
 - pages: a signed-in test client, htmx's header, the submit form's fields
 - paths: where the repository's files are
