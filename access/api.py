@@ -1,20 +1,26 @@
-"""REST API of access tokens: a person's own, listed, made and revoked."""
+"""REST API of credentials: a person's own access tokens, listed, made and revoked; trust
+policies (staff); and the exchange of a CI job's ID token for an access token."""
 
 from __future__ import annotations
 
+from axes.helpers import get_client_ip_address
+from django.contrib.auth import get_user_model
 from django.http import Http404
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.models import AuditEntry
-from queues.api_base import Body, json_parsers, refusals
+from queues.api_base import STAFF_ONLY, Body, json_parsers, refusals
 from queues.models import Department
 from queues.scope import RIGHTS, Right, scope_of
 
-from . import services
-from .models import TOKEN_STATES, AccessToken
+from . import oidc, services
+from .exchange import PolicyIn, exchange, policy_delete, policy_save
+from .models import TOKEN_STATES, AccessToken, TrustPolicy
 
 API = AuditEntry.Source.API
 
@@ -37,9 +43,7 @@ class DepartmentNames(serializers.Field):
 
     def to_internal_value(self, data):
         if not isinstance(data, list) or not 1 <= len(data) <= MOST_DEPARTMENTS:
-            raise serializers.ValidationError(
-                f"a list of 1 to {MOST_DEPARTMENTS} department names"
-            )
+            raise serializers.ValidationError(f"a list of 1 to {MOST_DEPARTMENTS} department names")
         for name in data:
             if not isinstance(name, str) or len(name) > DEPARTMENT_NAME:
                 raise serializers.ValidationError(
@@ -198,3 +202,202 @@ class TokenRevokeAllView(APIView):
     def post(self, request):
         count = services.tokens_revoke_all(user=request.user, actor=request.user, source=API)
         return Response({"revoked": count})
+
+
+class ExchangeIn(Body):
+    token = serializers.CharField(
+        max_length=oidc.MAX_TOKEN_CHARS,
+        help_text="the CI job's OIDC ID token (GitHub Actions: ACTIONS_ID_TOKEN_REQUEST_URL; "
+        "GitLab CI: id_tokens)",
+    )
+
+    class Meta:
+        ref_name = "ExchangeIn"
+
+
+class ExchangeOut(serializers.Serializer):
+    token = serializers.CharField(help_text="use as Authorization: Token <token>")
+    expires_at = serializers.DateTimeField()
+    user = serializers.CharField(help_text="whom it acts as")
+    right = serializers.ChoiceField(choices=RIGHTS)
+    departments = serializers.ListField(
+        child=serializers.CharField(), allow_null=True, help_text="null: all of the user's"
+    )
+    policy = serializers.CharField(help_text="the trust policy it met")
+
+
+class ExchangeView(APIView):
+    """A CI job's ID token for a short-lived access token: no credential of Caldera's is
+    needed, or stored in the CI."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    parser_classes = json_parsers()
+
+    @extend_schema(
+        request=ExchangeIn,
+        responses={
+            200: ExchangeOut,
+            401: OpenApiResponse(
+                description="refused, naming each policy's failing check: signature, issuer, "
+                "audience, expiry, not-before, a claim condition"
+            ),
+            503: OpenApiResponse(description="the issuer did not answer; try again"),
+        },
+        summary="Exchange a CI job's OIDC ID token for an access token (workload identity)",
+        auth=[],
+    )
+    def post(self, request):
+        body = ExchangeIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            done = exchange(body.validated_data["token"], address=get_client_ip_address(request))
+        except oidc.IssuerUnavailable as unavailable:
+            return Response(
+                {"detail": unavailable.reason}, status=503, headers={"Retry-After": "30"}
+            )
+        except oidc.Refused as refused:
+            return Response(
+                {"detail": refused.reason}, status=401, headers={"WWW-Authenticate": "Token"}
+            )
+        token = done.token
+        departments = (
+            None if token.all_departments else sorted(d.name for d in token.departments.all())
+        )
+        answer = {
+            "token": done.key,
+            "expires_at": token.expires_at,
+            "user": token.user.username,
+            "right": token.right,
+            "departments": departments,
+            "policy": done.policy.name,
+        }
+        return Response(ExchangeOut(answer).data)
+
+
+class PolicyBody(Body):
+    name = serializers.CharField(max_length=63)
+    issuer = serializers.CharField(max_length=500)
+    audience = serializers.CharField(max_length=255)
+    conditions = serializers.DictField(
+        child=serializers.CharField(max_length=500, trim_whitespace=False),
+        help_text='claim name -> value, or glob with * ? [: {"repository": "org/repo", '
+        '"ref": "refs/heads/main"}',
+    )
+    acts_as = serializers.CharField(max_length=150, help_text="the username it acts as")
+    right = serializers.ChoiceField(choices=RIGHTS, default=Right.SUBMIT)
+    departments = DepartmentNames(required=False, help_text="of acts_as's; leave out for all")
+    lifetime_seconds = serializers.IntegerField(default=900, help_text="60 to 43200")
+    active = serializers.BooleanField(default=True)
+
+    class Meta:
+        ref_name = "TrustPolicyIn"
+
+    def validate_acts_as(self, username: str):
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise serializers.ValidationError(f"no user is named {username!r}")
+        return user
+
+
+class PolicyOut(serializers.Serializer):
+    name = serializers.CharField()
+    issuer = serializers.CharField()
+    audience = serializers.CharField()
+    conditions = serializers.DictField(child=serializers.CharField())
+    acts_as = serializers.CharField(source="acts_as.username")
+    right = serializers.ChoiceField(choices=RIGHTS)
+    departments = serializers.SerializerMethodField()
+    lifetime_seconds = serializers.IntegerField()
+    active = serializers.BooleanField()
+
+    class Meta:
+        ref_name = "TrustPolicy"
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
+    def get_departments(self, policy: TrustPolicy) -> list[str] | None:
+        names = sorted(d.name for d in policy.departments.all())
+        return names or None
+
+
+POLICY_REFUSALS = {
+    "name": "a trust policy of that name exists, or not a slug",
+    "issuer": "not https (http only on this machine)",
+    "conditions": "none: a policy names at least one claim",
+    "acts_as": "no such user",
+    "right": "admin for someone not staff, more than submit for a service identity",
+    "departments": "not a department of acts_as",
+    "lifetime_seconds": "outside 60 to 43200",
+    "audience": "blank",
+}
+
+
+def _policy_in(body: PolicyBody) -> PolicyIn:
+    data = body.validated_data
+    return PolicyIn(
+        name=data["name"],
+        issuer=data["issuer"],
+        audience=data["audience"],
+        conditions=data["conditions"],
+        acts_as=data["acts_as"],
+        right=data["right"],
+        departments=data.get("departments"),
+        lifetime_seconds=data["lifetime_seconds"],
+        active=data["active"],
+    )
+
+
+def _policies():
+    return TrustPolicy.objects.select_related("acts_as").prefetch_related("departments")
+
+
+class TrustPolicyListView(APIView):
+    """Trust policies (staff, with an admin token)."""
+
+    permission_classes = STAFF_ONLY
+    required_right = Right.ADMIN
+    parser_classes = json_parsers()
+
+    @extend_schema(responses=PolicyOut(many=True), summary="Trust policies (staff)")
+    def get(self, request):
+        return Response(PolicyOut(_policies(), many=True).data)
+
+    @extend_schema(
+        request=PolicyBody,
+        responses={201: PolicyOut},
+        summary="Create a trust policy (staff)",
+        extensions=refusals(POLICY_REFUSALS),
+    )
+    def post(self, request):
+        body = PolicyBody(data=request.data)
+        body.is_valid(raise_exception=True)
+        policy = policy_save(_policy_in(body), actor=request.user, source=API)
+        return Response(PolicyOut(policy).data, status=status.HTTP_201_CREATED)
+
+
+class TrustPolicyDetailView(APIView):
+    permission_classes = STAFF_ONLY
+    required_right = Right.ADMIN
+    parser_classes = json_parsers()
+
+    @extend_schema(responses=PolicyOut, summary="One trust policy (staff)")
+    def get(self, request, name: str):
+        return Response(PolicyOut(get_object_or_404(_policies(), name=name)).data)
+
+    @extend_schema(
+        request=PolicyBody,
+        responses=PolicyOut,
+        summary="Change a trust policy (staff)",
+        extensions=refusals(POLICY_REFUSALS),
+    )
+    def put(self, request, name: str):
+        policy = get_object_or_404(_policies(), name=name)
+        body = PolicyBody(data=request.data)
+        body.is_valid(raise_exception=True)
+        policy = policy_save(_policy_in(body), actor=request.user, source=API, policy=policy)
+        return Response(PolicyOut(policy).data)
+
+    @extend_schema(responses={204: None}, summary="Delete a trust policy (staff)")
+    def delete(self, request, name: str):
+        policy_delete(get_object_or_404(_policies(), name=name), actor=request.user, source=API)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -43,4 +43,6 @@ class AccessTokenScheme(OpenApiAuthenticationExtension):
     name = "tokenAuth"
 
     def get_security_definition(self, auto_schema):
-        return build_bearer_security_scheme_object(header_name="Authorization", token_prefix="Token")
+        return build_bearer_security_scheme_object(
+            header_name="Authorization", token_prefix="Token"
+        )

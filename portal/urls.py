@@ -33,6 +33,13 @@ api_v1 = [
         "tokens/revoke-all/", access_api.TokenRevokeAllView.as_view(), name="api-tokens-revoke-all"
     ),
     path("tokens/<int:pk>/", access_api.TokenDetailView.as_view(), name="api-token"),
+    path("auth/exchange/", access_api.ExchangeView.as_view(), name="api-auth-exchange"),
+    path("trust-policies/", access_api.TrustPolicyListView.as_view(), name="api-trust-policies"),
+    path(
+        "trust-policies/<slug:name>/",
+        access_api.TrustPolicyDetailView.as_view(),
+        name="api-trust-policy",
+    ),
     path("jobs/", jobs_api.JobListView.as_view(), name="api-jobs"),
     path("jobs/batch/", jobs_api.JobBatchView.as_view(), name="api-jobs-batch"),
     path("jobs/bulk/", jobs_api.JobBulkView.as_view(), name="api-jobs-bulk"),
