@@ -18,6 +18,7 @@ import pytest
 import redis
 from rest_framework.test import APIClient
 
+from bench.services import bench_environment
 from jobs.models import Job
 from portal.throttling import BREAKER, KEY_PREFIX, LIMITS
 
@@ -222,3 +223,11 @@ def test_once_redis_answers_again_requests_are_counted_again(settings, api, memb
     assert [r.getMessage() for r in caplog.records if r.name == "portal.throttling"] == [
         "API limits counted again; requests let through uncounted meanwhile: 2"
     ]
+
+
+def test_the_benchmarks_run_with_every_limit_off():
+    env = bench_environment(
+        {"DATABASE_URL": "postgres://localhost/caldera", "REDIS_URL": "redis://localhost/0"}
+    )
+
+    assert {env[limit.setting] for limit in LIMITS} == {"off"}
