@@ -1,7 +1,8 @@
 """API plumbing shared by the apps: one error shape, whatever went wrong.
 
 Errors are ``{"field": ["reason", ...]}`` for bad input (400) and ``{"detail": "..."}``
-otherwise, so a CI pipeline can print them as they are.
+otherwise (a 429 adds the limit it names, portal/throttling.py), so a CI pipeline can
+print them as they are.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from jobs.document.validation import JobInvalid
 from jobs.services import JobConflict, JobPermissionDenied
 from kube.quantity import QuantityError
 from queues.services import TreeError
+
+from .throttling import LimitReached
 
 
 class Conflict(exceptions.APIException):
@@ -34,6 +37,8 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
+    if isinstance(exc, LimitReached):  # the limit named beside the detail
+        response.data = exc.body
     if isinstance(response.data, list):
         response.data = {"body": response.data}
     return response

@@ -4,7 +4,8 @@ Views declare their successes (and their own conflicts); the errors that the edg
 authentication and the exception handler give every operation alike are added here once,
 so a client generated from the schema, and the schemathesis run in the tests, know a 400,
 a 401, a 403, a 404 on an operation with a path parameter, a 409 on a write, a 415 on an
-operation that takes a body, and a 503 (portal/errors.py).
+operation that takes a body, a 429 past a limit (portal/throttling.py) and a 503
+(portal/errors.py).
 
 A 400 also lists the refusals no schema can rule out (``queues.api_base.refusals``): those
 that depend on what is stored (a queue that does not exist, a name already taken) or on
@@ -24,6 +25,7 @@ from jobs.document.params import NO_CONTROL
 from queues.api_base import REFUSALS, Body
 
 from .errors import BROKER, DATABASE
+from .throttling import LIMITS
 
 _DETAIL = {
     "type": "object",
@@ -51,6 +53,25 @@ _UNAVAILABLE = {
         },
     },
     "required": ["detail"],
+}
+_LIMIT_REACHED = {
+    "type": "object",
+    "properties": {
+        "detail": {"type": "string"},
+        "limit": {
+            "type": "string",
+            "enum": [limit.name for limit in LIMITS],
+            "description": "the limit the request would pass",
+        },
+        "rate": {"type": "string", "description": 'the limit\'s rate, as set: "3000/min"'},
+        "retry_after": {
+            "type": "integer",
+            "nullable": True,
+            "description": "seconds until the limit's window ends, as Retry-After; null: the "
+            "request alone is more than the whole limit, and waiting does not help",
+        },
+    },
+    "required": ["detail", "limit", "rate", "retry_after"],
 }
 # What the edge refuses in a body's text (portal.input): a C0 control character other than
 # tab, line feed and carriage return.
@@ -138,6 +159,12 @@ class CalderaAutoSchema(AutoSchema):
                 self._component("Unavailable", _UNAVAILABLE),
             )
             | {"headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 0}}}},
+            "429": self._error(
+                "Past a limit of the token's or the person's requests (docs/api.md); "
+                "Retry-After says when its window ends",
+                self._component("LimitReached", _LIMIT_REACHED),
+            )
+            | {"headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}},
         }
         if "{" in self.path:
             errors["404"] = self._error("Nothing of that name or id that you may see", detail)

@@ -24,6 +24,7 @@ from jobs.engine.task_names import (
     USAGE_AUDIT_TASK,
     USAGE_HISTORY_TASK,
 )
+from portal.rates import parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = Path(os.environ.get("CALDERA_STATE_DIR", BASE_DIR / ".caldera"))
@@ -96,6 +97,16 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None or raw == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate limit (portal/rates.py): ``3000/min``, or ``off``."""
+    raw = env_str(name, default)
+    try:
+        parse_rate(raw)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name} {error}") from None
+    return raw.strip()
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -348,6 +359,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "portal.schema.CalderaAutoSchema",  # adds the shared errors
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["portal.throttling.ApiThrottle"],  # the limits below
     # Bodies with text the database cannot store (NUL, control characters) are refused
     # with the field's path (portal/input.py).
     "DEFAULT_PARSER_CLASSES": [
@@ -432,6 +444,31 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # acknowledged any more and will be delivered again: it is stopped at once rather than left
 # to run beside its second copy (Celery 6's default).
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+
+# Limits of the REST API (portal/throttling.py), so that one pipeline gone wrong cannot
+# take the service from everyone else. A request is a submission (POST, PUT, PATCH,
+# DELETE: submitting, cancelling, bulk actions; a batch counts each of its jobs) or a
+# read (GET); each kind is counted per token and per person (all their tokens and
+# sessions together), in fixed windows, across every web process (in Redis). Rates are
+# DRF's "3000/min" (per s, min, hour or day); "off" turns one off. Past a limit the API
+# answers 429 naming it, with Retry-After: the seconds until its window ends.
+API_SUBMIT_RATE_PER_TOKEN = env_rate("API_SUBMIT_RATE_PER_TOKEN", "3000/min")
+API_SUBMIT_RATE_PER_PERSON = env_rate("API_SUBMIT_RATE_PER_PERSON", "6000/min")
+API_READ_RATE_PER_TOKEN = env_rate("API_READ_RATE_PER_TOKEN", "1200/min")
+API_READ_RATE_PER_PERSON = env_rate("API_READ_RATE_PER_PERSON", "2400/min")
+# Where the counts are kept (default: the broker's Redis), and how long a count may take
+# (connect and read): a Redis that does not answer in time lets the request through
+# uncounted, and the limits then rest, uncounted, for API_THROTTLE_REST_SECONDS before
+# Redis is tried again, so a hung Redis costs each web process one such wait per rest.
+API_THROTTLE_REDIS_URL = env_str("API_THROTTLE_REDIS_URL", REDIS_URL)
+API_THROTTLE_TIMEOUT_SECONDS = env_float("API_THROTTLE_TIMEOUT_SECONDS", 0.05)
+API_THROTTLE_REST_SECONDS = env_float("API_THROTTLE_REST_SECONDS", 5.0)
+if not 0 < API_THROTTLE_TIMEOUT_SECONDS <= 1 or API_THROTTLE_REST_SECONDS < 0:
+    raise ImproperlyConfigured(
+        "API_THROTTLE_TIMEOUT_SECONDS must be above 0 and at most 1, and "
+        "API_THROTTLE_REST_SECONDS at least 0, got "
+        f"{API_THROTTLE_TIMEOUT_SECONDS:g} and {API_THROTTLE_REST_SECONDS:g}"
+    )
 
 # How often beat re-drives the admission cycle and the cluster sync (seconds). Each entry
 # expires just under its interval so late runs never stack.

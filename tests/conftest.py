@@ -18,6 +18,8 @@ import psycopg
 import pytest
 from django.conf import settings as django_settings
 
+from portal.throttling import LIMITS
+
 from .support.database import server_url
 from .support.identity import CLIENT_ID, CLIENT_SECRET, GROUP_MAP, Provider
 from .support.kube_emulator import emulator
@@ -40,6 +42,14 @@ def _clean_triggers():
     """Trigger marks left in Redis by an earlier test must not hold back this one's."""
     _clear_trigger_marks()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _api_limits_out_of_reach(settings):
+    """The API's limits (portal/throttling.py) are counted in every test, far above what any
+    test sends: only tests/api/test_throttling.py, which sets them low, is about them."""
+    for limit in LIMITS:
+        setattr(settings, limit.setting, "1000000/min")
 
 
 @pytest.fixture(autouse=True)

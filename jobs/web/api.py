@@ -159,8 +159,24 @@ class JobBatchBody(Body, JobBatchIn):
     jobs = JobIn(many=True, min_length=1, max_length=services.BATCH_MAX)  # type: ignore[call-arg]
 
 
+def too_large(request) -> bool:
+    """Whether the batch's body is too large to read: it is refused with 413 unread."""
+    length = request.META.get("CONTENT_LENGTH", "")
+    return length.isdigit() and int(length) > services.BATCH_MAX_BYTES
+
+
 class JobBatchView(APIView):
     parser_classes = json_parsers()
+
+    def throttle_cost(self, request) -> int:
+        """What the batch counts against the API's limits of submissions (portal's
+        throttling, which asks a view for this): its jobs, as that many single submissions
+        would, up to BATCH_MAX; one when the view refuses the body whole (too large, not a
+        list of jobs)."""
+        if too_large(request):
+            return 1
+        jobs = request.data.get("jobs") if isinstance(request.data, dict) else None
+        return min(len(jobs), services.BATCH_MAX) if isinstance(jobs, list) else 1
 
     @extend_schema(
         operation_id="jobs_batch_create",
@@ -178,8 +194,7 @@ class JobBatchView(APIView):
         ),
     )
     def post(self, request):
-        length = request.META.get("CONTENT_LENGTH", "")
-        if length.isdigit() and int(length) > services.BATCH_MAX_BYTES:
+        if too_large(request):
             limit = services.BATCH_MAX_BYTES // 2**20
             return Response(
                 {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},

@@ -124,3 +124,48 @@ def test_a_bad_binding_setting_stops_the_process_and_names_it():
     done = load_settings(DATABASE_SERVER_SIDE_BINDING="sometimes")
     assert done.returncode != 0
     assert "DATABASE_SERVER_SIDE_BINDING must be a boolean" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"API_SUBMIT_RATE_PER_TOKEN": "3000"},
+            "API_SUBMIT_RATE_PER_TOKEN must be a count of at least 1 per s, min, hour or day "
+            "(3000/min), or off; got '3000'",
+        ),
+        ({"API_READ_RATE_PER_PERSON": "0/min"}, "API_READ_RATE_PER_PERSON must be a count"),
+        ({"API_READ_RATE_PER_TOKEN": "10/week"}, "API_READ_RATE_PER_TOKEN must be a count"),
+        (
+            {"API_THROTTLE_TIMEOUT_SECONDS": "2"},
+            "API_THROTTLE_TIMEOUT_SECONDS must be above 0 and at most 1, and "
+            "API_THROTTLE_REST_SECONDS at least 0, got 2 and 5",
+        ),
+    ],
+)
+def test_a_bad_api_limit_stops_the_process_and_names_it(overrides, message):
+    done = load_settings(**overrides)
+
+    assert done.returncode != 0
+    assert message in done.stderr
+
+
+PRINT_LIMITS = (
+    "from django.conf import settings;"
+    " print(settings.API_SUBMIT_RATE_PER_TOKEN, settings.API_READ_RATE_PER_PERSON)"
+)
+
+
+def test_an_api_limit_is_a_rate_or_off():
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "API_SUBMIT_RATE_PER_TOKEN": " 50/hour ",
+        "API_READ_RATE_PER_PERSON": "OFF",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PRINT_LIMITS],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+
+    assert done.stdout.split() == ["50/hour", "OFF"]

@@ -4,7 +4,7 @@
 - ``broker_down``: Redis refusing connections (a Celery app on such a port made the
   current one, and REDIS_URL pointed there).
 - ``broker_hung``: Redis accepting connections and never answering, as a stopped
-  (SIGSTOP) one does: a socket that listens and never accepts.
+  (SIGSTOP) one does (``silent_port``: a socket that listens and never accepts).
 - ``connections_to``: which threads connect to a port during a block, seen through an
   audit hook (Python's own ``socket.connect`` event), so that a test can show who waits on
   a hung broker without replacing any code.
@@ -85,16 +85,23 @@ def broker_down(settings) -> Iterator[None]:
 
 
 @contextmanager
+def silent_port() -> Iterator[int]:
+    """A local port that accepts connections and never answers, as a stopped (SIGSTOP)
+    server does: a socket that listens and never accepts. On exit the socket is closed:
+    whoever waits on it gets an error at once."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        yield silent.getsockname()[1]
+
+
+@contextmanager
 def broker_hung(settings) -> Iterator[int]:
     """Redis accepts connections and never answers; yields its port."""
     try:
-        with socket.socket() as hung:
-            hung.bind(("127.0.0.1", 0))
-            hung.listen(64)
-            port = hung.getsockname()[1]
-            with _broker_at(settings, f"redis://127.0.0.1:{port}/0"):
-                yield port
-    finally:  # the socket is closed: whoever waits on it gets an error at once
+        with silent_port() as port, _broker_at(settings, f"redis://127.0.0.1:{port}/0"):
+            yield port
+    finally:
         _fresh_sender()
 
 
