@@ -40,7 +40,6 @@ answering False, since DRF's says only how long to wait, not which limit was pas
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import threading
@@ -128,15 +127,11 @@ class Counter:
 
 
 def token_id(auth: object) -> str | None:
-    """What names the request's token in a counter: its primary key once tokens are rows
-    of their own, a digest of the key while it is DRF's plain string (the key itself is a
-    credential, never written to Redis). None without a token: a session's request."""
+    """What names the request's token in a counter: its row's id (``request.auth`` is the
+    AccessToken; its key, a credential, is never written to Redis). None without a token:
+    a session's request."""
     pk = getattr(auth, "pk", None)
-    if pk is not None:
-        return str(pk)
-    if isinstance(auth, str):
-        return hashlib.sha256(auth.encode()).hexdigest()
-    return None
+    return None if pk is None else str(pk)
 
 
 def request_counters(request: Request, now: float) -> list[Counter]:

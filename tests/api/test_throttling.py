@@ -101,6 +101,16 @@ def test_a_persons_tokens_and_sessions_share_the_persons_limit(settings, member,
     assert client_for(other_member).get(JOBS).status_code == 200
 
 
+def test_two_tokens_of_a_person_have_limits_of_their_own_within_the_persons(settings, member):
+    settings.API_READ_RATE_PER_TOKEN = "2/day"
+    settings.API_READ_RATE_PER_PERSON = "3/day"
+    first, second = client_for(member), client_for(member)
+
+    assert [first.get(JOBS).status_code for _ in range(2)] == [200, 200]
+    assert [second.get(JOBS).status_code for _ in range(2)] == [200, 429]
+    assert second.get(JOBS).json()["limit"] == "read per person"
+
+
 def test_a_session_is_counted_per_person_only(settings, member):
     settings.API_READ_RATE_PER_TOKEN = "1/day"
     session = session_for(member)
