@@ -21,6 +21,7 @@ COPY portal ./portal
 COPY kube ./kube
 COPY audit ./audit
 COPY queues ./queues
+COPY access ./access
 COPY jobs ./jobs
 COPY templates ./templates
 COPY static ./static

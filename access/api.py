@@ -3,11 +3,13 @@ policies (staff); and the exchange of a CI job's ID token for an access token.""
 
 from __future__ import annotations
 
+from typing import cast
+
 from axes.helpers import get_client_ip_address
 from django.contrib.auth import get_user_model
 from django.http import Http404
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -25,7 +27,7 @@ from .models import TOKEN_STATES, AccessToken, TrustPolicy
 API = AuditEntry.Source.API
 
 
-DEPARTMENT_NAME = Department._meta.get_field("name").max_length
+DEPARTMENT_NAME = cast(int, Department._meta.get_field("name").max_length)
 MOST_DEPARTMENTS = 1000
 
 
@@ -236,14 +238,10 @@ class ExchangeView(APIView):
 
     @extend_schema(
         request=ExchangeIn,
-        responses={
-            200: ExchangeOut,
-            401: OpenApiResponse(
-                description="refused, naming each policy's failing check: signature, issuer, "
-                "audience, expiry, not-before, a claim condition"
-            ),
-            503: OpenApiResponse(description="the issuer did not answer; try again"),
-        },
+        responses={200: ExchangeOut},
+        description="401: refused, the detail naming each policy's failing check (signature, "
+        "issuer, audience, expiry, not-before, a claim condition). 503: the issuer did not "
+        "answer; Retry-After says when to try again.",
         summary="Exchange a CI job's OIDC ID token for an access token (workload identity)",
         auth=[],
     )

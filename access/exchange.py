@@ -13,6 +13,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.db import transaction
@@ -43,7 +44,7 @@ class PolicyIn:
     issuer: str
     audience: str
     conditions: Mapping[str, str]
-    acts_as: object  # a user
+    acts_as: Any  # a user
     right: str = Right.SUBMIT
     departments: Collection[str] | None = None  # names; None: all of acts_as's
     lifetime_seconds: int = DEFAULT_LIFETIME_SECONDS

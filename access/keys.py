@@ -18,7 +18,7 @@ from .models import AccessToken
 
 PERSONAL_PREFIX = "cal_pat_"
 EXCHANGED_PREFIX = "cal_wit_"
-PREFIXES = {
+PREFIXES: dict[str, str] = {
     AccessToken.Kind.PERSONAL: PERSONAL_PREFIX,
     AccessToken.Kind.EXCHANGED: EXCHANGED_PREFIX,
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.db import transaction
@@ -26,7 +27,7 @@ from .models import AccessToken
 
 Action = AuditEntry.Action
 Source = AuditEntry.Source
-NAME_LENGTH = AccessToken._meta.get_field("name").max_length
+NAME_LENGTH = cast(int, AccessToken._meta.get_field("name").max_length)
 
 
 class TokenInvalid(Exception):
@@ -70,12 +71,17 @@ def _audit(token: AccessToken, action: str, *, actor, source: str, before=None, 
     )
 
 
+def default_days() -> int:
+    """A new token's lifetime when its maker picks none."""
+    return min(settings.ACCESS_TOKEN_DEFAULT_DAYS, settings.ACCESS_TOKEN_MAX_DAYS)
+
+
 def expiry_choices() -> list[int | None]:
-    """The lifetimes, in days, a person picks from (None: never, where settings allow it)."""
+    """The lifetimes, in days, a page offers (None: never, where settings allow it)."""
     longest = settings.ACCESS_TOKEN_MAX_DAYS
-    days = sorted({d for d in (7, 30, 90, 180, 366) if d <= longest} | {longest})
-    days = sorted(set(days) | {min(settings.ACCESS_TOKEN_DEFAULT_DAYS, longest)})
-    return [*days, None] if settings.ACCESS_TOKEN_ALLOW_NEVER else days
+    days = sorted({d for d in (7, 30, 90, 180, 366) if d <= longest} | {longest, default_days()})
+    options: list[int | None] = list(days)
+    return [*options, None] if settings.ACCESS_TOKEN_ALLOW_NEVER else options
 
 
 def person_departments(user) -> list[Department]:
@@ -93,7 +99,9 @@ class Asked:
     expires_in_days: int | None = -1  # -1: the settings' default; None: never
 
 
-def _checked(user, asked: Asked, maker_scope: Scope | None) -> tuple[list[Department], object]:
+def _checked(
+    user, asked: Asked, maker_scope: Scope | None
+) -> tuple[list[Department], datetime | None]:
     """The departments and expiry of ``asked`` for ``user``, or TokenInvalid naming each
     field that is wrong. ``maker_scope``: the scope of the token that asks for this one,
     which the new one may not exceed."""
@@ -125,7 +133,7 @@ def _checked(user, asked: Asked, maker_scope: Scope | None) -> tuple[list[Depart
             errors.setdefault(
                 "departments", "the token making it names fewer departments; name them"
             )
-    expires_at = None
+    expires_at: datetime | None = None
     days = (
         settings.ACCESS_TOKEN_DEFAULT_DAYS if asked.expires_in_days == -1 else asked.expires_in_days
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -25,7 +26,7 @@ TOKEN_FIELDS = (
 @dataclass
 class Found:
     token: AccessToken
-    user: object
+    user: Any
     departments: frozenset[int]
     address_known: bool
 
@@ -35,7 +36,7 @@ def token_find(digest: str, address: str | None) -> Found | None:
     used from ``address`` before, or None."""
     users = get_user_model()
     user_fields = [f for f in users._meta.concrete_fields]
-    user_columns = ", ".join(f"u.{connection.ops.quote_name(f.column)}" for f in user_fields)
+    user_columns = ", ".join(f"u.{connection.ops.quote_name(str(f.column))}" for f in user_fields)
     token_columns = ", ".join(f"t.{connection.ops.quote_name(name)}" for name in TOKEN_FIELDS)
     with connection.cursor() as cursor:
         cursor.execute(

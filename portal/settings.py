@@ -16,6 +16,7 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from access.task_names import TOKENS_EXPIRE_TASK
 from jobs.engine.task_names import (
     ADMIT_TASK,
     ESTIMATES_TASK,
@@ -522,6 +523,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": USAGE_HISTORY_TASK,
         "schedule": float(USAGE_HISTORY_SECONDS),
         "options": {"expires": USAGE_HISTORY_SECONDS * 0.9},
+    },
+    "tokens-expire": {
+        "task": TOKENS_EXPIRE_TASK,
+        "schedule": 300.0,
+        "options": {"expires": 270.0},
     },
     "estimates": {
         "task": ESTIMATES_TASK,

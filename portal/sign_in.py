@@ -42,6 +42,8 @@ from mozilla_django_oidc.views import (
     OIDCAuthenticationRequestView,
 )
 
+from access.identities import is_service
+from access.models import ServiceIdentity
 from queues.departments import person_signed_in
 from queues.models import Membership
 
@@ -265,6 +267,10 @@ class ProviderBackend(OIDCAuthenticationBackend):
                 f"groups, which say your departments (an admin adds it to the provider's "
                 f"client)"
             )
+        if ServiceIdentity.objects.filter(user__username=username).exists():
+            raise SignInFailed(
+                f"{username} is a department's service identity: it acts only with its tokens"
+            )
         grants = grants_for(groups or [], mapping)
         user, unknown = person_signed_in(
             username=username,
@@ -294,6 +300,10 @@ class LocalAccounts(ModelBackend):
 
     def get_user(self, user_id):
         return super().get_user(user_id) if settings.LOCAL_LOGIN else None
+
+    def user_can_authenticate(self, user) -> bool:
+        """Not a service identity, whatever password someone gave it: it has tokens only."""
+        return super().user_can_authenticate(user) and not is_service(user)
 
 
 # ---- Views ------------------------------------------------------------------------------

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 from datetime import timedelta
 from importlib import import_module
 
 import pytest
 from django.apps import apps
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
@@ -17,6 +19,7 @@ from rest_framework.test import APIClient
 
 from access.models import AccessToken
 from access.services import full_token, tokens_expire
+from access.tasks import expire
 from audit.models import AuditEntry
 from jobs.models import Job
 from queues.api_base import WithinScope
@@ -351,3 +354,29 @@ def test_a_legacy_token_keeps_working_hashed_with_full_rights(member):
     assert token.expires_at is not None
     response = bearer(key).post("/api/v1/jobs/", copy.deepcopy(RAY_JOB), format="json")
     assert response.status_code == 201
+
+
+def test_the_command_makes_a_token_from_a_shell_and_prints_it_once(member):
+    out = io.StringIO()
+
+    call_command(
+        "token_create", "alice", "--name", "ops", "--right", "read",
+        "--department", "algorithm", stdout=out,
+    )  # fmt: skip
+
+    key = out.getvalue().strip()
+    assert bearer(key).get("/api/v1/jobs/").status_code == 200
+    token = AccessToken.objects.get(user=member)
+    assert (token.name, token.right, [d.name for d in token.departments.all()]) == (
+        "ops", "read", ["algorithm"]
+    )  # fmt: skip
+    with pytest.raises(CommandError, match="departments: interns: not a department of alice"):
+        call_command("token_create", "alice", "--name", "x", "--department", "interns")
+
+
+def test_beat_records_expiries(member, settings):
+    made = make(member, right="read")
+    AccessToken.objects.filter(pk=made["id"]).update(expires_at=timezone.now() - timedelta(1))
+
+    assert settings.CELERY_BEAT_SCHEDULE["tokens-expire"]["task"] == expire.name
+    assert expire() == 1

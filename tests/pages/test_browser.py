@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import requests
 from django.db import connection
 from django.utils import timezone
 
@@ -410,3 +411,39 @@ def test_a_job_stuck_leaving_says_what_to_check_and_a_repeated_event_is_one_row(
         expect(repeated.locator(".repeats")).to_contain_text(re.compile(r"^5 times, first "))
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         screenshot(page, name)
+
+
+def test_a_token_is_made_seen_once_used_and_revoked(live_server, transactional_db, member, page):
+    """The minute a researcher spends: a submit token for one department, its secret copied
+    once, a pipeline's requests with it, then revoked and refused."""
+    from playwright.sync_api import expect
+
+    page.goto(live_server.url + "/account/")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill("pw-alice")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Your account")).to_be_visible()
+    page.get_by_label("Name").fill("train-main")
+    page.get_by_label(re.compile(r"submit: read")).check()
+    page.get_by_label("Only these:").check()
+    page.get_by_label("algorithm").check()
+    page.get_by_role("button", name="Create token").click()
+
+    key = page.locator("#made-secret").input_value()
+    screenshot(page, "account-token-made.png")
+    assert key.startswith("cal_pat_")
+    headers = {"Authorization": f"Token {key}"}
+    jobs = live_server.url + "/api/v1/jobs/"
+    assert requests.post(jobs, json=RAY_JOB, headers=headers, timeout=10).status_code == 201
+    page.goto(live_server.url + "/account/")
+    assert key not in page.content()
+    row = page.locator("tr", has_text="train-main")
+    expect(row).to_contain_text("submit")
+    expect(row).to_contain_text("127.0.0.1")  # its last use, from the pipeline's address
+
+    row.get_by_role("button", name=re.compile(r"^Revoke cal_pat_")).click()
+
+    expect(page.get_by_role("status")).to_contain_text("Revoked")
+    refused = requests.get(jobs, headers=headers, timeout=10)
+    assert refused.status_code == 401
+    assert refused.json()["detail"].startswith("the token was revoked on ")
