@@ -9,6 +9,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.shortcuts import render
 
+from audit.admin import ReadOnly
 from audit.models import AuditEntry
 
 from . import keys, services
@@ -30,7 +31,7 @@ class TokenAddForm(forms.ModelForm):
         fields = ["user", "name", "right", "all_departments", "departments"]
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         if not data.get("all_departments") and not data.get("departments"):
             self.add_error("departments", "choose departments, or tick all departments")
         return data
@@ -139,7 +140,7 @@ class PolicyForm(forms.ModelForm):
         ]  # fmt: skip
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         if self.errors:
             return data
         asked = _policy_in(data)
@@ -192,21 +193,12 @@ class TrustPolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Exchange)
-class ExchangeAdmin(admin.ModelAdmin):
+class ExchangeAdmin(ReadOnly, admin.ModelAdmin):
     list_display = ["at", "policy", "subject", "token", "address"]
     list_filter = [("policy", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["subject", "token__prefix"]
     list_select_related = ["policy", "token"]
     date_hierarchy = "at"
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(ServiceIdentity)

@@ -3,6 +3,7 @@ person and its departments in one round trip, and the record of its use."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,31 +32,40 @@ class Found:
     address_known: bool
 
 
+@functools.cache
+def _find() -> tuple[str, list[str]]:
+    """The token check's statement, and the attribute names of the user's columns in it."""
+    users = get_user_model()
+    through = AccessToken.departments.through._meta
+    user_fields = list(users._meta.concrete_fields)
+    quote = connection.ops.quote_name
+    user_columns = ", ".join(f"u.{quote(str(f.column))}" for f in user_fields)
+    token_columns = ", ".join(f"t.{quote(name)}" for name in TOKEN_FIELDS)
+    token_id = quote(str(through.get_field("accesstoken").column))
+    department_id = quote(str(through.get_field("department").column))
+    statement = f"""
+        SELECT {token_columns}, {user_columns},
+               ARRAY(SELECT d.{department_id} FROM {TOKEN_DEPARTMENTS} d
+                     WHERE d.{token_id} = t.id),
+               %(address)s::inet = ANY(t.addresses)
+        FROM {TOKENS} t JOIN {users._meta.db_table} u ON u.id = t.user_id
+        WHERE t.digest = %(digest)s
+        """
+    return statement, [f.attname for f in user_fields]
+
+
 def token_find(digest: str, address: str | None) -> Found | None:
     """The token with this digest, its user, the ids of its departments and whether it was
-    used from ``address`` before, or None."""
-    users = get_user_model()
-    user_fields = [f for f in users._meta.concrete_fields]
-    user_columns = ", ".join(f"u.{connection.ops.quote_name(str(f.column))}" for f in user_fields)
-    token_columns = ", ".join(f"t.{connection.ops.quote_name(name)}" for name in TOKEN_FIELDS)
+    used from ``address`` before, or None: one round trip, on every API request."""
+    statement, user_attributes = _find()
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT {token_columns}, {user_columns},
-                   ARRAY(SELECT d.department_id FROM {TOKEN_DEPARTMENTS} d
-                         WHERE d.accesstoken_id = t.id),
-                   %(address)s::inet = ANY(t.addresses)
-            FROM {TOKENS} t JOIN {users._meta.db_table} u ON u.id = t.user_id
-            WHERE t.digest = %(digest)s
-            """,
-            {"digest": digest, "address": address},
-        )
+        cursor.execute(statement, {"digest": digest, "address": address})
         row = cursor.fetchone()
     if row is None:
         return None
     split = len(TOKEN_FIELDS)
     token = AccessToken.from_db("default", list(TOKEN_FIELDS), row[:split])
-    user = users.from_db("default", [f.attname for f in user_fields], row[split:-2])
+    user = get_user_model().from_db("default", user_attributes, row[split:-2])
     departments, known = row[-2], row[-1]
     return Found(token, user, frozenset(departments), bool(known))
 

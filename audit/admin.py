@@ -40,8 +40,21 @@ def _snapshot(value: dict | None):
     return format_html("<pre>{}</pre>", text)
 
 
+class ReadOnly:
+    """The admin of a record: written by the services as things happen, never by hand."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnly, admin.ModelAdmin):
     list_display = ["at", "actor", "action", "object_type", "object_key", "source", "changes"]
     list_filter = ["object_type", "action", "source", ("actor", admin.RelatedOnlyFieldListFilter)]
     list_filter += [WithinFilter]
@@ -74,12 +87,3 @@ class AuditEntryAdmin(admin.ModelAdmin):
     @admin.display(description="after")
     def after_display(self, entry: AuditEntry):
         return _snapshot(entry.after)
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
