@@ -439,6 +439,7 @@ class SimulatedPod(models.Model):
         PENDING = "Pending"
         RUNNING = "Running"
         SUCCEEDED = "Succeeded"
+        FAILED = "Failed"
 
     object_name = models.CharField(max_length=253, db_index=True)
     job_id = models.BigIntegerField(db_index=True)
@@ -452,6 +453,9 @@ class SimulatedPod(models.Model):
     cycle = models.PositiveIntegerField(default=0)
     last_cycle_at = models.DateTimeField(null=True, blank=True)
     index = models.PositiveIntegerField(default=0)
+    # What its container exits with at the end of run_seconds: a job asks for a failure
+    # with SIMULATED_EXIT_CODE in its env (jobs/cluster/simulated.py).
+    exit_code = models.SmallIntegerField(default=0)
 
     class Meta:
         ordering = ["created_at", "object_name", "index"]

@@ -107,8 +107,8 @@ TREE_REFUSALS = {
     "Kubernetes writes them, names unique among siblings, each node's min within its max "
     "and its parent's; or one that retires a node whose queue holds jobs",
     "body": "a key holding a control character",
-    "*": "a key the tree does not name (kept as it is), whose value holds a control "
-    "character at any depth",
+    "*": "under a key the tree does not name (left as it is), a key or value holding a "
+    "control character, at any depth",
     "metadata.*": "a key holding a control character, at any depth",
     "spec.*": "a key holding a control character, at any depth",
 }

@@ -39,6 +39,10 @@ PodPhase = SimulatedPod.Phase
 
 _SIM_LOCK = 0x5EED_C1A5  # advisory lock id guarding the simulated cluster's rows
 
+# A job whose env sets this to a number other than 0 has its pods exit with it at the end
+# of their run: the simulated cluster's way to fail a job, for demos and tests of failure.
+SIMULATED_EXIT_CODE = "CALDERA_SIMULATED_EXIT_CODE"
+
 
 def parse_nodes(text: str) -> dict[str, ResourceList]:
     """``"4xcpu=16,memory=64Gi,nvidia.com/gpu=4"`` -> {"node-1": {...}, ..., "node-4": {...}}.
@@ -73,6 +77,15 @@ class Pod:
     started_at: datetime | None = None
     cycle: int = 0
     last_cycle_at: datetime | None = None
+    exit_code: int = 0
+
+
+def exit_code(env: dict[str, str]) -> int:
+    """The code a job's pods exit with: SIMULATED_EXIT_CODE's number, else 0."""
+    try:
+        return int(env.get(SIMULATED_EXIT_CODE, "0"))
+    except ValueError:
+        return 1  # asked to fail, in words the shell would not take either
 
 
 class SimulatedCluster:
@@ -129,6 +142,7 @@ class SimulatedCluster:
                 run_seconds=spec.run_seconds,
                 created_at=now,
                 phase=PodPhase.SUSPENDED if spec.suspend else PodPhase.PENDING,
+                exit_code=exit_code(spec.env),
             )
             names.append(name)
         if names and not spec.suspend:
@@ -201,7 +215,8 @@ class SimulatedCluster:
                 and pod.started_at is not None
                 and pod.started_at + timedelta(seconds=pod.run_seconds) <= now
             ):
-                self.pods[name] = replace(pod, phase=PodPhase.SUCCEEDED)
+                ended = PodPhase.FAILED if pod.exit_code else PodPhase.SUCCEEDED
+                self.pods[name] = replace(pod, phase=ended)
                 self._give_back(pod)
         free = self._free
         waiting = sorted(
@@ -265,7 +280,12 @@ class SimulatedCluster:
         statuses = []
         for object_name, pods in self.objects().items():
             phases = {pod.phase for pod in pods}
-            if phases == {PodPhase.SUSPENDED}:
+            failed = next((pod for pod in pods if pod.phase == PodPhase.FAILED), None)
+            message = ""
+            if failed is not None:
+                phase = Phase.FAILED
+                message = f"Pod {failed.name} exited with code {failed.exit_code}"
+            elif phases == {PodPhase.SUSPENDED}:
                 phase = Phase.SUSPENDED
             elif phases == {PodPhase.SUCCEEDED}:
                 phase = Phase.SUCCEEDED
@@ -274,7 +294,9 @@ class SimulatedCluster:
             else:
                 phase = Phase.PENDING
             statuses.append(
-                ObjectStatus(job_id=pods[0].job_id, object_name=object_name, phase=phase)
+                ObjectStatus(
+                    job_id=pods[0].job_id, object_name=object_name, phase=phase, message=message
+                )
             )
         return statuses
 
@@ -490,6 +512,7 @@ def _pod(row) -> Pod:
         started_at=row.started_at,
         cycle=row.cycle,
         last_cycle_at=row.last_cycle_at,
+        exit_code=row.exit_code,
     )
 
 
@@ -508,4 +531,5 @@ def _row(pod: Pod):
         started_at=pod.started_at,
         cycle=pod.cycle,
         last_cycle_at=pod.last_cycle_at,
+        exit_code=pod.exit_code,
     )

@@ -38,12 +38,11 @@ _INDEX = re.compile(r"\[\d+\]")
 
 def declared(field: str, refusals: dict[str, str]) -> bool:
     """Whether the operation declares refusing ``field``: ``jobs[3].queue`` is declared by
-    ``jobs[].queue``, ``spec.root.children[0].name`` by ``spec.root.*``, and a key of the
-    body that the schema does not name (``*``) by ``*``."""
+    ``jobs[].queue``, ``spec.root.children[0].name`` by ``spec.root.*``; ``*`` declares
+    any field (a body whose keys the schema leaves open, refused for what they hold)."""
     field = _INDEX.sub("[]", field)
     return field in refusals or any(
-        (name == "*" and "." not in field)
-        or (name.endswith(".*") and (field + ".").startswith(name[:-1]))
+        name == "*" or (name.endswith(".*") and (field + ".").startswith(name[:-1]))
         for name in refusals
     )
 

@@ -1,8 +1,14 @@
 """The simulated cluster: gang placement, pod phases and real event formats, on a fixed clock."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from jobs.cluster.simulated import SimulatedBackend, SimulatedCluster, parse_nodes
+from jobs.cluster.simulated import (
+    SIMULATED_EXIT_CODE,
+    SimulatedBackend,
+    SimulatedCluster,
+    parse_nodes,
+)
 
 from ..support.specs import gang_spec
 
@@ -41,6 +47,20 @@ def test_it_places_a_gang_and_runs_it_for_its_run_time():
     assert phases(sim.tick(now=T0)) == {1: "Running"}
     assert phases(sim.tick(now=T0 + timedelta(seconds=59))) == {1: "Running"}
     assert phases(sim.tick(now=T0 + timedelta(seconds=60))) == {1: "Succeeded"}
+
+
+def test_a_job_that_asks_for_an_exit_code_fails_with_it_and_frees_its_nodes():
+    sim = cluster("1xcpu=12,memory=64Gi")
+    failing = replace(gang_spec(1, run_seconds=10), env={SIMULATED_EXIT_CODE: "3"})
+    sim.create(failing, now=T0)
+    sim.create(gang_spec(2, run_seconds=10), now=T0)
+    assert phases(sim.tick(now=T0)) == {1: "Running", 2: "Pending"}
+
+    observed = sim.tick(now=T0 + timedelta(seconds=10))
+
+    assert phases(observed) == {1: "Failed", 2: "Running"}
+    (status,) = [s for s in observed.statuses if s.job_id == 1]
+    assert status.message == "Pod rayjob-1-head-0 exited with code 3"
 
 
 def test_a_gang_that_fits_starts_as_it_is_created_unless_an_older_one_waits():

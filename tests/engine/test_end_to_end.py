@@ -54,6 +54,23 @@ def test_a_finish_frees_the_quota_for_the_next_job(api, member, celery_worker):
     assert waited.dequeued_at >= finished.finished_at  # into the quota the finish freed
 
 
+def test_a_job_whose_pods_exit_non_zero_fails_with_the_reason_and_frees_its_quota(
+    api, member, celery_worker
+):
+    client = api(member)
+    failing = {**RAY_JOB, "run_seconds": 1, "env": {"CALDERA_SIMULATED_EXIT_CODE": "3"}}
+    first = client.post("/api/v1/jobs/", failing, format="json").json()["id"]
+    second = client.post("/api/v1/jobs/", RAY_JOB, format="json").json()["id"]
+
+    wait_for(lambda: Job.objects.get(pk=first).state == "failed", timeout=15)
+
+    events = client.get(f"/api/v1/jobs/{first}/events/").json()
+    assert any(e["reason"] == "Failed" and "exited with code 3" in e["message"] for e in events), (
+        events
+    )
+    wait_for(lambda: Job.objects.get(pk=second).state in ("admitted", "running"), timeout=10)
+
+
 def test_the_intern_story_video_reclaims_its_guarantee_by_its_triggers_alone(
     api, member, intern, celery_worker
 ):
