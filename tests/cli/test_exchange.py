@@ -5,13 +5,11 @@ stand-in over HTTP) and on GitLab CI (the ID token in CALDERA_ID_TOKEN)."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from ..support.cli import Cli, json_lines
+from ..support.cli import Cli, json_lines, stub_server
 from ..support.oidc_issuer import AUDIENCE
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,32 +35,16 @@ def github(oidc_issuer):
     bearer of the request token."""
     asked = []
 
-    class Endpoint(BaseHTTPRequestHandler):
-        def do_GET(self):
-            query = parse_qs(urlsplit(self.path).query)
-            asked.append(query)
-            if self.headers.get("Authorization") != "bearer request-token":
-                self.send_response(403)
-                self.end_headers()
-                return
-            claims = oidc_issuer.ci_claims(aud=query["audience"][0])
-            body = json.dumps({"value": oidc_issuer.sign(claims)}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(method, path, headers):
+        query = parse_qs(urlsplit(path).query)
+        asked.append(query)
+        if headers.get("Authorization") != "bearer request-token":
+            return 403, {}, {"message": "Unable to get ACTIONS_ID_TOKEN_REQUEST_URL"}
+        claims = oidc_issuer.ci_claims(aud=query["audience"][0])
+        return 200, {}, {"value": oidc_issuer.sign(claims)}
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/token?api-version=2.0", asked
-    finally:
-        server.shutdown()
-        server.server_close()
+    with stub_server(answer) as url:
+        yield f"{url}/token?api-version=2.0", asked
 
 
 def test_a_github_actions_job_signs_in_with_its_id_token(live_server, tmp_path, policy, github):

@@ -7,7 +7,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from .paths import REPO
@@ -66,3 +70,41 @@ class Cli:
 def json_lines(text: str) -> list[dict]:
     """``--output json``: every line one JSON object."""
     return [json.loads(line) for line in text.splitlines()]
+
+
+# (method, path with its query, headers) -> (status, headers, JSON body)
+Answer = Callable[[str, str, dict[str, str]], tuple[int, dict[str, str], object]]
+
+
+@contextmanager
+def stub_server(answer: Answer) -> Iterator[str]:
+    """A server of the test's own on a free port, each request answered by ``answer``: what
+    Caldera (or a CI platform) is not made to do on purpose, a 503 or a gateway's 502. Yields
+    its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            status, headers, body = answer(self.command, self.path, dict(self.headers))
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            for name, value in {"Content-Type": "application/json", **headers}.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
