@@ -58,7 +58,10 @@ def _token_words(token: dict[str, Any] | None) -> str:
 
 
 def login(args: argparse.Namespace, out: Out) -> Exit:
-    url = config.normalise_url(args.url or os.environ.get("CALDERA_URL") or "")
+    url = args.url or os.environ.get("CALDERA_URL") or config.read_file().get("url")
+    if not url:
+        raise config.NotConfigured("login needs the server: --url URL (or CALDERA_URL)")
+    url = config.normalise_url(url)
     if args.exchange:
         answer = _exchange(url, args.audience, args.id_token_env)
         key = answer["token"]

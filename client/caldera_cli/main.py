@@ -67,7 +67,10 @@ def parser() -> argparse.ArgumentParser:
         "With --exchange, a CI job's OIDC ID token is exchanged for a short-lived token "
         "instead (docs/ci.md).",
     )
-    login.add_argument("--url", help="the server, e.g. https://caldera.example.com (CALDERA_URL)")
+    login.add_argument(
+        "--url",
+        help="the server, e.g. https://caldera.example.com (else CALDERA_URL, the saved one)",
+    )
     login.add_argument("--exchange", action="store_true", help="exchange the CI's OIDC ID token")
     login.add_argument("--audience", default="caldera", help="the ID token's audience (GitHub)")
     login.add_argument("--id-token-env", metavar="VAR", help="the variable holding an ID token")
