@@ -26,6 +26,10 @@ COPY jobs ./jobs
 COPY templates ./templates
 COPY static ./static
 
+# The `caldera` command, for a shell in a pod; its requests and PyYAML are in the lock above.
+COPY client ./client
+RUN pip install --no-deps ./client
+
 # Settings require these; none of them is used by collectstatic nor kept in the image.
 RUN SECRET_KEY=collectstatic-build-only \
     DATABASE_URL=postgres://build@localhost/build \

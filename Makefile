@@ -11,12 +11,13 @@ EMBEDDED := $(PY) -m portal.embedded run --
 
 venv: $(VENV)/.installed
 
-# Everything from the lock, every file checked against its hash (runtime, demo, dev).
-$(VENV)/.installed: pyproject.toml requirements/dev.txt
+# Everything from the lock, every file checked against its hash (runtime, demo, dev); then
+# the portal and the `caldera` command (client/, whose requests and PyYAML the lock holds).
+$(VENV)/.installed: pyproject.toml client/pyproject.toml requirements/dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --require-hashes -r requirements/dev.txt
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet --no-deps -e . -e ./client
 	mkdir -p staticfiles
 	touch $@
 

@@ -86,6 +86,7 @@ class TokenOut(serializers.Serializer):
     id = serializers.IntegerField()
     prefix = serializers.CharField(help_text="its first characters, which name it")
     name = serializers.CharField()
+    user = serializers.CharField(source="user.username", help_text="whose token it is")
     kind = serializers.ChoiceField(choices=AccessToken.Kind.choices)
     right = serializers.ChoiceField(choices=RIGHTS)
     departments = serializers.SerializerMethodField()
@@ -127,7 +128,9 @@ TOKEN_REFUSALS = {
 
 
 def _tokens(user):
-    return AccessToken.objects.filter(user=user).prefetch_related("departments")
+    return (
+        AccessToken.objects.filter(user=user).select_related("user").prefetch_related("departments")
+    )
 
 
 class TokenListView(APIView):

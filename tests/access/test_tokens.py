@@ -66,6 +66,7 @@ def test_a_new_token_is_shown_once_and_kept_only_as_its_digest(member):
         assert key not in cursor.fetchone()[0]
     listed = session_for(member).get(TOKENS).json()
     assert [t["prefix"] for t in listed] == [made["prefix"]] and "token" not in listed[0]
+    assert listed[0]["user"] == "alice"  # what `caldera whoami` reads
 
 
 def test_a_token_expires_after_the_default_days_unless_asked(member, settings):

@@ -1,0 +1,144 @@
+"""``submit --wait``: poll each job (``GET /api/v1/jobs/{id}/``) until it ends or the timeout
+passes, and with ``--follow`` say each change of state or position and each new sentence of
+why it waits. A preempted job goes back to its queue, so the wait goes on."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from caldera_cli.api import Client
+from caldera_cli.exit_codes import Exit
+from caldera_cli.output import Out, position
+
+ENDED = {"succeeded": Exit.SUCCEEDED, "failed": Exit.FAILED, "cancelled": Exit.CANCELLED}
+# Several jobs: the worst ending is the exit code.
+WORST_FIRST = [Exit.FAILED, Exit.CANCELLED, Exit.SUCCEEDED]
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+Snapshot = tuple[str, int | None, str | None]  # state, position, why it waits
+
+
+def duration(text: str) -> float:
+    """Seconds in ``90``, ``30s``, ``15m``, ``2h``, ``1h30m`` or ``1d``."""
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"{text!r} is not a duration (examples: 90s, 15m, 2h, 1h30m)")
+    return sum(float(number) * UNITS[unit] for number, unit in parts)
+
+
+def _snapshot(job: dict[str, Any]) -> Snapshot:
+    waiting = job.get("waiting") or {}
+    return job["state"], job.get("position"), waiting.get("summary")
+
+
+def _say_change(out: Out, job: dict[str, Any], before: Snapshot | None) -> None:
+    state, place, summary = _snapshot(job)
+    old_state, old_place, old_summary = before or (None, None, None)
+    label = f"job {job['id']} {job.get('name', '')}".rstrip()
+    lines = []
+    if state != old_state:
+        where = f", {position(job)}" if place else ""
+        if state == "preempted":
+            where += ": it goes back to its queue, the wait goes on"
+        arrow = f"{old_state} -> " if old_state else ""
+        lines.append(f"{label}: {arrow}{out.state(state)}{where}")
+    elif place != old_place and place:
+        lines.append(f"{label}: {position(job)}")
+    if summary and summary != old_summary:
+        lines.append(f"  {summary}" if lines else f"{label}: {summary}")
+    if lines:
+        record = {
+            "event": "changed",
+            "id": job["id"],
+            "state": state,
+            "position": place,
+            "waiting": summary,
+        }
+        out.emit(record, "\n".join(lines))
+
+
+def _last_reason(client: Client, job_id: int) -> str:
+    events = client.pages(f"jobs/{job_id}/events/")
+    if not events:
+        return "no reason recorded"
+    last = events[-1]
+    return f"{last['reason']}: {last['message']}"
+
+
+def wait(
+    client: Client,
+    out: Out,
+    ids: list[int],
+    *,
+    timeout: float | None,
+    follow: bool,
+    cancel_on_timeout: bool,
+    poll_seconds: float,
+) -> Exit:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    seen: dict[int, Snapshot | None] = dict.fromkeys(ids)
+    ended: dict[int, dict[str, Any]] = {}
+    latest: dict[int, dict[str, Any]] = {}
+    while True:
+        for job_id in ids:
+            if job_id in ended:
+                continue
+            job = client.get(f"jobs/{job_id}/")
+            latest[job_id] = job
+            if follow:
+                _say_change(out, job, seen[job_id])
+            seen[job_id] = _snapshot(job)
+            if job["state"] in ENDED:
+                ended[job_id] = job
+        if len(ended) == len(ids):
+            break
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            return _timed_out(
+                client, out, [latest[i] for i in ids if i not in ended], cancel_on_timeout
+            )
+        time.sleep(poll_seconds if remaining is None else min(poll_seconds, remaining))
+
+    codes = set()
+    for job_id in ids:
+        job = ended[job_id]
+        code = ENDED[job["state"]]
+        codes.add(code)
+        record: dict[str, Any] = {
+            "event": "ended",
+            "id": job_id,
+            "name": job.get("name"),
+            "state": job["state"],
+        }
+        text = f"job {job_id} {job.get('name', '')}: {out.state(job['state'])}"
+        if code is not Exit.SUCCEEDED:
+            record["reason"] = _last_reason(client, job_id)
+            text += f" ({record['reason']})"
+        out.emit(record, text)
+    return next(code for code in WORST_FIRST if code in codes)
+
+
+def _timed_out(client: Client, out: Out, jobs: list[dict[str, Any]], cancel: bool) -> Exit:
+    for job in jobs:
+        record = {
+            "event": "timed_out",
+            "id": job["id"],
+            "state": job["state"],
+            "position": job.get("position"),
+            "cancelled": cancel,
+        }
+        where = f", {position(job)}" if job.get("position") else ""
+        if cancel:
+            after = client.post(f"jobs/{job['id']}/cancel/")
+            record["state"] = after["state"]
+            text = (
+                f"job {job['id']}: timed out ({job['state']}{where}); cancelled: {after['state']}"
+            )
+        else:
+            text = f"job {job['id']}: timed out, still {job['state']}{where}; it keeps its place"
+        out.emit(record, text)
+    return Exit.TIMED_OUT

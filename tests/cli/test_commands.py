@@ -1,0 +1,215 @@
+"""The ``caldera`` command against a live server, over real HTTP: a child process per
+command, as a user or a pipeline runs it (tests/support/cli.py).
+
+Jobs move when the admission cycle and the cluster sync run: the tests that need them
+finished or held for quota use the suite's real Celery worker, which the server's
+triggers drive; the others leave their jobs queued. The exit codes are those of
+client/caldera_cli/exit_codes.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import stat
+
+import pytest
+import yaml
+
+from access.models import AccessToken
+from access.services import full_token, token_revoke
+from audit.models import AuditEntry
+from jobs.models import PENDING, Job, State
+
+from ..support.cli import Cli, json_lines
+from ..support.jobs import RAY_JOB, running, submit_document
+from ..support.polling import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHORT = {**RAY_JOB, "name": "cli-short", "run_seconds": 1}
+
+
+@pytest.fixture
+def token(member) -> str:
+    return full_token(member, name="cli")
+
+
+@pytest.fixture
+def cli(live_server, tmp_path, token) -> Cli:
+    """The command as alice, signed in through the environment."""
+    return Cli(tmp_path, {"CALDERA_URL": live_server.url, "CALDERA_TOKEN": token})
+
+
+def document(tmp_path, body: dict, name: str = "job.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(body) if name.endswith(".yaml") else json.dumps(body))
+    return str(path)
+
+
+def test_it_logs_in_to_a_private_config_that_whoami_reads(live_server, tmp_path, token):
+    cli = Cli(tmp_path)
+    signed_in = cli.run("login", "--url", live_server.url + "/", input=token + "\n")
+    assert signed_in.returncode == 0, signed_in.stderr
+    assert "as alice" in signed_in.stdout
+    assert stat.S_IMODE(cli.config.stat().st_mode) == 0o600
+    assert json.loads(cli.config.read_text()) == {"url": live_server.url, "token": token}
+
+    me = cli.run("whoami")
+    assert me.returncode == 0, me.stderr
+    assert me.stdout.startswith(f"alice at {live_server.url}\n")
+    assert f"token {token[:14]}… 'cli': manage, all departments" in me.stdout
+    [answer] = json_lines(cli.run("whoami", "--output", "json").stdout)
+    assert answer["user"] == "alice" and answer["token"]["prefix"] == token[:14]
+
+
+def test_a_token_the_server_refuses_exits_5_at_once_and_saves_nothing(
+    live_server, tmp_path, member, token
+):
+    cli = Cli(tmp_path)
+    refused = cli.run("login", "--url", live_server.url, CALDERA_TOKEN=token[:-1] + "x")
+    assert refused.returncode == 5
+    assert not cli.config.exists()
+
+    token_revoke(
+        token=AccessToken.objects.get(user=member, name="cli"),
+        actor=member,
+        source=AuditEntry.Source.API,
+    )
+    # Retried for ten minutes, this would outlive the run's timeout: a 401 is final at once.
+    revoked = cli.run("ls", timeout=60, CALDERA_URL=live_server.url, CALDERA_TOKEN=token,
+                      CALDERA_RETRY_SECONDS="600")  # fmt: skip
+    assert revoked.returncode == 5
+    assert "revoked" in revoked.stderr
+
+
+def test_a_server_that_is_not_there_exits_5_after_its_retries(tmp_path):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cli = Cli(tmp_path, {"CALDERA_URL": f"http://127.0.0.1:{port}", "CALDERA_TOKEN": "t"})
+    answer = cli.run("status", "1", CALDERA_RETRY_SECONDS="1")
+    assert answer.returncode == 5
+    assert f"cannot reach http://127.0.0.1:{port}" in answer.stderr
+    job = cli.run("submit", document(tmp_path, SHORT), "--wait", CALDERA_RETRY_SECONDS="1")
+    assert job.returncode == 5
+
+
+def test_it_submits_a_yaml_document_and_waits_until_it_succeeds(cli, tmp_path, celery_worker):
+    done = cli.run("submit", document(tmp_path, SHORT), "--wait", "--timeout", "2m")
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = Job.objects.get(name="cli-short")
+    assert job.state == State.SUCCEEDED and job.owner.username == "alice"
+    assert done.stdout.splitlines()[0].startswith(f"submitted job {job.pk} cli-short")
+    assert done.stdout.splitlines()[-1] == f"job {job.pk} cli-short: succeeded"
+
+
+def test_a_field_the_api_refuses_exits_2_with_its_words(cli, tmp_path):
+    bad = {**SHORT, "head": {"resources": {"cpu": "4 cores", "memory": "4G"}}}
+    refused = cli.run("submit", document(tmp_path, bad, "bad.json"), "--wait")
+    assert refused.returncode == 2
+    assert "bad.json: head.resources.cpu: '4 cores' is not a Kubernetes quantity" in refused.stderr
+    assert not Job.objects.exists()
+
+
+def test_the_command_line_overrides_the_documents_queue_and_priority(cli, tmp_path):
+    refused = cli.run("submit", document(tmp_path, SHORT), "--priority", "5")
+    assert refused.returncode == 2
+    assert "priority" in refused.stderr  # a member submits at 0 or below
+    moved = cli.run("submit", document(tmp_path, SHORT), "-q", "root/algorithm/text", "-p", "-1")
+    assert moved.returncode == 0, moved.stderr
+    job = Job.objects.get()
+    assert (job.queue.node.path, job.priority) == ("root/algorithm/text", -1)
+
+
+def test_a_native_manifest_is_refused_before_anything_is_sent(cli, tmp_path):
+    manifest = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "x"}}
+    refused = cli.run("submit", document(tmp_path, manifest))
+    assert refused.returncode == 2
+    assert "takes Caldera job documents only" in refused.stderr
+
+
+def test_a_job_cancelled_elsewhere_ends_the_wait_with_3(cli, tmp_path, api, member):
+    waiting = cli.start("submit", document(tmp_path, SHORT), "--wait", "--output", "json")
+    submitted = json.loads(waiting.stdout.readline())  # no worker: it stays queued
+    assert submitted["event"] == "submitted" and submitted["state"] == "queued"
+    assert api(member).post(f"/api/v1/jobs/{submitted['id']}/cancel/").status_code == 200
+    assert waiting.wait(timeout=60) == 3
+    ended = json_lines(waiting.stdout.read())[-1]
+    assert ended["event"] == "ended" and ended["state"] == "cancelled"
+    assert ended["reason"].startswith("Cancelled")
+
+
+def test_a_wait_that_times_out_exits_4_and_the_job_keeps_its_place(
+    cli, tmp_path, member, celery_worker
+):
+    blocker = submit_document(member, {**RAY_JOB, "name": "blocker"})  # 12 of the 14 cpu
+    wait_for(lambda: Job.objects.get(pk=blocker.pk).state == State.RUNNING)
+
+    timed_out = cli.run("submit", document(tmp_path, SHORT), "--follow", "--timeout", "2s")
+    assert timed_out.returncode == 4, timed_out.stdout + timed_out.stderr
+    job = Job.objects.get(name="cli-short")
+    assert job.state in PENDING
+    # --follow said where it stands and why it waits, in the API's sentence.
+    assert re.search(
+        rf"^job {job.pk} cli-short: (queued|backoff), position 1", timed_out.stdout, re.M
+    )
+    assert re.search(r"^(job \d+ cli-short: |  )It ", timed_out.stdout, re.MULTILINE)
+    assert f"job {job.pk}: timed out, still" in timed_out.stdout
+
+    cancelled = cli.run(
+        "submit", document(tmp_path, SHORT), "--timeout", "1s", "--cancel-on-timeout", "-o", "json"
+    )
+    assert cancelled.returncode == 4
+    submitted, ended = json_lines(cancelled.stdout)
+    assert ended == {"event": "timed_out", "id": submitted["id"], "state": "cancelled",
+                     "position": ended["position"], "cancelled": True}  # fmt: skip
+    assert Job.objects.get(pk=submitted["id"]).state == State.CANCELLED
+
+
+def test_ls_status_events_cancel_and_queues(cli, member, other_member):
+    first = submit_document(member, {**RAY_JOB, "name": "first"})
+    second = submit_document(member, {**RAY_JOB, "name": "second"})
+    carols = submit_document(other_member, {**RAY_JOB, "name": "carols"})
+
+    listed = json_lines(cli.run("ls", "--mine", "-o", "json").stdout)
+    assert [job["name"] for job in listed] == ["second", "first"]
+    table = cli.run("ls", "--state", "queued", "--limit", "2").stdout.splitlines()
+    assert table[0].split() == ["ID", "STATE", "POS", "QUEUE", "NAME", "OWNER", "SUBMITTED"]
+    assert [line.split()[4] for line in table[1:3]] == ["carols", "second"]
+    assert "2 shown of 3" in table[3]
+
+    [shown] = json_lines(cli.run("status", str(second.pk), "-o", "json").stdout)
+    assert (shown["id"], shown["state"], shown["position"]) == (second.pk, "queued", 2)
+    text = cli.run("status", str(second.pk)).stdout
+    assert "state:     queued, position 2" in text
+
+    history = json_lines(cli.run("events", str(first.pk), "-o", "json").stdout)
+    assert [event["reason"] for event in history] == ["Enqueued"]
+
+    cancelled = cli.run("cancel", str(first.pk), "999999")
+    assert cancelled.returncode == 2
+    assert f"job {first.pk} first: cancelled" in cancelled.stdout
+    assert "job 999999: " in cancelled.stderr
+    assert Job.objects.get(pk=first.pk).state == State.CANCELLED
+
+    queues = cli.run("queues").stdout
+    assert any(
+        line.split()[:2] == ["root-algorithm-video", "root/algorithm/video"]
+        for line in queues.splitlines()
+    )
+    [video] = json_lines(cli.run("queue", "root/algorithm/video", "-o", "json").stdout)
+    assert [(job["position"], job["job"]) for job in video["active"]] == [
+        (1, second.pk),
+        (2, carols.pk),
+    ]
+
+
+def test_logs_prints_the_end_of_a_running_jobs_log(cli, member):
+    job = running(member)
+    tail = cli.run("logs", str(job.pk), "--tail", "2")
+    assert tail.returncode == 0, tail.stderr
+    assert len(tail.stdout.splitlines()) == 2
+    [answer] = json_lines(cli.run("logs", str(job.pk), "-o", "json").stdout)
+    assert answer["lines"][-2:] == tail.stdout.splitlines()
