@@ -213,3 +213,14 @@ def test_logs_prints_the_end_of_a_running_jobs_log(cli, member):
     assert len(tail.stdout.splitlines()) == 2
     [answer] = json_lines(cli.run("logs", str(job.pk), "-o", "json").stdout)
     assert answer["lines"][-2:] == tail.stdout.splitlines()
+
+
+def test_a_job_that_fails_exits_1_with_its_last_reason(cli, tmp_path, celery_worker):
+    failing = {**SHORT, "name": "cli-failing", "env": {"CALDERA_SIMULATED_EXIT_CODE": "3"}}
+    failed = cli.run("submit", document(tmp_path, failing), "--wait", "--timeout", "2m")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    job = Job.objects.get(name="cli-failing")
+    assert job.state == State.FAILED
+    last = failed.stdout.splitlines()[-1]
+    assert last.startswith(f"job {job.pk} cli-failing: failed (Failed: ")
+    assert "exited with code 3" in last
