@@ -503,6 +503,13 @@ if ESTIMATE_SECONDS <= 0 or ESTIMATE_DEPTH < 1 or not 0 < ESTIMATE_SHARE <= 1:
         f"above 0 and at most 1, got {ESTIMATE_SECONDS:g}, {ESTIMATE_DEPTH} and "
         f"{ESTIMATE_SHARE:g}"
     )
+# How long a submission's Idempotency-Key answers a retry with the jobs it queued (hours);
+# an older key is a new request.
+IDEMPOTENCY_KEY_HOURS = env_int("IDEMPOTENCY_KEY_HOURS", 24)
+if IDEMPOTENCY_KEY_HOURS < 1:
+    raise ImproperlyConfigured(
+        f"IDEMPOTENCY_KEY_HOURS must be at least 1, got {IDEMPOTENCY_KEY_HOURS}"
+    )
 CELERY_BEAT_SCHEDULE = {
     "admit": {
         "task": ADMIT_TASK,

@@ -59,6 +59,7 @@ def test_an_unknown_runtime_stops_the_process_and_names_the_setting(value):
             "USAGE_HISTORY_SECONDS and USAGE_HISTORY_DAYS must be at least 1, got 0 and 14",
         ),
         ({"USAGE_HISTORY_DAYS": "a week"}, "USAGE_HISTORY_DAYS must be an integer"),
+        ({"IDEMPOTENCY_KEY_HOURS": "0"}, "IDEMPOTENCY_KEY_HOURS must be at least 1, got 0"),
         (
             {"ESTIMATE_DEPTH": "0"},
             "ESTIMATE_SECONDS must be above 0, ESTIMATE_DEPTH at least 1 and ESTIMATE_SHARE "
