@@ -521,7 +521,7 @@ class SubmissionKey(models.Model):
     Written in the transaction of its jobs, so a key never exists without them nor they
     without it. Keyed by owner, not by token: the same key from two tokens of one person is
     one request. Kept ``IDEMPOTENCY_KEY_HOURS``; an older key is replaced by the next
-    request that sends it.
+    request that sends it, and beat deletes the rest (``submission_keys_prune``).
     """
 
     owner = models.ForeignKey(

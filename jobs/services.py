@@ -231,6 +231,13 @@ def job_submit_batch(
     return jobs
 
 
+def submission_keys_prune(*, now: datetime | None = None) -> int:
+    """Delete the submission keys older than the window (beat runs it); how many."""
+    old = SubmissionKey.objects.filter(created_at__lt=_window_start(now or timezone.now()))
+    deleted, _ = old.delete()
+    return deleted
+
+
 def batch_size_check(count: int) -> None:
     if not 1 <= count <= BATCH_MAX:
         raise JobInvalid({"jobs": f"must hold 1 to {BATCH_MAX} jobs, got {count}"})

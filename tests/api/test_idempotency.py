@@ -9,6 +9,7 @@ import threading
 from datetime import UTC, timedelta
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -16,10 +17,12 @@ from rest_framework.test import APIClient
 from access.services import full_token
 from jobs.document.idempotency import IdempotencyKey, request_digest
 from jobs.document.schema import job_parse
+from jobs.engine.task_names import SUBMISSION_KEYS_PRUNE_TASK
 from jobs.models import Job, JobEvent, SubmissionKey
-from jobs.services import AlreadySubmitted, job_submit
+from jobs.services import AlreadySubmitted, job_submit, submission_keys_prune
+from portal.celery import app
 
-from ..support.jobs import RAY_JOB
+from ..support.jobs import PYTORCH_JOB, RAY_JOB
 from ..support.polling import wait_for
 
 JOBS = "/api/v1/jobs/"
@@ -216,6 +219,34 @@ def test_without_a_key_each_submit_queues_a_job(api, member):
         assert client.post(JOBS, RAY_JOB, format="json").status_code == 201
 
     assert Job.objects.count() == 2 and not SubmissionKey.objects.exists()
+
+
+@pytest.mark.django_db
+def test_beat_prunes_only_keys_older_than_the_window(api, member, settings):
+    settings.IDEMPOTENCY_KEY_HOURS = 24
+    client = api(member)
+    post(client, JOBS, RAY_JOB, key="old")
+    post(client, JOBS, PYTORCH_JOB, key="new")
+    now = timezone.now()
+    SubmissionKey.objects.filter(key="old").update(created_at=now - timedelta(hours=25))
+    SubmissionKey.objects.filter(key="new").update(created_at=now - timedelta(hours=23))
+
+    assert submission_keys_prune(now=now) == 1
+
+    assert list(SubmissionKey.objects.values_list("key", flat=True)) == ["new"]
+    assert Job.objects.count() == 2  # the jobs stay
+
+
+def test_beat_prunes_them_hourly_through_the_task(api, member, celery_worker):
+    entry = django_settings.CELERY_BEAT_SCHEDULE["submission-keys-prune"]
+    assert entry["task"] == SUBMISSION_KEYS_PRUNE_TASK
+    assert entry["schedule"] == 3600 and entry["options"]["expires"] < 3600
+    post(api(member), JOBS, RAY_JOB)
+    SubmissionKey.objects.update(created_at=timezone.now() - timedelta(days=2))
+
+    app.send_task(SUBMISSION_KEYS_PRUNE_TASK)
+
+    wait_for(lambda: not SubmissionKey.objects.exists(), what="the old key deleted")
 
 
 def waiting_on_a_lock(pid: int) -> bool:

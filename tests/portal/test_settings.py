@@ -98,8 +98,8 @@ def test_publishing_the_quota_tree_adds_its_beat_entry():
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "['admit', 'estimates', 'publish-quota', 'sync', 'tokens-expire', 'usage-audit', "
-        "'usage-history']"
+        "['admit', 'estimates', 'publish-quota', 'submission-keys-prune', 'sync', "
+        "'tokens-expire', 'usage-audit', 'usage-history']"
     )
 
 
