@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import BrinIndex, GinIndex
 from django.db import connection, models
 from django.db.models import Q
@@ -516,8 +517,38 @@ class UsageSample(models.Model):
         return f"{self.node} {self.resource} at {self.at:%Y-%m-%d %H:%M}: {self.used}"
 
 
+class SubmissionKey(models.Model):
+    """An ``Idempotency-Key`` a person or service identity sent with a submission, and what
+    that submission queued: a retried request with the same key and the same body answers
+    these jobs again instead of queuing new ones (``jobs.services.submission_once``).
+
+    Written in the transaction of its jobs, so a key never exists without them nor they
+    without it. Keyed by owner, not by token: the same key from two tokens of one person is
+    one request. Kept ``IDEMPOTENCY_KEY_HOURS``; an older key is replaced by the next
+    request that sends it, and beat deletes the rest (``submission_keys_prune``).
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )  # the unique index below leads with it
+    key = models.CharField(max_length=255)  # IDEMPOTENCY_KEY_MAX, jobs/document/idempotency.py
+    # sha256 (hex) of the endpoint and the canonical JSON of the body (``request_digest``).
+    digest = models.CharField(max_length=64)
+    # The jobs it queued, in the order sent: one for POST /jobs/, a batch's for /jobs/batch/.
+    job_ids = ArrayField(models.BigIntegerField(), default=list)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "key"], name="submission_key_once")]
+        indexes = [BrinIndex(fields=["created_at"], name="submission_key_created")]
+
+    def __str__(self) -> str:
+        return f"{self.key!r} of user #{self.owner_id}"
+
+
 # Table names for raw SQL, from the models, so that a rename cannot leave a query behind.
 JOBS = Job._meta.db_table
 JOB_EVENTS = JobEvent._meta.db_table
 PENDING_BLOCKS = PendingBlock._meta.db_table
 USAGE_SAMPLES = UsageSample._meta.db_table
+SUBMISSION_KEYS = SubmissionKey._meta.db_table

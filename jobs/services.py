@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from jobs.cluster import get_backend
+from jobs.document.idempotency import IDEMPOTENCY_HEADER, IdempotencyKey
 from jobs.document.schema import JobDraft, JobIn, bound, job_document, job_parse, priority_read
 from jobs.document.validation import PRIORITY_RANGE, JobInvalid, job_pods
 from jobs.engine.transitions import sources_of, step
 from jobs.engine.triggers import request_admission, request_reconcile
-from jobs.models import LEAVING, PENDING, QUEUE_ORDER, TERMINAL, Job, JobEvent, State
+from jobs.models import (
+    LEAVING,
+    PENDING,
+    QUEUE_ORDER,
+    TERMINAL,
+    Job,
+    JobEvent,
+    State,
+    SubmissionKey,
+)
 from jobs.tables.jobs import job_insert_with_event, jobs_copy
+from jobs.tables.submission_keys import submission_key_claim
 from jobs.tables.tickets import tickets_reserve
 from kube.quantity import ResourceList
 from queues import selectors as queue_selectors
@@ -31,6 +45,19 @@ class JobConflict(Exception):
     """The job is not in a state that allows this (e.g. raising the priority of a running job)."""
 
 
+class SubmissionKeyConflict(Exception):
+    """The request's Idempotency-Key was sent with another request; the message says when."""
+
+
+class AlreadySubmitted(Exception):
+    """The request's Idempotency-Key was sent with the same request before: ``jobs`` are
+    what that one queued, as they are now, in the order sent. Nothing was stored."""
+
+    def __init__(self, jobs: list[Job]):
+        super().__init__(f"already submitted as {[job.pk for job in jobs]}")
+        self.jobs = jobs
+
+
 def event_record(
     *,
     job: Job,
@@ -45,18 +72,85 @@ def event_record(
     )
 
 
-def job_submit(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
+def job_submit(
+    *, user, draft: JobDraft, now: datetime | None = None, key: IdempotencyKey | None = None
+) -> Job:
     """Queue a job in a leaf queue the user may submit to.
 
     Members submit at priority 0 or below; a higher priority is a priority jump, which only
     the department's managers and staff may make. Three round trips for staff, four for
     others: the queue and the quota nodes of its path (two), (the user's roles,) the job
-    and its event together.
+    and its event together. With ``key`` (``submission_once``), AlreadySubmitted or
+    SubmissionKeyConflict when the user sent it before.
     """
-    job = _checked_job(user, draft, now or timezone.now())
-    job_insert_with_event(job, _enqueued(job, user))
+    now = now or timezone.now()
+    submission_key_check(user=user, key=key, now=now)
+    job = _checked_job(user, draft, now)
+    with submission_once(user=user, key=key, now=now) as record:
+        job_insert_with_event(job, _enqueued(job, user))
+        record([job])
     transaction.on_commit(request_admission)
     return job
+
+
+def _window_start(now: datetime) -> datetime:
+    """The oldest a submission key may be and still answer (IDEMPOTENCY_KEY_HOURS)."""
+    return now - timedelta(hours=settings.IDEMPOTENCY_KEY_HOURS)
+
+
+def submission_key_check(*, user, key: IdempotencyKey | None, now: datetime) -> None:
+    """Nothing when the user has not sent ``key`` within the window; AlreadySubmitted
+    with the first request's jobs when they sent it with the same request (endpoint and
+    body), SubmissionKeyConflict when with another."""
+    if key is None:
+        return
+    found = SubmissionKey.objects.filter(
+        owner=user, key=key.key, created_at__gte=_window_start(now)
+    ).first()
+    if found is None:
+        return
+    if found.digest != key.digest:
+        at = found.created_at.astimezone(UTC).isoformat(timespec="seconds")
+        raise SubmissionKeyConflict(
+            f"{IDEMPOTENCY_HEADER} {key.key!r} was used for another request at "
+            f"{at.replace('+00:00', 'Z')}; use a new key"
+        )
+    jobs = Job.objects.select_related("queue__node", "owner").in_bulk(found.job_ids)
+    raise AlreadySubmitted([jobs[pk] for pk in found.job_ids if pk in jobs])
+
+
+@contextmanager
+def submission_once(
+    *, user, key: IdempotencyKey | None, now: datetime
+) -> Iterator[Callable[[list[Job]], None]]:
+    """A transaction that stores a submission's jobs with its key, or neither; it yields
+    the function that records the jobs under the key. Without a key, no transaction of its
+    own and nothing recorded.
+
+    The key's row is claimed first (``submission_key_claim``: INSERT ... ON CONFLICT, which
+    replaces a row older than the window), so a twin request sent at the same time waits
+    on the unique index until this one commits, then answers its jobs
+    (``submission_key_check``) without storing its own: one job, whatever the timing. A
+    unique index, rather than a lock taken beforehand (an advisory lock or a row lock),
+    because it is the key's own row that proves the first request committed, and no row
+    exists to lock before it. A refused request (its transaction rolled back) leaves no
+    key, so its corrected retry may use the same one.
+    """
+    if key is None:
+        yield lambda jobs: None
+        return
+    with transaction.atomic():
+        claimed = submission_key_claim(
+            owner_id=user.pk, key=key.key, digest=key.digest, now=now, since=_window_start(now)
+        )
+        if claimed is None:  # a twin committed it after our check
+            submission_key_check(user=user, key=key, now=now)
+            raise JobConflict(f"{IDEMPOTENCY_HEADER} {key.key!r} is in use; try again")
+
+        def record(jobs: list[Job]) -> None:
+            SubmissionKey.objects.filter(pk=claimed).update(job_ids=[job.pk for job in jobs])
+
+        yield record
 
 
 def _checked_job(user, draft: JobDraft, now: datetime) -> Job:
@@ -75,17 +169,20 @@ BATCH_MAX = 1000
 BATCH_MAX_BYTES = 32 * 1024 * 1024
 
 
-def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> list[Job]:
+def job_submit_batch(
+    *, user, documents: list, now: datetime | None = None, key: IdempotencyKey | None = None
+) -> list[Job]:
     """Queue up to BATCH_MAX job documents at once, all or none (a CI pipeline's sweep).
 
     Every document is read and checked as ``job_submit`` checks one, each queue is looked
     up once, and the jobs are written with COPY and their events with one INSERT, in one
     transaction.
     Raises JobInvalid naming ``jobs[i].field`` for every problem of every job; then
-    nothing is stored.
+    nothing is stored. With ``key`` as ``job_submit``.
     """
     now = now or timezone.now()
     batch_size_check(len(documents))
+    submission_key_check(user=user, key=key, now=now)
     reader = bound(JobIn)
     drafts: list[JobDraft | JobInvalid] = []
     for document in documents:
@@ -122,15 +219,23 @@ def job_submit_batch(*, user, documents: list, now: datetime | None = None) -> l
     if errors:
         raise JobInvalid(errors)
     _reserve_tickets(jobs)
-    with transaction.atomic():
+    with submission_once(user=user, key=key, now=now) as record, transaction.atomic():
         jobs_copy(jobs)
         JobEvent.objects.record(
             ((job.pk, JobEvent.Reason.ENQUEUED, _enqueued_message(job, user)) for job in jobs),
             at=now,
             actor=user,
         )
+        record(jobs)
         transaction.on_commit(request_admission)
     return jobs
+
+
+def submission_keys_prune(*, now: datetime | None = None) -> int:
+    """Delete the submission keys older than the window (beat runs it); how many."""
+    old = SubmissionKey.objects.filter(created_at__lt=_window_start(now or timezone.now()))
+    deleted, _ = old.delete()
+    return deleted
 
 
 def batch_size_check(count: int) -> None:

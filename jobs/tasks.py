@@ -17,6 +17,7 @@ from jobs.engine.task_names import (
     ESTIMATES_TASK,
     PUBLISH_QUOTA_TASK,
     RECONCILE_TASK,
+    SUBMISSION_KEYS_PRUNE_TASK,
     SYNC_TASK,
     USAGE_AUDIT_TASK,
     USAGE_HISTORY_TASK,
@@ -24,6 +25,7 @@ from jobs.engine.task_names import (
 from jobs.engine.triggers import ADMIT, SYNC, pause, paused
 from jobs.engine.usage_audit import usage_audit as audit_usage
 from jobs.reads.estimate import estimates_refresh
+from jobs.services import submission_keys_prune
 from jobs.usage.samples import usage_record
 
 log = logging.getLogger(__name__)
@@ -148,3 +150,9 @@ def estimates() -> None:
     estimates_refresh()
     took = time.monotonic() - began
     pause(ESTIMATES_PAUSE, took / settings.ESTIMATE_SHARE - took)
+
+
+@shared_task(name=SUBMISSION_KEYS_PRUNE_TASK, ignore_result=True, **IDEMPOTENT)
+def prune_submission_keys() -> int:
+    """Delete the Idempotency-Keys older than IDEMPOTENCY_KEY_HOURS."""
+    return submission_keys_prune()

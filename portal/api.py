@@ -12,7 +12,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from access.services import TokenInvalid
 from jobs.document.validation import JobInvalid
-from jobs.services import JobConflict, JobPermissionDenied
+from jobs.services import JobConflict, JobPermissionDenied, SubmissionKeyConflict
 from kube.quantity import QuantityError
 from queues.services import TreeError
 
@@ -32,7 +32,7 @@ def exception_handler(exc, context):
         exc = exceptions.ValidationError({exc.field or "body": [exc.reason]})
     elif isinstance(exc, JobPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc))
-    elif isinstance(exc, JobConflict):
+    elif isinstance(exc, (JobConflict, SubmissionKeyConflict)):
         exc = Conflict(str(exc))
     response = drf_exception_handler(exc, context)
     if response is None:

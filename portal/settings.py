@@ -21,6 +21,7 @@ from jobs.engine.task_names import (
     ADMIT_TASK,
     ESTIMATES_TASK,
     PUBLISH_QUOTA_TASK,
+    SUBMISSION_KEYS_PRUNE_TASK,
     SYNC_TASK,
     USAGE_AUDIT_TASK,
     USAGE_HISTORY_TASK,
@@ -503,6 +504,13 @@ if ESTIMATE_SECONDS <= 0 or ESTIMATE_DEPTH < 1 or not 0 < ESTIMATE_SHARE <= 1:
         f"above 0 and at most 1, got {ESTIMATE_SECONDS:g}, {ESTIMATE_DEPTH} and "
         f"{ESTIMATE_SHARE:g}"
     )
+# How long a submission's Idempotency-Key answers a retry with the jobs it queued (hours);
+# beat deletes older keys every hour (jobs.services.submission_keys_prune).
+IDEMPOTENCY_KEY_HOURS = env_int("IDEMPOTENCY_KEY_HOURS", 24)
+if IDEMPOTENCY_KEY_HOURS < 1:
+    raise ImproperlyConfigured(
+        f"IDEMPOTENCY_KEY_HOURS must be at least 1, got {IDEMPOTENCY_KEY_HOURS}"
+    )
 CELERY_BEAT_SCHEDULE = {
     "admit": {
         "task": ADMIT_TASK,
@@ -533,6 +541,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": ESTIMATES_TASK,
         "schedule": ESTIMATE_SECONDS,
         "options": {"expires": ESTIMATE_SECONDS * 0.9},
+    },
+    "submission-keys-prune": {
+        "task": SUBMISSION_KEYS_PRUNE_TASK,
+        "schedule": 3600.0,
+        "options": {"expires": 3240.0},
     },
 }
 

@@ -9,7 +9,12 @@ from __future__ import annotations
 import re
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
@@ -19,6 +24,7 @@ from jobs import bulk, services
 from jobs.cluster import ClusterUnavailable, LogUnavailable
 from jobs.cluster.manifests import build_manifests
 from jobs.document.fields import flat
+from jobs.document.idempotency import REPLAYED_HEADER, idempotency_key, idempotency_parameter
 from jobs.document.params import EVENTS_PAGE, QUEUE_PAGE
 from jobs.document.schema import (
     JobBatchIn,
@@ -105,6 +111,29 @@ SUBMIT_REFUSALS = {
 }
 
 
+# The answer to a submission sent again with its Idempotency-Key: the first one's, now.
+REPLAYED = OpenApiParameter(
+    REPLAYED_HEADER,
+    {"type": "string", "enum": ["true"]},
+    OpenApiParameter.HEADER,
+    required=True,
+    description="The request's Idempotency-Key was sent before with the same request; "
+    "nothing was queued now",
+    response=[200],
+)
+
+
+KEY_USED = OpenApiResponse(
+    DetailOut,
+    description="The Idempotency-Key was sent with another request (or to the other submit "
+    "endpoint) within IDEMPOTENCY_KEY_HOURS; nothing was queued",
+)
+
+
+def replayed(answer: dict) -> Response:
+    return Response(answer, status=status.HTTP_200_OK, headers={REPLAYED_HEADER: "true"})
+
+
 class JobListView(APIView):
     parser_classes = json_parsers()
 
@@ -139,13 +168,23 @@ class JobListView(APIView):
     @extend_schema(
         operation_id="jobs_create",
         request=JobIn,
-        responses={201: JobOut},
+        parameters=[idempotency_parameter("the job"), REPLAYED],
+        responses={
+            201: JobOut,
+            200: OpenApiResponse(JobOut, description="The job the key's first request queued"),
+            409: KEY_USED,
+        },
         summary="Submit",
         extensions=refusals(SUBMIT_REFUSALS),
     )
     def post(self, request):
+        key = idempotency_key(request.headers, endpoint="jobs", body=request.data)
         draft = job_parse(request.data)
-        job = services.job_submit(user=request.user, draft=draft)
+        try:
+            job = services.job_submit(user=request.user, draft=draft, key=key)
+        except services.AlreadySubmitted as done:
+            (first,) = done.jobs
+            return replayed(job_out(first, selectors.job_position(first)))
         return Response(job_out(job, selectors.job_position(job)), status=status.HTTP_201_CREATED)
 
 
@@ -181,8 +220,13 @@ class JobBatchView(APIView):
     @extend_schema(
         operation_id="jobs_batch_create",
         request=JobBatchBody,
+        parameters=[idempotency_parameter("the jobs"), REPLAYED],
         responses={
             201: JobBatchOut,
+            200: OpenApiResponse(
+                JobBatchOut, description="The jobs the key's first request queued"
+            ),
+            409: KEY_USED,
             413: OpenApiResponse(BodyTooLarge, description="The body is too large"),
         },
         summary=f"Submit up to {services.BATCH_MAX} jobs at once, all or none",
@@ -200,13 +244,17 @@ class JobBatchView(APIView):
                 {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},
                 status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
+        key = idempotency_key(request.headers, endpoint="jobs/batch", body=request.data)
         unknown = sorted(name for name in request.data if name != "jobs")
         if unknown:  # the parser takes objects only
             raise JobInvalid({name: "unknown field" for name in unknown})
         jobs = request.data.get("jobs")
         if not isinstance(jobs, list):
             return Response({"jobs": ["must be a list of job objects"]}, status=400)
-        submitted = services.job_submit_batch(user=request.user, documents=jobs)
+        try:
+            submitted = services.job_submit_batch(user=request.user, documents=jobs, key=key)
+        except services.AlreadySubmitted as done:
+            return replayed(batch_out(done.jobs))
         return Response(
             batch_out(submitted),
             status=status.HTTP_201_CREATED,

@@ -59,6 +59,7 @@ def test_an_unknown_runtime_stops_the_process_and_names_the_setting(value):
             "USAGE_HISTORY_SECONDS and USAGE_HISTORY_DAYS must be at least 1, got 0 and 14",
         ),
         ({"USAGE_HISTORY_DAYS": "a week"}, "USAGE_HISTORY_DAYS must be an integer"),
+        ({"IDEMPOTENCY_KEY_HOURS": "0"}, "IDEMPOTENCY_KEY_HOURS must be at least 1, got 0"),
         (
             {"ESTIMATE_DEPTH": "0"},
             "ESTIMATE_SECONDS must be above 0, ESTIMATE_DEPTH at least 1 and ESTIMATE_SHARE "
@@ -97,8 +98,8 @@ def test_publishing_the_quota_tree_adds_its_beat_entry():
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "['admit', 'estimates', 'publish-quota', 'sync', 'tokens-expire', 'usage-audit', "
-        "'usage-history']"
+        "['admit', 'estimates', 'publish-quota', 'submission-keys-prune', 'sync', "
+        "'tokens-expire', 'usage-audit', 'usage-history']"
     )
 
 
