@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0021_job_token'),
+        ('jobs', '0022_simulated_exit_code'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
