@@ -5,7 +5,9 @@ What is retried is named: a connection that could not be made, and the answers t
 ``Retry-After``, for up to ``retry_seconds`` (``CALDERA_RETRY_SECONDS``, 60 by default). A
 submission (POST) is retried only where the server cannot have taken it: no connection, 429
 or 503 (Caldera's "busy"), never a read that timed out or a gateway's 502/504, so a retry
-never submits a job twice. A 401 is final at once.
+never submits a job twice; unless it carries an ``Idempotency-Key``, which makes the server
+answer a retry with the jobs the first attempt queued, so every failure is retried. A 401 is
+final at once.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ RETRY_SECONDS = 60.0
 TIMEOUT = (5.0, 60.0)  # connect, read
 TRANSIENT = {429, 502, 503, 504}
 TRANSIENT_FOR_WRITES = {429, 503}
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 class ApiError(Exception):
@@ -83,8 +86,10 @@ class Client:
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
 
-    def post(self, path: str, body: Any = None) -> Any:
-        return self.request("POST", path, json=body)
+    def post(self, path: str, body: Any = None, *, key: str | None = None) -> Any:
+        """POST ``body``; with ``key``, as an ``Idempotency-Key``, safe to send again."""
+        headers = {IDEMPOTENCY_HEADER: key} if key else None
+        return self.request("POST", path, json=body, headers=headers)
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """The answer's JSON (None when empty); raises an ApiError."""
@@ -104,7 +109,8 @@ class Client:
     def send(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         """A successful answer, after the retries the module's docstring names."""
         url = path if path.startswith("http") else f"{self.url}/api/v1/{path.lstrip('/')}"
-        write = method != "GET"
+        # A write the server cannot take twice (it carries its key) is retried like a read.
+        write = method != "GET" and IDEMPOTENCY_HEADER not in (kwargs.get("headers") or {})
         deadline = time.monotonic() + self.retry_seconds
         attempt = 0
         while True:

@@ -155,11 +155,12 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
         if args.priority is not None:
             document.body["priority"] = args.priority
     api = client()
+    key = args.idempotency_key or documents.ci_key([d.body for d in read], os.environ)
     try:
         if len(read) == 1:
-            jobs = [api.post("jobs/", read[0].body)]
+            jobs = [api.post("jobs/", read[0].body, key=key)]
         else:
-            jobs = api.post("jobs/batch/", {"jobs": [d.body for d in read]})["jobs"]
+            jobs = api.post("jobs/batch/", {"jobs": [d.body for d in read]}, key=key)["jobs"]
     except Refused as refused:
         if refused.status == 400 and isinstance(refused.body, dict):
             _say_field_errors(out, refused.body, read)

@@ -3,8 +3,11 @@ YAML (several YAML documents in one file, separated by ``---``, are several jobs
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,3 +64,23 @@ def _checked(source: str, body: Any) -> dict[str, Any]:
             "takes Caldera job documents only (docs/api.md, POST /api/v1/jobs/)"
         )
     return body
+
+
+# Where a CI platform says which run, attempt and step this is: (variable, ...) per platform.
+CI_RUN = {
+    "github": ("GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT", "GITHUB_JOB", "GITHUB_ACTION"),
+    "gitlab": ("CI_PIPELINE_ID", "CI_JOB_ID"),  # a retried GitLab job has an id of its own
+}
+
+
+def ci_key(bodies: list[dict[str, Any]], environ: Mapping[str, str]) -> str | None:
+    """The Idempotency-Key a CI step submits with by default: its run, attempt and step, and
+    a digest of the documents (so that two submits of one step are two requests), or None
+    outside CI. A step that retries (or a pipeline that re-runs it) in the same attempt
+    gets the jobs it queued the first time; a new attempt queues anew."""
+    for platform, names in CI_RUN.items():
+        if all(environ.get(name) for name in names):
+            digest = hashlib.sha256(json.dumps(bodies, sort_keys=True).encode()).hexdigest()
+            run = "-".join(environ[name] for name in names)
+            return re.sub(r"[^!-~]", "_", f"{platform}-{run}-{digest[:16]}")[:255]
+    return None

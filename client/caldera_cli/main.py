@@ -95,6 +95,13 @@ def parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--cancel-on-timeout", action="store_true", help="cancel the jobs when the timeout passes"
     )
+    submit.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="a retried submit with the same key (and documents) answers the jobs the first "
+        "queued, for 24 hours; default in GitHub Actions and GitLab CI: the run, its attempt, "
+        "the step and the documents",
+    )
     submit.set_defaults(run=commands.submit)
 
     status = command("status", "one job: its state, position and why it waits")

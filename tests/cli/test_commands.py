@@ -123,6 +123,29 @@ def test_the_command_line_overrides_the_documents_queue_and_priority(cli, tmp_pa
     assert (job.queue.node.path, job.priority) == ("root/algorithm/text", -1)
 
 
+def test_a_retried_submit_with_its_key_answers_the_first_job(cli, tmp_path):
+    path = document(tmp_path, SHORT)
+    first = cli.run("submit", path, "--idempotency-key", "train-42", "-o", "json")
+    again = cli.run("submit", path, "--idempotency-key", "train-42", "-o", "json")
+
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    assert json_lines(first.stdout)[0]["id"] == json_lines(again.stdout)[0]["id"]
+    assert Job.objects.count() == 1
+
+
+def test_a_ci_step_retried_in_the_same_attempt_queues_one_job(cli, tmp_path):
+    path = document(tmp_path, SHORT)
+    github = {"GITHUB_RUN_ID": "6242", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_JOB": "train",
+              "GITHUB_ACTION": "submit"}  # fmt: skip
+
+    runs = [cli.run("submit", path, "-o", "json", **github) for _ in range(2)]
+    rerun = cli.run("submit", path, "-o", "json", **{**github, "GITHUB_RUN_ATTEMPT": "2"})
+
+    ids = [json_lines(run.stdout)[0]["id"] for run in [*runs, rerun]]
+    assert ids[0] == ids[1] != ids[2]
+    assert Job.objects.count() == 2
+
+
 def test_a_native_manifest_is_refused_before_anything_is_sent(cli, tmp_path):
     manifest = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "x"}}
     refused = cli.run("submit", document(tmp_path, manifest))

@@ -22,7 +22,8 @@ class Cli:
     """``cli.run("ls", "--mine")`` -> the finished process; ``cli.start(...)`` a running one.
 
     ``env`` is added to a clean environment: HOME and XDG_CONFIG_HOME in ``home``, no
-    CALDERA_* variable but those given, polls every 0.2 s and retries for 5 s."""
+    CALDERA_* variable but those given, nor a CI platform's (GITHUB_*, CI_*: they give
+    submits a key of their own), polls every 0.2 s and retries for 5 s."""
 
     home: Path
     env: dict[str, str] = field(default_factory=dict)
@@ -35,7 +36,9 @@ class Cli:
         return self.home / "config" / "caldera" / "config.json"
 
     def environment(self, extra: dict[str, str]) -> dict[str, str]:
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("CALDERA_")}
+        clean = {
+            k: v for k, v in os.environ.items() if not k.startswith(("CALDERA_", "GITHUB_", "CI_"))
+        }
         # From the tree, whether or not the venv has it installed (make venv does).
         path = os.pathsep.join(filter(None, [str(REPO / "client"), clean.get("PYTHONPATH")]))
         return {
