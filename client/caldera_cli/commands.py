@@ -155,6 +155,8 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
         if args.priority is not None:
             document.body["priority"] = args.priority
     api = client()
+    if args.dry_run:
+        return _dry_run(api, out, read)
     key = args.idempotency_key or documents.ci_key([d.body for d in read], os.environ)
     try:
         if len(read) == 1:
@@ -192,6 +194,30 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
         cancel_on_timeout=args.cancel_on_timeout,
         poll_seconds=float(os.environ.get("CALDERA_POLL_SECONDS", POLL_SECONDS)),
     )
+
+
+def _dry_run(api: Client, out: Out, read: list[documents.Document]) -> Exit:
+    """Each document as the server would take it now (``POST /jobs/dry-run/``): whether it
+    would be admitted at once, its place, why it would wait, about when it would start.
+    Exits 0 when every document is valid, whether or not it would wait; 2 otherwise."""
+    worst = Exit.SUCCEEDED
+    for document in read:
+        try:
+            answer = api.post("jobs/dry-run/", document.body)
+        except Refused as refused:
+            if refused.status == 400 and isinstance(refused.body, dict):
+                _say_field_errors(out, refused.body, [document])
+                worst = Exit.USAGE
+                continue
+            raise
+        waiting = (answer.get("waiting") or {}).get("summary") or ""
+        verdict = "fits now" if answer["fits_now"] else f"would wait: {waiting}"
+        out.emit(
+            {"event": "dry_run", "file": document.source} | answer,
+            f"{document.source}: {verdict} (position {answer['position']} in "
+            f"{answer['queue']}); start: {answer['estimate_basis']}",
+        )
+    return worst
 
 
 def _say_field_errors(out: Out, body: dict[str, Any], read: list[documents.Document]) -> None:

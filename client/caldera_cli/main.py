@@ -96,6 +96,12 @@ def parser() -> argparse.ArgumentParser:
         "--cancel-on-timeout", action="store_true", help="cancel the jobs when the timeout passes"
     )
     submit.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="submit nothing: say whether each job would be admitted now, its place, why it "
+        "would wait and about when it would start (exit 0; 2 for a refused document)",
+    )
+    submit.add_argument(
         "--idempotency-key",
         metavar="KEY",
         help="a retried submit with the same key (and documents) answers the jobs the first "

@@ -264,6 +264,40 @@ def job_estimate(job, position: int | None) -> Estimate | None:
     return estimates([job], {job.pk: position}).get(job.pk)
 
 
+def estimate_newcomer(
+    *,
+    key: int,
+    leaf: str,
+    policy: str,
+    queue_id: int,
+    request: ResourceList,
+    priority: int,
+    run_seconds: float | None,
+    ahead: int,
+    now: datetime,
+) -> Estimate:
+    """About when a job not yet queued would start, were it queued now with ``ahead`` jobs
+    before it: the same replay as ``estimates_refresh``, with it in its place (a dry run)."""
+    depth = settings.ESTIMATE_DEPTH
+    if ahead >= depth:
+        return Estimate(None, f"no estimate: {ahead:,} jobs ahead, past {depth:,}")
+    holds = _holds()
+    newcomer = Waiter(key, request, priority, holds.get(queue_id, Holds()).expected(run_seconds))
+    lines = []
+    for line in _lines(depth, holds):
+        if line.leaf == leaf:
+            jobs = list(line.jobs)
+            line = Line(leaf, line.policy, [*jobs[:ahead], newcomer, *jobs[ahead:]])
+        lines.append(line)
+    if not any(line.leaf == leaf for line in lines):
+        lines.append(Line(leaf, policy, [newcomer]))
+    starts = estimate_starts(
+        now=now, tree=tree_nodes(), allocatable=get_backend().allocatable(),
+        holders=_holders(now, holds), lines=lines, wanted={key},
+    )  # fmt: skip
+    return describe(starts.get(key), now=now, ahead=ahead)
+
+
 @dataclass(frozen=True)
 class Holds:
     """How long a queue's jobs hold their quota, from dequeue to the release the cluster

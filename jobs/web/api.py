@@ -44,10 +44,12 @@ from jobs.web.answers.jobs import (
     JobBatchOut,
     JobBulkOut,
     JobDetailOut,
+    JobDryRunOut,
     JobOut,
     JobPage,
     WaitingOut,
     batch_out,
+    dry_run_out,
     job_out,
     jobs_out,
 )
@@ -186,6 +188,29 @@ class JobListView(APIView):
             (first,) = done.jobs
             return replayed(job_out(first, selectors.job_position(first)))
         return Response(job_out(job, selectors.job_position(job)), status=status.HTTP_201_CREATED)
+
+
+class JobDryRunView(APIView):
+    """Would a job run if it were submitted now, and when: checked as a submission is,
+    stored nowhere, triggering nothing."""
+
+    parser_classes = json_parsers()
+
+    @extend_schema(
+        operation_id="jobs_dry_run",
+        request=JobIn,
+        responses=JobDryRunOut,
+        summary="Dry run: would this job be admitted now, where would it wait, and when "
+        "would it start",
+        description="Takes what POST /api/v1/jobs/ takes and checks it the same way (a 400 "
+        "names the same fields), then answers as if it had been queued now: fits_now, its "
+        "position, waiting (the sentence and path table a queued job gets), its estimated "
+        "start with its basis, and the objects it would become. Nothing is stored.",
+        extensions=refusals(SUBMIT_REFUSALS),
+    )
+    def post(self, request):
+        job = services.job_preview(user=request.user, draft=job_parse(request.data))
+        return Response(dry_run_out(job))
 
 
 class JobBatchBody(Body, JobBatchIn):

@@ -46,6 +46,7 @@ from jobs.engine import namespace_health
 from jobs.engine.objects import job_spec_full
 from jobs.models import LIVE, Job, State
 from jobs.reads import estimate, listing, logs, selectors, waiting
+from jobs.reads.forecast import UNSTORED
 from jobs.usage.views import usage_chart
 from kube.quantity import human
 from queues import selectors as queue_selectors
@@ -205,7 +206,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/submit.html", context, status=status)
 
 
-PREVIEW_JOB_NUMBER = 0  # a job's number is given when it is submitted
+PREVIEW_JOB_NUMBER = UNSTORED  # a job's number is given when it is submitted
 
 
 @login_required

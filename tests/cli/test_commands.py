@@ -146,6 +146,18 @@ def test_a_ci_step_retried_in_the_same_attempt_queues_one_job(cli, tmp_path):
     assert Job.objects.count() == 2
 
 
+def test_a_dry_run_says_whether_it_would_run_and_stores_nothing(cli, tmp_path):
+    fits = cli.run("submit", document(tmp_path, SHORT), "--dry-run")
+    bad = {**SHORT, "head": {"resources": {"cpu": "4 cores", "memory": "4G"}}}
+    refused = cli.run("submit", document(tmp_path, bad, "bad.json"), "--dry-run")
+
+    assert fits.returncode == 0, fits.stderr
+    assert "job.yaml: fits now (position 1 in root-algorithm-video)" in fits.stdout
+    assert refused.returncode == 2
+    assert "bad.json: head.resources.cpu" in refused.stderr
+    assert not Job.objects.exists()
+
+
 def test_a_native_manifest_is_refused_before_anything_is_sent(cli, tmp_path):
     manifest = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "x"}}
     refused = cli.run("submit", document(tmp_path, manifest))

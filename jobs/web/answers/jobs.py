@@ -9,11 +9,14 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from jobs.cluster.manifests import build_manifests
 from jobs.document.fields import Nullable, Quantities, Time
 from jobs.document.pods import PodIn
 from jobs.document.schema import JobIn, writer
+from jobs.engine.objects import job_spec_full
 from jobs.models import KINDS, Job, State
 from jobs.reads import waiting
+from jobs.reads.forecast import UNSTORED, forecast
 from kube.quantity import format_quantity
 
 
@@ -272,3 +275,45 @@ class JobDetailOut(JobOut):
         help_text='how the estimate was reached: "about 12 min: 3 jobs ahead, 2 running jobs '
         'expected to end by 14:20"; null unless pending',
     )
+
+
+class JobDryRunOut(serializers.Serializer):
+    """What a submission would do now (``jobs.reads.forecast``), nothing stored."""
+
+    class Meta:
+        ref_name = "JobDryRun"
+
+    fits_now = serializers.BooleanField(
+        help_text="it would be dequeued at the next admission cycle"
+    )
+    queue = serializers.CharField()
+    position = serializers.IntegerField(help_text="its place in its queue, were it queued now")
+    request = Quantities(help_text="the quota it would hold: every pod")
+    waiting = WaitingOut(allow_null=True, help_text="why it would wait: the queued job's answer")
+    estimated_start_at = serializers.DateTimeField(
+        allow_null=True, help_text="about when it would start; null when there is no estimate"
+    )
+    estimate_basis = serializers.CharField(help_text="how the estimate was reached")
+    objects = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="the Kubernetes objects it would become (its number is 0 until it is queued)",
+    )
+
+
+def dry_run_out(job: Job) -> dict:
+    """The answer of a dry run for ``job``, checked by ``job_preview`` and not stored."""
+    job.pk = UNSTORED
+    objects = build_manifests(job_spec_full(job))
+    told = forecast(job)
+    return JobDryRunOut(
+        {
+            "fits_now": told.fits_now,
+            "queue": job.queue.name,
+            "position": told.position,
+            "request": job.request,
+            "waiting": told.waiting,
+            "estimated_start_at": told.estimate.at,
+            "estimate_basis": told.estimate.basis,
+            "objects": objects,
+        }
+    ).data
