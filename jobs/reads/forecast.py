@@ -23,25 +23,29 @@ UNSTORED = 0
 class Forecast:
     position: int
     waiting: Waiting | None
-    estimate: Estimate
+    estimate: Estimate | None  # None when not asked for
 
     @property
     def fits_now(self) -> bool:
         return self.waiting is not None and self.waiting.reason == NEXT
 
 
-def forecast(job: Job, *, now: datetime | None = None) -> Forecast:
+def forecast(job: Job, *, now: datetime | None = None, estimate: bool = True) -> Forecast:
     """For ``job``, checked and not stored (``jobs.services.job_preview``): it would go
-    behind every pending job of its queue of its priority or higher."""
+    behind every pending job of its queue of its priority or higher. ``estimate``: replay
+    the rule for its start too (the API's dry run); the submit page's preview, asked as
+    the form is typed, answers with the place and the sentence alone."""
     now = now or timezone.now()
     job.pk = UNSTORED
     ahead = Job.objects.filter(
         queue_id=job.queue_id, state__in=PENDING, priority__gte=job.priority
     ).count()
     told = jobs_waiting([job], now=now, positions={UNSTORED: ahead + 1}).get(UNSTORED)
-    estimate = estimate_newcomer(
+    if not estimate:
+        return Forecast(ahead + 1, told, None)
+    start = estimate_newcomer(
         key=UNSTORED, leaf=job.queue.node.path, policy=job.queue.policy, queue_id=job.queue_id,
         request=job.request, priority=job.priority, run_seconds=job.run_seconds, ahead=ahead,
         now=now,
     )  # fmt: skip
-    return Forecast(ahead + 1, told, estimate)
+    return Forecast(ahead + 1, told, start)

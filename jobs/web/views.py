@@ -46,7 +46,7 @@ from jobs.engine import namespace_health
 from jobs.engine.objects import job_spec_full
 from jobs.models import LIVE, Job, State
 from jobs.reads import estimate, listing, logs, selectors, waiting
-from jobs.reads.forecast import UNSTORED
+from jobs.reads.forecast import UNSTORED, forecast
 from jobs.usage.views import usage_chart
 from kube.quantity import human
 from queues import selectors as queue_selectors
@@ -217,6 +217,7 @@ def job_submit_preview(request: HttpRequest) -> HttpResponse:
     problems: list[str] = []
     manifest = ""
     request_text = ""
+    told = None
     try:
         draft = job_parse(_submit_form(request, []).document())
         job = services.job_preview(user=request.user, draft=draft)
@@ -228,7 +229,9 @@ def job_submit_preview(request: HttpRequest) -> HttpResponse:
         job.pk = PREVIEW_JOB_NUMBER
         manifest = yaml.safe_dump_all(build_manifests(job_spec_full(job)), sort_keys=False)
         request_text = _request_text(draft.request)
+        told = forecast(job, estimate=False)
     context = {
+        "forecast": told,
         "problems": problems,
         "manifest": manifest,
         "request_text": request_text,

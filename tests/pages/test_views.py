@@ -17,7 +17,7 @@ from jobs.models import Job, JobEvent
 from jobs.reads.estimate import estimates_refresh
 from jobs.services import job_cancel
 
-from ..support.jobs import RAY_JOB, UNPACKABLE, submit
+from ..support.jobs import RAY_JOB, UNPACKABLE, running, submit
 from ..support.pages import HTMX, RAY_FORM, login
 
 pytestmark = pytest.mark.django_db
@@ -543,7 +543,23 @@ def test_the_preview_shows_the_objects_a_valid_job_becomes_and_saves_nothing(cli
     assert configmap["kind"] == "ConfigMap" and configmap["data"] == {"main.py": form["script"]}
     assert rayjob["kind"] == "RayJob" and rayjob["metadata"]["name"] == "rayjob-video-0"
     assert rayjob["metadata"]["namespace"] == "video"
+    assert "<strong>Submitted now:</strong> it would be dequeued at the next admission cycle." in (
+        html
+    )
     assert not Job.objects.exists()
+
+
+def test_the_preview_says_why_the_job_would_wait_if_submitted_now(client, member):
+    holder = running(member)
+
+    response = login(client, member).post(reverse("job-submit-preview"), RAY_FORM)
+
+    html = response.content.decode()
+    assert (
+        "it would be number 1 in its queue. It waits for cpu in root/algorithm/video: used 12 "
+        "of max 14; it asks for 12."
+    ) in html
+    assert list(Job.objects.values_list("pk", flat=True)) == [holder.pk]
 
 
 def test_the_preview_lists_every_problem_as_the_api_names_it(client, member):

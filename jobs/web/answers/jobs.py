@@ -305,6 +305,7 @@ def dry_run_out(job: Job) -> dict:
     job.pk = UNSTORED
     objects = build_manifests(job_spec_full(job))
     told = forecast(job)
+    assert told.estimate is not None  # asked for
     return JobDryRunOut(
         {
             "fits_now": told.fits_now,
