@@ -16,6 +16,7 @@ namespace itself, as without a watch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -91,7 +92,10 @@ class Informer:
         self._in_step.clear()
         answer = self._answer
         if answer is not None:
-            answer.shutdown()
+            # The thread may have closed it a moment ago (its read ended): then there is
+            # nothing left to cut, and urllib3 says so with one of these.
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                answer.shutdown()
 
     def join(self, timeout: float) -> None:
         """After ``stop``, wait for the thread: a call it has in flight ends first."""
