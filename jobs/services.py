@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -12,7 +13,8 @@ from django.utils import timezone
 
 from jobs.cluster import get_backend
 from jobs.document.idempotency import IDEMPOTENCY_HEADER, IdempotencyKey
-from jobs.document.schema import JobDraft, JobIn, bound, job_document, job_parse, priority_read
+from jobs.document.native import QUEUE_LABELS, NativeJob, is_manifest, number_text, read_body
+from jobs.document.schema import JobDraft, job_document, job_parse, priority_read
 from jobs.document.validation import PRIORITY_RANGE, JobInvalid, job_pods
 from jobs.engine.transitions import sources_of, step
 from jobs.engine.triggers import request_admission, request_reconcile
@@ -70,6 +72,93 @@ def event_record(
     return JobEvent.objects.create(
         job=job, reason=reason, message=message, created_at=at, actor=actor, type=type
     )
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A submitted body read: its draft and, for a Kubernetes object, the object read
+    (``jobs.document.native``), whose paths a refusal names."""
+
+    draft: JobDraft
+    native: NativeJob | None = None
+
+    def paths(self) -> AbstractContextManager:
+        """Refusals raised inside name the object's paths; a Caldera document's need
+        nothing."""
+        return self.native.paths() if self.native else nullcontext()
+
+
+def submission_read(body: object, *, queue: str = "", priority: object = None) -> Submission:
+    """A job document, Caldera's or a Kubernetes object (a RayJob, a PyTorchJob, a Volcano
+    Job, alone or in a List with its script's ConfigMap), read and checked as a draft.
+
+    The queue is, in order: ``queue`` (the caller's ?queue= or ``--queue``), the object's
+    own (``QUEUE_LABELS``, then a Volcano Job's ``spec.queue`` or a PyTorchJob's
+    scheduling queue), else the queue whose leaf binds the object's namespace. An object
+    that names a namespace must be sent to the queue that runs its jobs there.
+    ``priority`` (?priority=) overrides the document's.
+    """
+    if not is_manifest(body):
+        if not queue and priority is None:
+            return Submission(job_parse(body))  # the hot path: a batch reads a thousand
+        return Submission(job_parse(_overridden(body, queue, priority)))
+    native = read_body(body)
+    if not queue and "queue" not in native.document:
+        native.document["queue"] = _namespace_queue(native)
+    for name, value in (("queue", queue), ("priority", priority)):
+        if value:
+            native.where.pop(name, None)  # a refusal names the parameter itself
+    return Submission(_native_draft(native, _overridden(native.document, queue, priority)), native)
+
+
+def _overridden(document: object, queue: str, priority: object) -> object:
+    """The document with the query's queue and priority over its own."""
+    if not isinstance(document, Mapping):
+        return document  # JobIn refuses it whole
+    document = dict(document)
+    if queue:
+        document["queue"] = queue
+    if priority is not None:
+        document["priority"] = number_text(priority)
+    return document
+
+
+def _native_draft(native: NativeJob, document: object) -> JobDraft:
+    with native.paths():
+        draft = job_parse(document)
+    if native.namespace:
+        found = queue_selectors.queue_for_submit(draft.queue)
+        if found is not None and native.namespace != job_namespace(found[0]):
+            raise JobInvalid(
+                {
+                    native.where["namespace"]: f"the queue {found[0].node.path} runs its jobs in "
+                    f"the namespace {job_namespace(found[0])}; leave it out or name that one"
+                }
+            )
+    return draft
+
+
+def _namespace_queue(native: NativeJob) -> str:
+    """The path of the queue whose leaf binds the object's namespace: its queue when it
+    names none."""
+    if native.namespace:
+        found = queue_selectors.queue_for_namespace(native.namespace)
+        if found is not None:
+            native.where["queue"] = native.where["namespace"]
+            return found.node.path
+    labels = ", ".join(QUEUE_LABELS)
+    raise JobInvalid(
+        {
+            "queue": "the object names no queue: give it a label (" + labels + "), send "
+            "?queue= (caldera submit --queue), or a namespace a queue's leaf binds"
+            + (f" (no queue binds {native.namespace})" if native.namespace else "")
+        }
+    )
+
+
+def job_namespace(queue: Queue) -> str:
+    """The namespace a queue's jobs run in: its leaf's first."""
+    return (queue.node.namespaces or [queue.name])[0]
 
 
 def job_submit(
@@ -170,7 +259,13 @@ BATCH_MAX_BYTES = 32 * 1024 * 1024
 
 
 def job_submit_batch(
-    *, user, documents: list, now: datetime | None = None, key: IdempotencyKey | None = None
+    *,
+    user,
+    documents: list,
+    now: datetime | None = None,
+    key: IdempotencyKey | None = None,
+    queue: str = "",
+    priority: object = None,
 ) -> list[Job]:
     """Queue up to BATCH_MAX job documents at once, all or none (a CI pipeline's sweep).
 
@@ -178,18 +273,23 @@ def job_submit_batch(
     up once, and the jobs are written with COPY and their events with one INSERT, in one
     transaction.
     Raises JobInvalid naming ``jobs[i].field`` for every problem of every job; then
-    nothing is stored. With ``key`` as ``job_submit``.
+    nothing is stored. With ``key`` as ``job_submit``; a document may be a Kubernetes
+    object, and ``queue`` and ``priority`` apply to each, as ``submission_read`` reads them.
     """
     now = now or timezone.now()
     batch_size_check(len(documents))
     submission_key_check(user=user, key=key, now=now)
-    reader = bound(JobIn)
     drafts: list[JobDraft | JobInvalid] = []
+    read: list[Submission | None] = []
     for document in documents:
         try:
-            drafts.append(reader.check(document))
+            submission = submission_read(document, queue=queue, priority=priority)
         except JobInvalid as invalid:
             drafts.append(invalid)
+            read.append(None)
+        else:
+            drafts.append(submission.draft)
+            read.append(submission)
     names = {draft.queue for draft in drafts if isinstance(draft, JobDraft)}
     found = queue_selectors.queues_for_submit(sorted(names))  # every queue at once
     roles = queue_selectors.user_roles(user)  # and the user's roles, once
@@ -208,10 +308,13 @@ def job_submit_batch(
                     )
                 except JobInvalid as invalid:
                     targets[draft.queue] = invalid
-            target = targets[draft.queue]
-            if isinstance(target, JobInvalid):
-                raise target
-            jobs.append(_job_for(user, draft, target, now, nodes=nodes))
+            read_as = read[index]
+            assert read_as is not None  # read, since it has a draft
+            with read_as.paths():
+                target = targets[draft.queue]
+                if isinstance(target, JobInvalid):
+                    raise target
+                jobs.append(_job_for(user, draft, target, now, nodes=nodes))
         except JobInvalid as invalid:
             errors |= {
                 f"jobs[{index}].{field}": reasons for field, reasons in invalid.errors.items()
@@ -288,7 +391,7 @@ def _job_for(
     return Job(
         **draft.columns,
         queue=queue,
-        namespace=(queue.node.namespaces or [queue.name])[0],
+        namespace=job_namespace(queue),
         owner=user,
         token_id=_token_of(user),
         state=State.QUEUED,

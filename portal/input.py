@@ -17,8 +17,17 @@ import json
 import re
 from collections.abc import Iterable
 
-from rest_framework import exceptions
-from rest_framework.parsers import DataAndFiles, FormParser, JSONParser, MultiPartParser
+from django.conf import settings
+from rest_framework import exceptions, status
+from rest_framework.parsers import (
+    BaseParser,
+    DataAndFiles,
+    FormParser,
+    JSONParser,
+    MultiPartParser,
+)
+
+from kube.yaml_text import YamlRefused, load_one
 
 _IN_FREE_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
 _ANYWHERE = re.compile(r"[\x00-\x1f\ud800-\udfff]")
@@ -143,13 +152,54 @@ class CheckedJSONParser(JSONParser):
             raise exceptions.ValidationError(
                 {"body": [f"is nested deeper than {MAX_JSON_DEPTH} levels"]}
             ) from None
-        if not isinstance(data, dict):  # every body this API takes is an object
-            raise exceptions.ValidationError({"body": ["must be a JSON object"]})
-        problem = json_problem(data)
-        if problem is not None:
-            field, reason = problem
-            raise exceptions.ValidationError({field: [reason]})
-        return data
+        return _storable(data, "must be a JSON object")
+
+
+def _storable(data: object, not_an_object: str) -> dict:
+    """A parsed body, refused unless it is an object (every body this API takes is one)
+    whose text the database can store."""
+    if not isinstance(data, dict):
+        raise exceptions.ValidationError({"body": [not_an_object]})
+    problem = json_problem(data)
+    if problem is not None:
+        field, reason = problem
+        raise exceptions.ValidationError({field: [reason]})
+    return data
+
+
+class BodyTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+
+
+class CheckedYAMLParser(BaseParser):
+    """A YAML body (``Content-Type: application/yaml``), as a Kubernetes manifest is
+    written: read within ``kube.yaml_text``'s bounds (one document, few aliases, JSON's
+    values) and at most ``YAML_BODY_MAX_BYTES``, then refused for what the database cannot
+    store exactly as a JSON body is. The operations that take a job's manifest take it."""
+
+    media_type = "application/yaml"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.YAML_BODY_MAX_BYTES
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if len(raw) > limit:
+            raise BodyTooLarge({"body": [f"is larger than YAML_BODY_MAX_BYTES ({limit} bytes)"]})
+        try:
+            text = raw.decode(settings.DEFAULT_CHARSET)
+        except UnicodeDecodeError:
+            raise exceptions.ValidationError({"body": ["is not UTF-8 text"]}) from None
+        try:
+            data = load_one(text)
+        except YamlRefused as refused:
+            raise exceptions.ValidationError({refused.field: [str(refused)]}) from None
+        return _storable(data, "must be a YAML mapping")
+
+
+class CheckedXYAMLParser(CheckedYAMLParser):
+    """The older media type some tools still send."""
+
+    media_type = "application/x-yaml"
 
 
 class _CheckedFormMixin:

@@ -656,6 +656,13 @@ JOB_MAX_WORKER_GROUPS = env_int("JOB_MAX_WORKER_GROUPS", 8)
 JOB_MAX_PODS = env_int("JOB_MAX_PODS", 1000)
 if min(JOB_MAX_WORKER_GROUPS, JOB_MAX_PODS) < 1:
     raise ImproperlyConfigured("JOB_MAX_WORKER_GROUPS and JOB_MAX_PODS must be at least 1")
+# A job's Kubernetes manifest may be sent as YAML (``Content-Type: application/yaml``) to
+# the operations that take one (docs/api.md, "Native manifests"): read by these parsers,
+# at most YAML_BODY_MAX_BYTES (a script of 1 MiB and its job fit).
+MANIFEST_PARSER_CLASSES = ["portal.input.CheckedYAMLParser", "portal.input.CheckedXYAMLParser"]
+YAML_BODY_MAX_BYTES = env_int("YAML_BODY_MAX_BYTES", 2 * 2**20)
+if YAML_BODY_MAX_BYTES < 1:
+    raise ImproperlyConfigured("YAML_BODY_MAX_BYTES must be at least 1")
 # Simulated cluster nodes: "COUNTxRESOURCES" groups separated by ";", resources as
 # name=quantity pairs separated by ",". Default: 4 nodes of 16 cpu, 64Gi, 4 GPUs.
 SIMULATED_CLUSTER_NODES = env_str(

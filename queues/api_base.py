@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import cast
 
+from django.conf import settings
+from django.utils.module_loading import import_string
 from rest_framework import serializers
 from rest_framework.parsers import BaseParser
 from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAdminUser, IsAuthenticated
@@ -38,6 +40,12 @@ def json_parsers() -> list:
     # The setting names the classes by import path; api_settings gives the classes.
     parsers = cast(Sequence[type[BaseParser]], api_settings.DEFAULT_PARSER_CLASSES)
     return [p for p in parsers if p.media_type == "application/json"]
+
+
+def manifest_parsers() -> list:
+    """The JSON parser and the YAML ones (``MANIFEST_PARSER_CLASSES``), for an operation
+    that takes a job's Kubernetes manifest as a team writes it."""
+    return json_parsers() + [import_string(name) for name in settings.MANIFEST_PARSER_CLASSES]
 
 
 class Body(serializers.Serializer):

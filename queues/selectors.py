@@ -133,6 +133,17 @@ def queue_departments(queues: Iterable[Queue]) -> dict[int, Department]:
     return owners
 
 
+def queue_for_namespace(namespace: str) -> Queue | None:
+    """The active queue whose leaf binds ``namespace``: where a Kubernetes object sent
+    without a queue goes (the tree binds a namespace to one leaf)."""
+    return (
+        Queue.objects.filter(active=True, node__namespaces__contains=[namespace])
+        .select_related("node")
+        .order_by("node__path")
+        .first()
+    )
+
+
 def queue_for_submit(name: str) -> tuple[Queue, dict[str, Node]] | None:
     """A queue by name or path, with the quota nodes of its path (see queues_for_submit)."""
     return queues_for_submit([name]).get(name)

@@ -86,10 +86,19 @@ class Client:
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
 
-    def post(self, path: str, body: Any = None, *, key: str | None = None) -> Any:
-        """POST ``body``; with ``key``, as an ``Idempotency-Key``, safe to send again."""
+    def post(
+        self,
+        path: str,
+        body: Any = None,
+        *,
+        key: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        """POST ``body`` (with the query ``params`` that are not None); with ``key``, as an
+        ``Idempotency-Key``, safe to send again."""
         headers = {IDEMPOTENCY_HEADER: key} if key else None
-        return self.request("POST", path, json=body, headers=headers)
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        return self.request("POST", path, json=body, headers=headers, params=query or None)
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """The answer's JSON (None when empty); raises an ApiError."""

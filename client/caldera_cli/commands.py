@@ -149,20 +149,25 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
     except ValueError as error:
         raise config.NotConfigured(f"--timeout: {error}") from error
     read = documents.read(args.files)
-    for document in read:
-        if args.queue is not None:
-            document.body["queue"] = args.queue
-        if args.priority is not None:
-            document.body["priority"] = args.priority
+    # A Kubernetes object has no queue or priority of Caldera's: they go as the query's,
+    # which the server applies over the object's labels (and over a Caldera document's too).
+    query = {"queue": args.queue, "priority": args.priority}
+    if not any(document.native for document in read):
+        for document in read:
+            document.body.update({k: v for k, v in query.items() if v is not None})
+        query = {}
     api = client()
     if args.dry_run:
-        return _dry_run(api, out, read)
-    key = args.idempotency_key or documents.ci_key([d.body for d in read], os.environ)
+        return _dry_run(api, out, read, query)
+    sent = [d.body for d in read] + ([query] if query else [])
+    key = args.idempotency_key or documents.ci_key(sent, os.environ)
     try:
         if len(read) == 1:
-            jobs = [api.post("jobs/", read[0].body, key=key)]
+            jobs = [api.post("jobs/", read[0].body, key=key, params=query)]
         else:
-            jobs = api.post("jobs/batch/", {"jobs": [d.body for d in read]}, key=key)["jobs"]
+            jobs = api.post("jobs/batch/", {"jobs": [d.body for d in read]}, key=key, params=query)[
+                "jobs"
+            ]
     except Refused as refused:
         if refused.status == 400 and isinstance(refused.body, dict):
             _say_field_errors(out, refused.body, read)
@@ -196,14 +201,14 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
     )
 
 
-def _dry_run(api: Client, out: Out, read: list[documents.Document]) -> Exit:
+def _dry_run(api: Client, out: Out, read: list[documents.Document], query: dict[str, Any]) -> Exit:
     """Each document as the server would take it now (``POST /jobs/dry-run/``): whether it
     would be admitted at once, its place, why it would wait, about when it would start.
     Exits 0 when every document is valid, whether or not it would wait; 2 otherwise."""
     worst = Exit.SUCCEEDED
     for document in read:
         try:
-            answer = api.post("jobs/dry-run/", document.body)
+            answer = api.post("jobs/dry-run/", document.body, params=query)
         except Refused as refused:
             if refused.status == 400 and isinstance(refused.body, dict):
                 _say_field_errors(out, refused.body, [document])

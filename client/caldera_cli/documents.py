@@ -1,5 +1,8 @@
-"""Job documents from files: Caldera's own, as ``POST /api/v1/jobs/`` takes them, in JSON or
-YAML (several YAML documents in one file, separated by ``---``, are several jobs)."""
+"""Job documents from files, as ``POST /api/v1/jobs/`` takes them, in JSON or YAML: Caldera's
+own, or the Kubernetes objects a team already has (a RayJob, a PyTorchJob, a Volcano Job).
+Several YAML documents in one file, separated by ``---``, are several jobs; a file of one
+job object and the ConfigMap holding its script is one job, sent as a ``v1`` ``List`` of
+both (the server reads the script from it)."""
 
 from __future__ import annotations
 
@@ -23,6 +26,18 @@ class Document:
     source: str  # "train.yaml", "train.yaml#2" for a file's second document, "-" for stdin
     body: dict[str, Any]
 
+    @property
+    def native(self) -> bool:
+        """A Kubernetes object (or a List of one and its script), not Caldera's document:
+        ``--queue`` and ``--priority`` go with it as the query's, since it has no such
+        fields."""
+        return "apiVersion" in self.body
+
+
+# The kinds of object that are a job, and the one that holds a job's script.
+JOB_KINDS = ("RayJob", "PyTorchJob", "Job")
+SCRIPT_KIND = "ConfigMap"
+
 
 def read(paths: list[str]) -> list[Document]:
     documents: list[Document] = []
@@ -38,9 +53,27 @@ def read(paths: list[str]) -> list[Document]:
         if not parsed:
             raise BadDocument(f"{path}: no document in it")
         for index, body in enumerate(parsed, start=1):
-            source = path if len(parsed) == 1 else f"{path}#{index}"
-            documents.append(Document(source, _checked(source, body)))
+            _checked(path if len(parsed) == 1 else f"{path}#{index}", body)
+        documents.extend(_jobs(path, parsed))
     return documents
+
+
+def _jobs(path: str, parsed: list[dict[str, Any]]) -> list[Document]:
+    """A file's jobs: each document, except that a ConfigMap goes with the one job object
+    of its file, in a List."""
+    scripts = [body for body in parsed if body.get("kind") == SCRIPT_KIND and "apiVersion" in body]
+    if not scripts:
+        return [
+            Document(path if len(parsed) == 1 else f"{path}#{index}", body)
+            for index, body in enumerate(parsed, start=1)
+        ]
+    jobs = [body for body in parsed if body not in scripts]
+    if len(jobs) != 1 or "apiVersion" not in jobs[0]:
+        raise BadDocument(
+            f"{path}: a ConfigMap goes in a file with the one job object that mounts it "
+            f"(this file has {len(jobs)} other documents)"
+        )
+    return [Document(path, {"apiVersion": "v1", "kind": "List", "items": [jobs[0], *scripts]})]
 
 
 def _text(path: str) -> str:
@@ -58,10 +91,12 @@ def _checked(source: str, body: Any) -> dict[str, Any]:
         raise BadDocument(
             f"{source}: a job document is a mapping of fields, not {type(body).__name__}"
         )
-    if "apiVersion" in body:
+    kind = body.get("kind")
+    if "apiVersion" in body and kind not in (*JOB_KINDS, SCRIPT_KIND):
         raise BadDocument(
-            f"{source}: a Kubernetes manifest ({body.get('kind', 'unknown kind')}); caldera submit "
-            "takes Caldera job documents only (docs/api.md, POST /api/v1/jobs/)"
+            f"{source}: a {kind} is not a job; caldera submit takes a RayJob, a PyTorchJob or a "
+            "Volcano Job (with the ConfigMap of its script), or Caldera's job document "
+            "(Caldera's queues are its quota tree's: leave other objects out)"
         )
     return body
 

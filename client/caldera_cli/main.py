@@ -24,10 +24,12 @@ CALDERA_URL and CALDERA_TOKEN, which override the file. Connection failures and
 EPILOG = f"Exit codes:\n{exit_codes.table()}"
 
 SUBMIT = """\
-Submit Caldera job documents: JSON or YAML, as POST /api/v1/jobs/ takes them (docs/api.md);
-`-` reads one from stdin, and a YAML file may hold several, separated by `---`. Several
-jobs are submitted as one batch: all are queued, or none. Native RayJob or PyTorchJob
-manifests are not accepted (yet): write the Caldera document.
+Submit jobs: Caldera job documents or the Kubernetes objects you already have (a KubeRay
+RayJob, a Kubeflow PyTorchJob, a Volcano Job with the ray or pytorch plugin), JSON or YAML,
+as POST /api/v1/jobs/ takes them (docs/api.md); `-` reads one from stdin, and a YAML file
+may hold several, separated by `---`. A file of one job object and the ConfigMap holding
+its script is one job. Several jobs are submitted as one batch: all are queued, or none.
+What Caldera cannot represent in an object is refused with its path, never dropped.
 
 --wait polls each job every 2 s (CALDERA_POLL_SECONDS) until it ends; a preempted job goes
 back to its queue and the wait goes on."""

@@ -30,11 +30,10 @@ from jobs.document.schema import (
     JobBatchIn,
     JobIn,
     JobPriorityIn,
-    job_parse,
     priority_field,
     writer,
 )
-from jobs.document.validation import OFFSET_MAX, PAGE_MAX, JobInvalid
+from jobs.document.validation import OFFSET_MAX, PAGE_MAX, PRIORITY_RANGE, JobInvalid
 from jobs.engine.objects import job_spec_full
 from jobs.reads import estimate, listing, logs, selectors, waiting
 from jobs.web.answers.events import EventOut
@@ -56,7 +55,7 @@ from jobs.web.answers.jobs import (
 from jobs.web.answers.logs import JobLogOut
 from jobs.web.answers.manifests import KubernetesObject
 from jobs.web.answers.queues import QueueDetailOut, QueueListOut
-from queues.api_base import Body, json_parsers, refusals
+from queues.api_base import Body, json_parsers, manifest_parsers, refusals
 from queues.selectors import queues_for_user
 
 
@@ -132,12 +131,54 @@ KEY_USED = OpenApiResponse(
 )
 
 
+# A submission's query: the queue and the priority, over the document's (a Kubernetes
+# object's labels, or Caldera's fields).
+SUBMIT_QUERY = [
+    OpenApiParameter(
+        "queue",
+        str,
+        description="the queue (leaf path or name), over the body's: what a Kubernetes "
+        "object that names none is sent to",
+    ),
+    OpenApiParameter(
+        "priority",
+        {"type": "integer", "minimum": PRIORITY_RANGE[0], "maximum": PRIORITY_RANGE[1]},
+        description="the priority, over the body's",
+    ),
+]
+
+NATIVE = (
+    " The body may also be a Kubernetes object a team already has, as JSON or YAML "
+    "(Content-Type: application/yaml): a KubeRay RayJob (ray.io/v1), a Kubeflow PyTorchJob "
+    "(kubeflow.org/v1) or a Volcano Job (batch.volcano.sh/v1alpha1) with the ray or pytorch "
+    "plugin, alone or in a v1 List with the ConfigMap holding its script. Its queue is "
+    "?queue=, else its caldera.io/queue, volcano.sh/queue-name or kueue.x-k8s.io/queue-name "
+    "label (or a Volcano Job's spec.queue), else the queue whose leaf binds its namespace. "
+    "What Caldera cannot represent is refused with its path in the object "
+    "(spec.rayClusterSpec.workerGroupSpecs[0].template.spec.volumes: not supported); "
+    'docs/api.md, "Native manifests", lists what is taken.'
+)
+
+
+def submit_query(request) -> dict:
+    """The query's overrides, as ``services.submission_read`` takes them."""
+    params = request.query_params
+    return {"queue": params.get("queue", ""), "priority": params.get("priority")}
+
+
+def _keyed(body: object, query: dict) -> object:
+    """What an Idempotency-Key's request is compared by: the body, and the query's
+    overrides when it has any (the same object sent to another queue is another request)."""
+    overrides = {name: value for name, value in query.items() if value}
+    return {"body": body, "query": overrides} if overrides else body
+
+
 def replayed(answer: dict) -> Response:
     return Response(answer, status=status.HTTP_200_OK, headers={REPLAYED_HEADER: "true"})
 
 
 class JobListView(APIView):
-    parser_classes = json_parsers()
+    parser_classes = manifest_parsers()
 
     @extend_schema(
         operation_id="jobs_list",
@@ -170,20 +211,23 @@ class JobListView(APIView):
     @extend_schema(
         operation_id="jobs_create",
         request=JobIn,
-        parameters=[idempotency_parameter("the job"), REPLAYED],
+        parameters=[*SUBMIT_QUERY, idempotency_parameter("the job"), REPLAYED],
         responses={
             201: JobOut,
             200: OpenApiResponse(JobOut, description="The job the key's first request queued"),
             409: KEY_USED,
         },
         summary="Submit",
+        description="A job in Caldera's document (below)." + NATIVE,
         extensions=refusals(SUBMIT_REFUSALS),
     )
     def post(self, request):
-        key = idempotency_key(request.headers, endpoint="jobs", body=request.data)
-        draft = job_parse(request.data)
+        query = submit_query(request)
+        key = idempotency_key(request.headers, endpoint="jobs", body=_keyed(request.data, query))
+        submission = services.submission_read(request.data, **query)
         try:
-            job = services.job_submit(user=request.user, draft=draft, key=key)
+            with submission.paths():
+                job = services.job_submit(user=request.user, draft=submission.draft, key=key)
         except services.AlreadySubmitted as done:
             (first,) = done.jobs
             return replayed(job_out(first, selectors.job_position(first)))
@@ -194,22 +238,25 @@ class JobDryRunView(APIView):
     """Would a job run if it were submitted now, and when: checked as a submission is,
     stored nowhere, triggering nothing."""
 
-    parser_classes = json_parsers()
+    parser_classes = manifest_parsers()
 
     @extend_schema(
         operation_id="jobs_dry_run",
         request=JobIn,
+        parameters=SUBMIT_QUERY,
         responses=JobDryRunOut,
         summary="Dry run: would this job be admitted now, where would it wait, and when "
         "would it start",
         description="Takes what POST /api/v1/jobs/ takes and checks it the same way (a 400 "
         "names the same fields), then answers as if it had been queued now: fits_now, its "
         "position, waiting (the sentence and path table a queued job gets), its estimated "
-        "start with its basis, and the objects it would become. Nothing is stored.",
+        "start with its basis, and the objects it would become. Nothing is stored." + NATIVE,
         extensions=refusals(SUBMIT_REFUSALS),
     )
     def post(self, request):
-        job = services.job_preview(user=request.user, draft=job_parse(request.data))
+        submission = services.submission_read(request.data, **submit_query(request))
+        with submission.paths():
+            job = services.job_preview(user=request.user, draft=submission.draft)
         return Response(dry_run_out(job))
 
 
@@ -245,7 +292,7 @@ class JobBatchView(APIView):
     @extend_schema(
         operation_id="jobs_batch_create",
         request=JobBatchBody,
-        parameters=[idempotency_parameter("the jobs"), REPLAYED],
+        parameters=[*SUBMIT_QUERY, idempotency_parameter("the jobs"), REPLAYED],
         responses={
             201: JobBatchOut,
             200: OpenApiResponse(
@@ -257,9 +304,13 @@ class JobBatchView(APIView):
         summary=f"Submit up to {services.BATCH_MAX} jobs at once, all or none",
         description="Each job is checked as POST /api/v1/jobs/ checks it. If any is refused, "
         "none is stored and the 400 names each problem as jobs[i].field. The answer lists the "
-        "jobs in the order sent; GET /api/v1/jobs/{id}/ gives a job's position.",
+        "jobs in the order sent; GET /api/v1/jobs/{id}/ gives a job's position. A job may "
+        "be a Kubernetes object, as POST /api/v1/jobs/ takes one (as JSON here); ?queue= and "
+        "?priority= apply to every job.",
         extensions=refusals(
             {f"jobs[].{field}": reason for field, reason in SUBMIT_REFUSALS.items()}
+            # The query's, for every job.
+            | {"queue": SUBMIT_REFUSALS["queue"], "priority": SUBMIT_REFUSALS["priority"]}
         ),
     )
     def post(self, request):
@@ -269,7 +320,10 @@ class JobBatchView(APIView):
                 {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},
                 status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
-        key = idempotency_key(request.headers, endpoint="jobs/batch", body=request.data)
+        query = submit_query(request)
+        key = idempotency_key(
+            request.headers, endpoint="jobs/batch", body=_keyed(request.data, query)
+        )
         unknown = sorted(name for name in request.data if name != "jobs")
         if unknown:  # the parser takes objects only
             raise JobInvalid({name: "unknown field" for name in unknown})
@@ -277,7 +331,9 @@ class JobBatchView(APIView):
         if not isinstance(jobs, list):
             return Response({"jobs": ["must be a list of job objects"]}, status=400)
         try:
-            submitted = services.job_submit_batch(user=request.user, documents=jobs, key=key)
+            submitted = services.job_submit_batch(
+                user=request.user, documents=jobs, key=key, **query
+            )
         except services.AlreadySubmitted as done:
             return replayed(batch_out(done.jobs))
         return Response(

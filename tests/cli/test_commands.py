@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from access.models import AccessToken
-from access.services import full_token, token_revoke
+from access.services import token_revoke
 from audit.models import AuditEntry
 from jobs.models import PENDING, Job, State
 
@@ -29,17 +29,6 @@ from ..support.polling import wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SHORT = {**RAY_JOB, "name": "cli-short", "run_seconds": 1}
-
-
-@pytest.fixture
-def token(member) -> str:
-    return full_token(member, name="cli")
-
-
-@pytest.fixture
-def cli(live_server, tmp_path, token) -> Cli:
-    """The command as alice, signed in through the environment."""
-    return Cli(tmp_path, {"CALDERA_URL": live_server.url, "CALDERA_TOKEN": token})
 
 
 def document(tmp_path, body: dict, name: str = "job.yaml") -> str:
@@ -156,13 +145,6 @@ def test_a_dry_run_says_whether_it_would_run_and_stores_nothing(cli, tmp_path):
     assert refused.returncode == 2
     assert "bad.json: head.resources.cpu" in refused.stderr
     assert not Job.objects.exists()
-
-
-def test_a_native_manifest_is_refused_before_anything_is_sent(cli, tmp_path):
-    manifest = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "x"}}
-    refused = cli.run("submit", document(tmp_path, manifest))
-    assert refused.returncode == 2
-    assert "takes Caldera job documents only" in refused.stderr
 
 
 def test_a_job_cancelled_elsewhere_ends_the_wait_with_3(cli, tmp_path, api, member):
