@@ -50,6 +50,7 @@ from jobs.web.answers.jobs import (
     WaitingOut,
     batch_out,
     dry_run_out,
+    dry_runs_out,
     job_out,
     jobs_out,
 )
@@ -229,19 +230,40 @@ def too_large(request) -> bool:
     return length.isdigit() and int(length) > services.BATCH_MAX_BYTES
 
 
-class JobBatchView(APIView):
+def batch_refusal(request) -> Response | None:
+    """The refusal of a batch's body as a whole, before its jobs are read: 413 when it is
+    too large (unread), 400 for a field besides ``jobs`` or ``jobs`` not a list; else None."""
+    if too_large(request):
+        limit = services.BATCH_MAX_BYTES // 2**20
+        return Response(
+            {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    unknown = sorted(name for name in request.data if name != "jobs")
+    if unknown:  # the parser takes objects only
+        raise JobInvalid({name: "unknown field" for name in unknown})
+    if not isinstance(request.data.get("jobs"), list):
+        return Response({"jobs": ["must be a list of job objects"]}, status=400)
+    return None
+
+
+class BatchView(APIView):
+    """A view whose body is a batch of jobs: submitting it, or its dry run."""
+
     parser_classes = json_parsers()
 
     def throttle_cost(self, request) -> int:
         """What the batch counts against the API's limits of submissions (portal's
         throttling, which asks a view for this): its jobs, as that many single submissions
         would, up to BATCH_MAX; one when the view refuses the body whole (too large, not a
-        list of jobs)."""
+        list of jobs). A dry run counts as its batch would: it tells every job's place."""
         if too_large(request):
             return 1
         jobs = request.data.get("jobs") if isinstance(request.data, dict) else None
         return min(len(jobs), services.BATCH_MAX) if isinstance(jobs, list) else 1
 
+
+class JobBatchView(BatchView):
     @extend_schema(
         operation_id="jobs_batch_create",
         request=JobBatchBody,
@@ -263,19 +285,11 @@ class JobBatchView(APIView):
         ),
     )
     def post(self, request):
-        if too_large(request):
-            limit = services.BATCH_MAX_BYTES // 2**20
-            return Response(
-                {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},
-                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-            )
+        refusal = batch_refusal(request)
+        if refusal is not None:
+            return refusal
         key = idempotency_key(request.headers, endpoint="jobs/batch", body=request.data)
-        unknown = sorted(name for name in request.data if name != "jobs")
-        if unknown:  # the parser takes objects only
-            raise JobInvalid({name: "unknown field" for name in unknown})
-        jobs = request.data.get("jobs")
-        if not isinstance(jobs, list):
-            return Response({"jobs": ["must be a list of job objects"]}, status=400)
+        jobs = request.data["jobs"]
         try:
             submitted = services.job_submit_batch(user=request.user, documents=jobs, key=key)
         except services.AlreadySubmitted as done:
@@ -284,6 +298,44 @@ class JobBatchView(APIView):
             batch_out(submitted),
             status=status.HTTP_201_CREATED,
         )
+
+
+class JobBatchDryRunView(BatchView):
+    """Would a batch's jobs run if the batch were submitted now, and when: checked as a
+    batch is, stored nowhere, triggering nothing."""
+
+    @extend_schema(
+        operation_id="jobs_batch_dry_run",
+        request=JobBatchBody,
+        responses={
+            200: JobDryRunOut(many=True),
+            413: OpenApiResponse(BodyTooLarge, description="The body is too large"),
+        },
+        summary="Dry run of a batch: would these jobs be admitted now, where would they "
+        "wait, and when would they start",
+        description="Takes what POST /api/v1/jobs/batch/ takes and checks it the same way (a "
+        "400 names every problem as jobs[i].field, and answers nothing for the others), then "
+        "answers, in the order sent, what POST /api/v1/jobs/dry-run/ answers for each job, "
+        "as if the whole batch were queued now. A job's position counts the pending jobs of "
+        "its queue of its priority or higher, then the batch's jobs of its queue before it: "
+        "of a higher priority, or of the same one and sent before it. fits_now and waiting "
+        "are the admission rule's, with the batch's jobs taken in that order (by priority, "
+        "then as sent): one that fits is taken as dequeued, holding its quota for the jobs "
+        "after it (waiting.ahead then leaves it out), one that does not stays in its queue "
+        "ahead of the batch's next there (waiting.head.id is null: it is not stored). The "
+        "jobs already pending are taken as they stand: not dequeued, whether or not they "
+        "fit. The estimates replay the rule once, with every job of the batch in its place. "
+        "Nothing is stored; it counts against the limits of submissions as the batch would.",
+        extensions=refusals(
+            {f"jobs[].{field}": reason for field, reason in SUBMIT_REFUSALS.items()}
+        ),
+    )
+    def post(self, request):
+        refusal = batch_refusal(request)
+        if refusal is not None:
+            return refusal
+        jobs = services.job_preview_batch(user=request.user, documents=request.data["jobs"])
+        return Response(dry_runs_out(jobs))
 
 
 class JsonInteger(serializers.IntegerField):

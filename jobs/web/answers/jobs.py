@@ -16,7 +16,7 @@ from jobs.document.schema import JobIn, writer
 from jobs.engine.objects import job_spec_full
 from jobs.models import KINDS, Job, State
 from jobs.reads import waiting
-from jobs.reads.forecast import UNSTORED, forecast
+from jobs.reads.forecast import UNSTORED, forecast_batch
 from kube.quantity import format_quantity
 
 
@@ -302,12 +302,17 @@ class JobDryRunOut(serializers.Serializer):
 
 def dry_run_out(job: Job) -> dict:
     """The answer of a dry run for ``job``, checked by ``job_preview`` and not stored."""
-    job.pk = UNSTORED
-    objects = build_manifests(job_spec_full(job))
-    told = forecast(job)
-    assert told.estimate is not None  # asked for
-    return JobDryRunOut(
-        {
+    return dry_runs_out([job])[0]
+
+
+def dry_runs_out(jobs: Sequence[Job]) -> list[dict]:
+    """The answers of a batch's dry run (``forecast_batch``), in the order sent, for jobs
+    checked by ``job_preview_batch`` and not stored."""
+    answers: list[dict] = []
+    for job, told in zip(jobs, forecast_batch(jobs), strict=True):
+        assert told.estimate is not None  # asked for
+        job.pk = UNSTORED
+        answer = {
             "fits_now": told.fits_now,
             "queue": job.queue.name,
             "position": told.position,
@@ -315,6 +320,7 @@ def dry_run_out(job: Job) -> dict:
             "waiting": told.waiting,
             "estimated_start_at": told.estimate.at,
             "estimate_basis": told.estimate.basis,
-            "objects": objects,
+            "objects": build_manifests(job_spec_full(job)),
         }
-    ).data
+        answers.append(JobDryRunOut(answer).data)
+    return answers
