@@ -99,7 +99,8 @@ def parser() -> argparse.ArgumentParser:
         "--dry-run",
         action="store_true",
         help="submit nothing: say whether each job would be admitted now, its place, why it "
-        "would wait and about when it would start (exit 0; 2 for a refused document)",
+        "would wait and about when it would start; several jobs as the batch they would be, "
+        "each behind those before it (exit 0; 2 when a document is refused)",
     )
     submit.add_argument(
         "--idempotency-key",

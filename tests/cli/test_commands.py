@@ -158,6 +158,27 @@ def test_a_dry_run_says_whether_it_would_run_and_stores_nothing(cli, tmp_path):
     assert not Job.objects.exists()
 
 
+def test_a_dry_run_of_several_documents_asks_as_their_batch(cli, tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump_all([RAY_JOB, {**RAY_JOB, "name": "second"}]))
+    bad = {**SHORT, "head": {"resources": {"cpu": "4 cores", "memory": "4G"}}}
+
+    told = cli.run("submit", "sweep.yaml", "--dry-run")  # the command runs in tmp_path
+    first, second = json_lines(cli.run("submit", "sweep.yaml", "--dry-run", "-o", "json").stdout)
+    refused = cli.run("submit", "sweep.yaml", document(tmp_path, bad, "bad.json"), "--dry-run")
+
+    assert told.returncode == 0, told.stderr
+    lines = told.stdout.splitlines()
+    assert lines[0].startswith("sweep.yaml#1: fits now (position 1 in root-algorithm-video)")
+    # The second stands behind the first, which would hold 12 of the leaf's 14 cpu.
+    assert lines[1].startswith("sweep.yaml#2: would wait: It waits for cpu in root/algorithm")
+    assert "(position 2 in root-algorithm-video)" in lines[1]
+    assert (first["file"], first["fits_now"], second["position"]) == ("sweep.yaml#1", True, 2)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "bad.json: head.resources.cpu" in refused.stderr
+    assert not Job.objects.exists()
+
+
 def test_a_native_manifest_is_refused_before_anything_is_sent(cli, tmp_path):
     manifest = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "x"}}
     refused = cli.run("submit", document(tmp_path, manifest))
