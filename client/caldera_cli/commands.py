@@ -26,6 +26,7 @@ from caldera_cli.output import (
     position,
     when,
 )
+from caldera_cli.tail import follow
 from caldera_cli.wait import duration, wait
 
 POLL_SECONDS = 2.0
@@ -192,8 +193,12 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
         timeout=timeout,
         follow=args.follow,
         cancel_on_timeout=args.cancel_on_timeout,
-        poll_seconds=float(os.environ.get("CALDERA_POLL_SECONDS", POLL_SECONDS)),
+        poll_seconds=_poll_seconds(),
     )
+
+
+def _poll_seconds() -> float:
+    return float(os.environ.get("CALDERA_POLL_SECONDS", POLL_SECONDS))
 
 
 def _dry_run(api: Client, out: Out, read: list[documents.Document]) -> Exit:
@@ -272,6 +277,8 @@ def events(args: argparse.Namespace, out: Out) -> Exit:
 
 
 def logs(args: argparse.Namespace, out: Out) -> Exit:
+    if args.follow:
+        return follow(client(), out, args.id, tail=args.tail, poll_seconds=_poll_seconds())
     answer = client().get(f"jobs/{args.id}/log/", tail_lines=args.tail)
     out.emit(answer, "\n".join(answer["lines"]))
     return Exit.SUCCEEDED
