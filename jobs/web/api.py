@@ -495,7 +495,12 @@ class JobDetailView(APIView):
 
 
 class JobCancelView(APIView):
-    @extend_schema(request=None, responses=action_responses(JobOut), summary="Cancel a job")
+    @extend_schema(
+        operation_id="jobs_cancel",
+        request=None,
+        responses=action_responses(JobOut),
+        summary="Cancel a job",
+    )
     def post(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
         services.job_cancel(user=request.user, job=job)
