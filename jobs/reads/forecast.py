@@ -90,7 +90,7 @@ def forecast_batch(
                 priority=job.priority,
                 run_seconds=job.run_seconds,
                 ahead=stored[i],
-            )  # fmt: skip
+            )
             for i, job in enumerate(jobs)
         ],
         now=now,
