@@ -269,9 +269,8 @@ def job_submit_batch(
 ) -> list[Job]:
     """Queue up to BATCH_MAX job documents at once, all or none (a CI pipeline's sweep).
 
-    Every document is read and checked as ``job_submit`` checks one, each queue is looked
-    up once, and the jobs are written with COPY and their events with one INSERT, in one
-    transaction.
+    Every document is read and checked as ``job_submit`` checks one (``job_preview_batch``),
+    and the jobs are written with COPY and their events with one INSERT, in one transaction.
     Raises JobInvalid naming ``jobs[i].field`` for every problem of every job; then
     nothing is stored. With ``key`` as ``job_submit``; a document may be a Kubernetes
     object, and ``queue`` and ``priority`` apply to each, as ``submission_read`` reads them.
@@ -279,6 +278,36 @@ def job_submit_batch(
     now = now or timezone.now()
     batch_size_check(len(documents))
     submission_key_check(user=user, key=key, now=now)
+    jobs = job_preview_batch(
+        user=user, documents=documents, now=now, queue=queue, priority=priority
+    )
+    _reserve_tickets(jobs)
+    with submission_once(user=user, key=key, now=now) as record, transaction.atomic():
+        jobs_copy(jobs)
+        JobEvent.objects.record(
+            ((job.pk, JobEvent.Reason.ENQUEUED, _enqueued_message(job, user)) for job in jobs),
+            at=now,
+            actor=user,
+        )
+        record(jobs)
+        transaction.on_commit(request_admission)
+    return jobs
+
+
+def job_preview_batch(
+    *,
+    user,
+    documents: list,
+    now: datetime | None = None,
+    queue: str = "",
+    priority: object = None,
+) -> list[Job]:
+    """The jobs ``job_submit_batch`` would queue, in the order sent, checked the same way
+    but not saved: each queue is looked up once, the user's roles and the cluster's node
+    shapes read once. Raises JobInvalid naming ``jobs[i].field`` for every problem of every
+    job (the batch's dry run answers that 400 too)."""
+    now = now or timezone.now()
+    batch_size_check(len(documents))
     drafts: list[JobDraft | JobInvalid] = []
     read: list[Submission | None] = []
     for document in documents:
@@ -321,16 +350,6 @@ def job_submit_batch(
             }
     if errors:
         raise JobInvalid(errors)
-    _reserve_tickets(jobs)
-    with submission_once(user=user, key=key, now=now) as record, transaction.atomic():
-        jobs_copy(jobs)
-        JobEvent.objects.record(
-            ((job.pk, JobEvent.Reason.ENQUEUED, _enqueued_message(job, user)) for job in jobs),
-            at=now,
-            actor=user,
-        )
-        record(jobs)
-        transaction.on_commit(request_admission)
     return jobs
 
 

@@ -16,6 +16,8 @@ the edge refuses one (portal.input).
 
 from __future__ import annotations
 
+import copy
+
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ResolvedComponent, force_instance
 from rest_framework import serializers
@@ -96,8 +98,13 @@ def _free_text(schema: dict) -> None:
 
 class CalderaAutoSchema(AutoSchema):
     def _component(self, name: str, schema: dict) -> dict:
+        """A component of its own, registered once per schema, by reference. A copy: the
+        schema's hooks rewrite a component in place (an ``enum`` becomes a reference to its
+        enum's component), and a module's dict changed by one schema would be the next
+        one's, which has no such enum component: a web process served a broken schema
+        from its second request on."""
         component = ResolvedComponent(
-            name=name, type=ResolvedComponent.SCHEMA, schema=schema, object=name
+            name=name, type=ResolvedComponent.SCHEMA, schema=copy.deepcopy(schema), object=name
         )
         self.registry.register_on_missing(component)
         return component.ref

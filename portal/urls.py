@@ -43,6 +43,11 @@ api_v1 = [
     path("jobs/", jobs_api.JobListView.as_view(), name="api-jobs"),
     path("jobs/batch/", jobs_api.JobBatchView.as_view(), name="api-jobs-batch"),
     path("jobs/dry-run/", jobs_api.JobDryRunView.as_view(), name="api-jobs-dry-run"),
+    path(
+        "jobs/batch/dry-run/",
+        jobs_api.JobBatchDryRunView.as_view(),
+        name="api-jobs-batch-dry-run",
+    ),
     path("jobs/bulk/", jobs_api.JobBulkView.as_view(), name="api-jobs-bulk"),
     path("jobs/<int:pk>/", jobs_api.JobDetailView.as_view(), name="api-job"),
     path("jobs/<int:pk>/cancel/", jobs_api.JobCancelView.as_view(), name="api-job-cancel"),

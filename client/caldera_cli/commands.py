@@ -26,6 +26,7 @@ from caldera_cli.output import (
     position,
     when,
 )
+from caldera_cli.tail import follow
 from caldera_cli.wait import duration, wait
 
 POLL_SECONDS = 2.0
@@ -197,24 +198,33 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
         timeout=timeout,
         follow=args.follow,
         cancel_on_timeout=args.cancel_on_timeout,
-        poll_seconds=float(os.environ.get("CALDERA_POLL_SECONDS", POLL_SECONDS)),
+        poll_seconds=_poll_seconds(),
     )
 
 
+def _poll_seconds() -> float:
+    return float(os.environ.get("CALDERA_POLL_SECONDS", POLL_SECONDS))
+
+
 def _dry_run(api: Client, out: Out, read: list[documents.Document], query: dict[str, Any]) -> Exit:
-    """Each document as the server would take it now (``POST /jobs/dry-run/``): whether it
-    would be admitted at once, its place, why it would wait, about when it would start.
-    Exits 0 when every document is valid, whether or not it would wait; 2 otherwise."""
-    worst = Exit.SUCCEEDED
-    for document in read:
-        try:
-            answer = api.post("jobs/dry-run/", document.body, params=query)
-        except Refused as refused:
-            if refused.status == 400 and isinstance(refused.body, dict):
-                _say_field_errors(out, refused.body, [document])
-                worst = Exit.USAGE
-                continue
-            raise
+    """The documents as the server would take them now, storing nothing: whether each would
+    be admitted at once, its place, why it would wait, about when it would start. Several
+    are asked as the batch they would be submitted as (``POST /jobs/batch/dry-run/``), so
+    each stands behind the batch's jobs before it. Exits 0 when every document is valid,
+    whether or not it would wait; 2 otherwise, as a submit would, saying nothing else."""
+    try:
+        if len(read) == 1:
+            answers = [api.post("jobs/dry-run/", read[0].body, params=query)]
+        else:
+            answers = api.post(
+                "jobs/batch/dry-run/", {"jobs": [d.body for d in read]}, params=query
+            )
+    except Refused as refused:
+        if refused.status == 400 and isinstance(refused.body, dict):
+            _say_field_errors(out, refused.body, read)
+            return Exit.USAGE
+        raise
+    for document, answer in zip(read, answers, strict=True):
         waiting = (answer.get("waiting") or {}).get("summary") or ""
         verdict = "fits now" if answer["fits_now"] else f"would wait: {waiting}"
         out.emit(
@@ -222,7 +232,7 @@ def _dry_run(api: Client, out: Out, read: list[documents.Document], query: dict[
             f"{document.source}: {verdict} (position {answer['position']} in "
             f"{answer['queue']}); start: {answer['estimate_basis']}",
         )
-    return worst
+    return Exit.SUCCEEDED
 
 
 def _say_field_errors(out: Out, body: dict[str, Any], read: list[documents.Document]) -> None:
@@ -274,6 +284,8 @@ def events(args: argparse.Namespace, out: Out) -> Exit:
 
 
 def logs(args: argparse.Namespace, out: Out) -> Exit:
+    if args.follow:
+        return follow(client(), out, args.id, tail=args.tail, poll_seconds=_poll_seconds())
     answer = client().get(f"jobs/{args.id}/log/", tail_lines=args.tail)
     out.emit(answer, "\n".join(answer["lines"]))
     return Exit.SUCCEEDED

@@ -11,6 +11,7 @@ from caldera_cli import __version__, commands, config, documents, exit_codes
 from caldera_cli.api import ApiError, Refused
 from caldera_cli.exit_codes import Exit
 from caldera_cli.output import Out, field_errors
+from caldera_cli.tail import WINDOW
 
 DESCRIPTION = """\
 Submit, follow and cancel Caldera jobs through its REST API (docs/ci.md).
@@ -101,7 +102,8 @@ def parser() -> argparse.ArgumentParser:
         "--dry-run",
         action="store_true",
         help="submit nothing: say whether each job would be admitted now, its place, why it "
-        "would wait and about when it would start (exit 0; 2 for a refused document)",
+        "would wait and about when it would start; several jobs as the batch they would be, "
+        "each behind those before it (exit 0; 2 when a document is refused)",
     )
     submit.add_argument(
         "--idempotency-key",
@@ -127,9 +129,21 @@ def parser() -> argparse.ArgumentParser:
     events.add_argument("id", type=int, metavar="ID")
     events.set_defaults(run=commands.events)
 
-    logs = command("logs", "the log of a job's head or master pod")
+    logs = command(
+        "logs",
+        "the log of a job's head or master pod",
+        "The log of a job's head (Ray) or master (PyTorch) pod. With --follow, its new lines "
+        "as it grows, every 2 s (CALDERA_POLL_SECONDS), until the job ends, then the exit "
+        "code of submit --wait (0 succeeded, 1 failed, 3 cancelled); while the job has no log "
+        "(queued, starting, preempted) it says why on stderr and waits. Each poll reads the "
+        f"last {WINDOW} lines: a log that grows by more in one poll loses lines, said on "
+        "stderr.",
+    )
     logs.add_argument("id", type=int, metavar="ID")
     logs.add_argument("--tail", type=int, metavar="N", help="the last N lines only")
+    logs.add_argument(
+        "--follow", "-f", action="store_true", help="print new lines until the job ends"
+    )
     logs.set_defaults(run=commands.logs)
 
     cancel = command("cancel", "cancel jobs")

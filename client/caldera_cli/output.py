@@ -50,6 +50,12 @@ class Out:
         if not self.as_json:
             print(text, file=self.stream, flush=True)
 
+    def note(self, message: str) -> None:
+        """A sentence for a person on stderr, beside what stdout carries (a log); JSON
+        output leaves it out: its records say the same."""
+        if not self.as_json:
+            print(message, file=self.errors, flush=True)
+
     def error(self, message: str, **fields: Any) -> None:
         colour = wants_colour(self.errors)
         print(f"{_paint('error:', 'red', colour)} {message}", file=self.errors, flush=True)

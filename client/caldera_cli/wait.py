@@ -105,21 +105,27 @@ def wait(
 
     codes = set()
     for job_id in ids:
-        job = ended[job_id]
-        code = ENDED[job["state"]]
+        code, record, text = ending(client, out, ended[job_id])
         codes.add(code)
-        record: dict[str, Any] = {
-            "event": "ended",
-            "id": job_id,
-            "name": job.get("name"),
-            "state": job["state"],
-        }
-        text = f"job {job_id} {job.get('name', '')}: {out.state(job['state'])}"
-        if code is not Exit.SUCCEEDED:
-            record["reason"] = _last_reason(client, job_id)
-            text += f" ({record['reason']})"
         out.emit(record, text)
     return next(code for code in WORST_FIRST if code in codes)
+
+
+def ending(client: Client, out: Out, job: dict[str, Any]) -> tuple[Exit, dict[str, Any], str]:
+    """A finished job's exit code, its record and its sentence: with its last reason when
+    it did not succeed (``submit --wait`` and ``logs --follow`` end with them)."""
+    code = ENDED[job["state"]]
+    record: dict[str, Any] = {
+        "event": "ended",
+        "id": job["id"],
+        "name": job.get("name"),
+        "state": job["state"],
+    }
+    text = f"job {job['id']} {job.get('name', '')}: {out.state(job['state'])}"
+    if code is not Exit.SUCCEEDED:
+        record["reason"] = _last_reason(client, job["id"])
+        text += f" ({record['reason']})"
+    return code, record, text
 
 
 def _timed_out(client: Client, out: Out, jobs: list[dict[str, Any]], cancel: bool) -> Exit:

@@ -264,38 +264,57 @@ def job_estimate(job, position: int | None) -> Estimate | None:
     return estimates([job], {job.pk: position}).get(job.pk)
 
 
-def estimate_newcomer(
-    *,
-    key: int,
-    leaf: str,
-    policy: str,
-    queue_id: int,
-    request: ResourceList,
-    priority: int,
-    run_seconds: float | None,
-    ahead: int,
-    now: datetime,
-) -> Estimate:
-    """About when a job not yet queued would start, were it queued now with ``ahead`` jobs
-    before it: the same replay as ``estimates_refresh``, with it in its place (a dry run)."""
+@dataclass(frozen=True)
+class Newcomer:
+    """A job not yet queued (a dry run's), to be estimated as if it were queued now with
+    ``ahead`` of the queue's pending jobs before it (those of its priority or higher)."""
+
+    key: int  # not a stored job's id: 0 or below
+    leaf: str
+    policy: str
+    queue_id: int
+    request: ResourceList
+    priority: int
+    run_seconds: float | None
+    ahead: int
+
+
+def estimate_newcomers(newcomers: Sequence[Newcomer], *, now: datetime) -> list[Estimate]:
+    """About when each job not yet queued would start, were they all queued now, in the
+    order given: the same replay as ``estimates_refresh``, with each in its place, behind
+    its ``ahead`` pending jobs and behind the newcomers before it in its queue of its
+    priority or higher (a batch's dry run); one replay for all of them."""
     depth = settings.ESTIMATE_DEPTH
-    if ahead >= depth:
-        return Estimate(None, f"no estimate: {ahead:,} jobs ahead, past {depth:,}")
     holds = _holds()
-    newcomer = Waiter(key, request, priority, holds.get(queue_id, Holds()).expected(run_seconds))
-    lines = []
-    for line in _lines(depth, holds):
-        if line.leaf == leaf:
-            jobs = list(line.jobs)
-            line = Line(leaf, line.policy, [*jobs[:ahead], newcomer, *jobs[ahead:]])
-        lines.append(line)
-    if not any(line.leaf == leaf for line in lines):
-        lines.append(Line(leaf, policy, [newcomer]))
+    placed = [n for n in newcomers if n.ahead < depth]
+    lines = {line.leaf: line for line in _lines(depth, holds)}
+    joining: dict[str, list[tuple[Waiter, tuple[int, int, int]]]] = {}
+    for index, n in enumerate(placed):
+        run = holds.get(n.queue_id, Holds()).expected(n.run_seconds)
+        # After the pending jobs of its priority, which were queued before it.
+        joining.setdefault(n.leaf, []).append(
+            (Waiter(n.key, n.request, n.priority, run), (-n.priority, 1, index))
+        )
+    for leaf, waiters in joining.items():
+        line = lines.get(leaf)
+        stored = [(w, (-w.priority, 0, i)) for i, w in enumerate(line.jobs)] if line else []
+        policy = line.policy if line else next(n.policy for n in placed if n.leaf == leaf)
+        merged = sorted([*stored, *waiters], key=lambda pair: pair[1])
+        lines[leaf] = Line(leaf, policy, [w for w, _rank in merged])
     starts = estimate_starts(
         now=now, tree=tree_nodes(), allocatable=get_backend().allocatable(),
-        holders=_holders(now, holds), lines=lines, wanted={key},
+        holders=_holders(now, holds), lines=list(lines.values()),
+        wanted={n.key for n in placed},
     )  # fmt: skip
-    return describe(starts.get(key), now=now, ahead=ahead)
+    answers = []
+    for n in newcomers:
+        if n.ahead >= depth:
+            answers.append(Estimate(None, f"no estimate: {n.ahead:,} jobs ahead, past {depth:,}"))
+            continue
+        line = lines[n.leaf]
+        ahead = next(i for i, w in enumerate(line.jobs) if w.key == n.key)
+        answers.append(describe(starts.get(n.key), now=now, ahead=ahead))
+    return answers
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from queues.admission import (
     Releasing,
     plan_admissions,
 )
+from queues.models import Queue
 from queues.quota import Shortfall, Standing, path_standing, shortfall
 
 # What a job waits for, as the API names it.
@@ -220,6 +221,15 @@ def explain(
     )  # fmt: skip
 
 
+def queue_place(queue: Queue, position: int) -> Place:
+    """Where a pending job of ``queue`` stands at ``position`` (its ``node`` loaded)."""
+    return Place(
+        leaf=queue.node.path, position=position, policy=queue.policy,
+        preemption=queue.preemption, open=queue.active and queue.node.active,
+        queue_name=queue.name,
+    )  # fmt: skip
+
+
 def _ahead(count: int) -> str:
     return f"{count} job{'s' if count != 1 else ''} ahead"
 
@@ -267,21 +277,12 @@ def jobs_waiting(
     woken = woken_at()
     queues = {job.queue_id: job.queue for job in waiting_jobs}
 
-    def place(job: Job, position: int) -> Place:
-        queue = queues[job.queue_id]
-        return Place(
-            leaf=queue.node.path, position=position, policy=queue.policy,
-            preemption=queue.preemption, open=queue.active and queue.node.active,
-            queue_name=queue.name,
-        )  # fmt: skip
-
     def tell(job: Job, position: int, head: Waiting | None = None) -> Waiting | None:
         due = job.state not in PENDING or is_due(
             job.state, job.next_attempt_at, job.last_tried_at, now, woken
         )
-        return explain(
-            job, place=place(job, position), holding=holding, due=due, head=head, lent=lent
-        )
+        place = queue_place(queues[job.queue_id], position)
+        return explain(job, place=place, holding=holding, due=due, head=head, lent=lent)
 
     heads: dict[int, Waiting | None] = {}
     for job in waiting_jobs:

@@ -49,6 +49,7 @@ from jobs.web.answers.jobs import (
     WaitingOut,
     batch_out,
     dry_run_out,
+    dry_runs_out,
     job_out,
     jobs_out,
 )
@@ -112,6 +113,13 @@ SUBMIT_REFUSALS = {
 }
 
 
+# A batch's: each job's, and the query's, which applies to every job.
+BATCH_REFUSALS = {f"jobs[].{field}": reason for field, reason in SUBMIT_REFUSALS.items()} | {
+    "queue": SUBMIT_REFUSALS["queue"],
+    "priority": SUBMIT_REFUSALS["priority"],
+}
+
+
 # The answer to a submission sent again with its Idempotency-Key: the first one's, now.
 REPLAYED = OpenApiParameter(
     REPLAYED_HEADER,
@@ -146,6 +154,11 @@ SUBMIT_QUERY = [
         description="the priority, over the body's",
     ),
 ]
+
+# The body the schema declares: Caldera's document, as JSON. A Kubernetes object (as JSON
+# or YAML) is taken too, as NATIVE says; the schema leaves YAML out, so that the clients
+# generated from it (openapi-python-client among them) need no content type of their own.
+JSON_BODY = {"application/json": JobIn}
 
 NATIVE = (
     " The body may also be a Kubernetes object a team already has, as JSON or YAML "
@@ -210,7 +223,7 @@ class JobListView(APIView):
 
     @extend_schema(
         operation_id="jobs_create",
-        request=JobIn,
+        request=JSON_BODY,
         parameters=[*SUBMIT_QUERY, idempotency_parameter("the job"), REPLAYED],
         responses={
             201: JobOut,
@@ -242,7 +255,7 @@ class JobDryRunView(APIView):
 
     @extend_schema(
         operation_id="jobs_dry_run",
-        request=JobIn,
+        request=JSON_BODY,
         parameters=SUBMIT_QUERY,
         responses=JobDryRunOut,
         summary="Dry run: would this job be admitted now, where would it wait, and when "
@@ -276,19 +289,40 @@ def too_large(request) -> bool:
     return length.isdigit() and int(length) > services.BATCH_MAX_BYTES
 
 
-class JobBatchView(APIView):
+def batch_refusal(request) -> Response | None:
+    """The refusal of a batch's body as a whole, before its jobs are read: 413 when it is
+    too large (unread), 400 for a field besides ``jobs`` or ``jobs`` not a list; else None."""
+    if too_large(request):
+        limit = services.BATCH_MAX_BYTES // 2**20
+        return Response(
+            {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    unknown = sorted(name for name in request.data if name != "jobs")
+    if unknown:  # the parser takes objects only
+        raise JobInvalid({name: "unknown field" for name in unknown})
+    if not isinstance(request.data.get("jobs"), list):
+        return Response({"jobs": ["must be a list of job objects"]}, status=400)
+    return None
+
+
+class BatchView(APIView):
+    """A view whose body is a batch of jobs: submitting it, or its dry run."""
+
     parser_classes = json_parsers()
 
     def throttle_cost(self, request) -> int:
         """What the batch counts against the API's limits of submissions (portal's
         throttling, which asks a view for this): its jobs, as that many single submissions
         would, up to BATCH_MAX; one when the view refuses the body whole (too large, not a
-        list of jobs)."""
+        list of jobs). A dry run counts as its batch would: it tells every job's place."""
         if too_large(request):
             return 1
         jobs = request.data.get("jobs") if isinstance(request.data, dict) else None
         return min(len(jobs), services.BATCH_MAX) if isinstance(jobs, list) else 1
 
+
+class JobBatchView(BatchView):
     @extend_schema(
         operation_id="jobs_batch_create",
         request=JobBatchBody,
@@ -307,29 +341,17 @@ class JobBatchView(APIView):
         "jobs in the order sent; GET /api/v1/jobs/{id}/ gives a job's position. A job may "
         "be a Kubernetes object, as POST /api/v1/jobs/ takes one (as JSON here); ?queue= and "
         "?priority= apply to every job.",
-        extensions=refusals(
-            {f"jobs[].{field}": reason for field, reason in SUBMIT_REFUSALS.items()}
-            # The query's, for every job.
-            | {"queue": SUBMIT_REFUSALS["queue"], "priority": SUBMIT_REFUSALS["priority"]}
-        ),
+        extensions=refusals(BATCH_REFUSALS),
     )
     def post(self, request):
-        if too_large(request):
-            limit = services.BATCH_MAX_BYTES // 2**20
-            return Response(
-                {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},
-                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-            )
+        refusal = batch_refusal(request)
+        if refusal is not None:
+            return refusal
         query = submit_query(request)
         key = idempotency_key(
             request.headers, endpoint="jobs/batch", body=_keyed(request.data, query)
         )
-        unknown = sorted(name for name in request.data if name != "jobs")
-        if unknown:  # the parser takes objects only
-            raise JobInvalid({name: "unknown field" for name in unknown})
-        jobs = request.data.get("jobs")
-        if not isinstance(jobs, list):
-            return Response({"jobs": ["must be a list of job objects"]}, status=400)
+        jobs = request.data["jobs"]
         try:
             submitted = services.job_submit_batch(
                 user=request.user, documents=jobs, key=key, **query
@@ -340,6 +362,47 @@ class JobBatchView(APIView):
             batch_out(submitted),
             status=status.HTTP_201_CREATED,
         )
+
+
+class JobBatchDryRunView(BatchView):
+    """Would a batch's jobs run if the batch were submitted now, and when: checked as a
+    batch is, stored nowhere, triggering nothing."""
+
+    @extend_schema(
+        operation_id="jobs_batch_dry_run",
+        request=JobBatchBody,
+        parameters=SUBMIT_QUERY,
+        responses={
+            200: JobDryRunOut(many=True),
+            413: OpenApiResponse(BodyTooLarge, description="The body is too large"),
+        },
+        summary="Dry run of a batch: would these jobs be admitted now, where would they "
+        "wait, and when would they start",
+        description="Takes what POST /api/v1/jobs/batch/ takes and checks it the same way (a "
+        "400 names every problem as jobs[i].field, and answers nothing for the others), then "
+        "answers, in the order sent, what POST /api/v1/jobs/dry-run/ answers for each job, "
+        "as if the whole batch were queued now. A job's position counts the pending jobs of "
+        "its queue of its priority or higher, then the batch's jobs of its queue before it: "
+        "of a higher priority, or of the same one and sent before it. fits_now and waiting "
+        "are the admission rule's, with the batch's jobs taken in that order (by priority, "
+        "then as sent): one that fits is taken as dequeued, holding its quota for the jobs "
+        "after it (waiting.ahead then leaves it out), one that does not stays in its queue "
+        "ahead of the batch's next there (waiting.head.id is null: it is not stored). The "
+        "jobs already pending are taken as they stand: not dequeued, whether or not they "
+        "fit. The estimates replay the rule once, with every job of the batch in its place. "
+        "Nothing is stored; it counts against the limits of submissions as the batch would. "
+        "A job may be a Kubernetes object, and ?queue= and ?priority= apply to each, as in "
+        "POST /api/v1/jobs/batch/.",
+        extensions=refusals(BATCH_REFUSALS),
+    )
+    def post(self, request):
+        refusal = batch_refusal(request)
+        if refusal is not None:
+            return refusal
+        jobs = services.job_preview_batch(
+            user=request.user, documents=request.data["jobs"], **submit_query(request)
+        )
+        return Response(dry_runs_out(jobs))
 
 
 class JsonInteger(serializers.IntegerField):
@@ -499,7 +562,12 @@ class JobDetailView(APIView):
 
 
 class JobCancelView(APIView):
-    @extend_schema(request=None, responses=action_responses(JobOut), summary="Cancel a job")
+    @extend_schema(
+        operation_id="jobs_cancel",
+        request=None,
+        responses=action_responses(JobOut),
+        summary="Cancel a job",
+    )
     def post(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
         services.job_cancel(user=request.user, job=job)

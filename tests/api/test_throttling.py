@@ -136,6 +136,15 @@ def test_a_batch_counts_each_of_its_jobs(settings, api, member):
     assert Job.objects.count() == 5
 
 
+def test_a_batchs_dry_run_counts_as_the_batch_would(settings, api, member):
+    settings.API_SUBMIT_RATE_PER_TOKEN = "5/day"
+    client = api(member)
+
+    assert client.post(BATCH + "dry-run/", sweep(3), format="json").status_code == 200
+    assert client.post(BATCH, sweep(3), format="json").status_code == 429
+    assert client.post(BATCH, sweep(2), format="json").status_code == 201
+
+
 def test_a_batch_larger_than_the_whole_limit_is_told_that_waiting_will_not_help(
     settings, api, member
 ):

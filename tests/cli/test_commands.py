@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import stat
+import time
 
 import pytest
 import yaml
@@ -147,6 +148,27 @@ def test_a_dry_run_says_whether_it_would_run_and_stores_nothing(cli, tmp_path):
     assert not Job.objects.exists()
 
 
+def test_a_dry_run_of_several_documents_asks_as_their_batch(cli, tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump_all([RAY_JOB, {**RAY_JOB, "name": "second"}]))
+    bad = {**SHORT, "head": {"resources": {"cpu": "4 cores", "memory": "4G"}}}
+
+    told = cli.run("submit", "sweep.yaml", "--dry-run")  # the command runs in tmp_path
+    first, second = json_lines(cli.run("submit", "sweep.yaml", "--dry-run", "-o", "json").stdout)
+    refused = cli.run("submit", "sweep.yaml", document(tmp_path, bad, "bad.json"), "--dry-run")
+
+    assert told.returncode == 0, told.stderr
+    lines = told.stdout.splitlines()
+    assert lines[0].startswith("sweep.yaml#1: fits now (position 1 in root-algorithm-video)")
+    # The second stands behind the first, which would hold 12 of the leaf's 14 cpu.
+    assert lines[1].startswith("sweep.yaml#2: would wait: It waits for cpu in root/algorithm")
+    assert "(position 2 in root-algorithm-video)" in lines[1]
+    assert (first["file"], first["fits_now"], second["position"]) == ("sweep.yaml#1", True, 2)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "bad.json: head.resources.cpu" in refused.stderr
+    assert not Job.objects.exists()
+
+
 def test_a_job_cancelled_elsewhere_ends_the_wait_with_3(cli, tmp_path, api, member):
     waiting = cli.start("submit", document(tmp_path, SHORT), "--wait", "--output", "json")
     submitted = json.loads(waiting.stdout.readline())  # no worker: it stays queued
@@ -241,3 +263,48 @@ def test_a_job_that_fails_exits_1_with_its_last_reason(cli, tmp_path, celery_wor
     last = failed.stdout.splitlines()[-1]
     assert last.startswith(f"job {job.pk} cli-failing: failed (Failed: ")
     assert "exited with code 3" in last
+
+
+def test_logs_follow_prints_the_log_as_it_grows_until_the_job_ends(cli, tmp_path, celery_worker):
+    submitted = cli.run("submit", document(tmp_path, {**SHORT, "run_seconds": 2}), "-o", "json")
+    [job] = json_lines(submitted.stdout)
+
+    followed = cli.run("logs", str(job["id"]), "--follow", timeout=120)
+
+    assert followed.returncode == 0, followed.stdout + followed.stderr
+    lines = followed.stdout.splitlines()
+    assert "Started cli-short-" in lines[0] and lines[-1].endswith("Exited with code 0 after 2 s")
+    assert len(lines) == len(set(lines))  # no line printed twice
+    assert followed.stderr.splitlines()[-1] == f"job {job['id']} cli-short: succeeded"
+    assert Job.objects.get(pk=job["id"]).state == State.SUCCEEDED
+
+
+def test_logs_follow_of_a_job_that_fails_exits_1(cli, tmp_path, celery_worker):
+    failing = {**SHORT, "name": "cli-failing", "env": {"CALDERA_SIMULATED_EXIT_CODE": "3"}}
+    [job] = json_lines(cli.run("submit", document(tmp_path, failing), "-o", "json").stdout)
+
+    followed = cli.run("logs", str(job["id"]), "--follow", "-o", "json", timeout=120)
+
+    assert followed.returncode == 1, followed.stdout + followed.stderr
+    records = json_lines(followed.stdout)
+    assert any(r["event"] == "log" and r["lines"] for r in records)
+    assert records[-1]["event"] == "ended" and records[-1]["state"] == "failed"
+    assert "exited with code 3" in records[-1]["reason"]
+
+
+def test_logs_follow_of_a_queued_job_says_once_why_it_has_no_log_and_ends_with_it(cli, api, member):
+    job = submit_document(member, SHORT)  # no worker: it stays queued
+    following = cli.start("logs", str(job.pk), "--follow")
+
+    time.sleep(2)  # the command starts, and polls every 0.2 s, each time finding no log
+    assert api(member).post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 200
+
+    assert following.wait(timeout=60) == 3
+    assert following.stdout.read() == ""
+    said = following.stderr.read().splitlines()
+    assert said[0] == (
+        f"job {job.pk}: no log to read: The job has not started: it waits in its queue, and "
+        "its head pod is created when it is admitted."
+    )
+    assert sum("has not started" in line for line in said) == 1  # once, polled many times
+    assert said[-1].startswith(f"job {job.pk} cli-short: cancelled (Cancelled")

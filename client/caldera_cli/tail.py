@@ -1,0 +1,90 @@
+"""``logs --follow``: print a job's log as it grows, until the job ends.
+
+The API answers the last lines of a log (``GET /api/v1/jobs/{id}/log/?tail_lines=N``), not
+what came after a given line, so each poll reads the last WINDOW lines and prints only those
+after the longest run of them that ends the previous read (``new_lines``). Two limits
+follow from it. A log that grows by more than WINDOW lines between two polls loses the
+lines in between: the gap is said on stderr (and as ``"gap": true`` in JSON). And a log
+whose new lines repeat its last ones exactly (the same line printed again and again,
+without a time in it) is matched against the repetition, so some repeats may not be
+printed; a log whose lines carry their time, as most do, cannot be mistaken.
+
+While the job has no log (queued, its pod not created, or preempted and back in its
+queue) the command says why once on stderr and waits; a new pod's log (after a preemption)
+is printed from its start. It ends when the job does, after a last read, with the exit
+code of ``submit --wait`` (0 succeeded, 1 failed, 3 cancelled). Network failures are
+retried by the client as every command's are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from caldera_cli.api import Client, Refused
+from caldera_cli.exit_codes import Exit
+from caldera_cli.output import Out
+from caldera_cli.wait import ENDED, ending
+
+WINDOW = 1000  # lines read at each poll after the first
+
+
+def new_lines(before: Sequence[str], now: Sequence[str]) -> tuple[list[str], bool]:
+    """The lines of ``now`` (the log's end at this poll) after those of ``before`` (its end
+    at the last one, of any length), and whether the two do not meet (a gap: more than the
+    window was written in between, or the log began anew). Where ``before`` ends in
+    ``now`` is the last place whose lines up to it are the end of ``before``: of two places
+    (repeated lines), the one that prints fewer lines, so no line is printed twice."""
+    if not before:
+        return list(now), False
+    last = before[-1]
+    for end in range(len(now), 0, -1):
+        if now[end - 1] != last:
+            continue
+        length = min(end, len(before))
+        if list(now[end - length : end]) == list(before[len(before) - length :]):
+            return list(now[end:]), False
+    return list(now), bool(now)
+
+
+def follow(client: Client, out: Out, job_id: int, *, tail: int | None, poll_seconds: float) -> Exit:
+    """Print the job's log as it grows (see the module's doc); the exit code of its end.
+    ``tail``: the first read's last lines (None: the log from its start)."""
+    seen: list[str] | None = None  # the log's end as last read; None: no log read yet
+    said = None  # the last reason there was no log, said once
+    while True:
+        job = client.get(f"jobs/{job_id}/")
+        try:
+            answer = client.get(f"jobs/{job_id}/log/", tail_lines=tail if seen is None else WINDOW)
+        except Refused as refused:
+            if refused.status != 409:
+                raise
+            detail = _detail(refused)
+            if detail != said:
+                out.note(f"job {job_id}: no log to read: {detail}")
+                out.emit({"event": "no_log", "id": job_id, "detail": detail})
+                said = detail
+            if seen is not None:  # its pod is gone: the next one's log is read from its start
+                seen, tail = None, None
+        else:
+            lines, gap = new_lines(seen or [], answer["lines"])
+            if gap:
+                out.note(
+                    f"job {job_id}: its log grew by more than {WINDOW} lines between two "
+                    "reads, or began anew; lines may be missing here"
+                )
+            if lines or gap:
+                record = {"event": "log", "id": job_id, "pod": answer["pod"], "lines": lines}
+                out.emit(record | {"gap": gap}, "\n".join(lines) if lines else None)
+            seen, said = answer["lines"][-WINDOW:], None
+        if job["state"] in ENDED:  # read before the log: the log read after holds its end
+            code, record, text = ending(client, out, job)
+            out.emit(record)
+            out.note(text)
+            return code
+        time.sleep(poll_seconds)
+
+
+def _detail(refused: Refused) -> str:
+    body = refused.body
+    return str(body.get("detail")) if isinstance(body, dict) else str(refused)
