@@ -1,0 +1,90 @@
+"""One POST to a checked destination (``hooks.addresses.Destination``), and its answer.
+
+The connection goes to the destination's address, the one that was checked, never to a
+new lookup of its name; TLS still verifies the certificate against the host name (SNI and
+the hostname check use the name), and the Host header names it. Redirects are not followed
+(http.client never does): a 3xx is a failed attempt, recorded as such. Every socket
+operation has WEBHOOK_TIMEOUT_SECONDS, and at most WEBHOOK_ANSWER_CHARS of the answer is
+read.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from functools import cache
+
+from django.conf import settings
+
+from .addresses import Destination
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What came of one POST: the status and the start of the body, or an error."""
+
+    status: int | None
+    body: str
+    error: str
+    duration_ms: int
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+@cache
+def _tls() -> ssl.SSLContext:
+    return ssl.create_default_context()  # verifies the chain and the host name
+
+
+class _PinnedHTTPS(http.client.HTTPSConnection):
+    """HTTPS to the checked address, with SNI and certificate check against the name."""
+
+    def __init__(self, destination: Destination, timeout: float):
+        super().__init__(destination.host, destination.port, timeout=timeout, context=_tls())
+        self.destination = destination
+
+    def connect(self) -> None:
+        raw = socket.create_connection((self.destination.address, self.port), self.timeout)
+        self.sock = _tls().wrap_socket(raw, server_hostname=self.destination.host)
+
+
+class _PinnedHTTP(http.client.HTTPConnection):
+    def __init__(self, destination: Destination, timeout: float):
+        super().__init__(destination.host, destination.port, timeout=timeout)
+        self.destination = destination
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self.destination.address, self.port), self.timeout)
+
+
+def post(destination: Destination, body: bytes, headers: dict[str, str]) -> Answer:
+    """POST ``body`` with ``headers``; never raises for what the network or the receiver
+    does, it answers it."""
+    timeout = settings.WEBHOOK_TIMEOUT_SECONDS
+    kind = _PinnedHTTPS if destination.scheme == "https" else _PinnedHTTP
+    connection = kind(destination, timeout)
+    started = time.monotonic()
+    status, text, error = None, "", ""
+    try:
+        connection.request("POST", destination.target, body=body, headers=headers)
+        response = connection.getresponse()
+        status = response.status
+        text = response.read(settings.WEBHOOK_ANSWER_CHARS).decode("utf-8", "replace")
+        if 300 <= status < 400:
+            location = response.getheader("Location", "")
+            error = f"redirect to {location or '(no Location)'} not followed"
+        elif not 200 <= status < 300:
+            error = f"answered {status} {response.reason}"
+    except ssl.SSLError as failure:
+        error = f"TLS: {failure.reason or failure}"
+    except (OSError, http.client.HTTPException) as failure:
+        error = f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
+    finally:
+        connection.close()
+    duration_ms = int((time.monotonic() - started) * 1000)
+    return Answer(status, text, error, duration_ms)

@@ -1,0 +1,67 @@
+"""A webhook receiver of the tests' own: a real HTTP server on 127.0.0.1 in a thread, which
+records every request it is sent and answers what the test tells it to (a status, a
+redirect), so deliveries go over a real socket to a real server."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Receiver:
+    port: int
+    status: int = 200
+    location: str = ""  # sent with a 3xx
+    requests: list[Received] = field(default_factory=list)
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", 0))
+        body = self.rfile.read(length)
+        receiver = self.server.receiver
+        receiver.requests.append(Received(self.path, dict(self.headers.items()), body))
+        self.send_response(receiver.status)
+        if receiver.location:
+            self.send_header("Location", receiver.location)
+        answer = f"answered {receiver.status}".encode()
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, format, *args) -> None:  # quiet
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    receiver: Receiver
+
+
+@contextmanager
+def receiver() -> Iterator[Receiver]:
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.receiver = Receiver(port=server.server_address[1])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.receiver
+    finally:
+        server.shutdown()
+        server.server_close()
