@@ -37,8 +37,17 @@ class Answer:
 
 
 @cache
+def _context(ca_file: str) -> ssl.SSLContext:
+    """Verifies the chain and the host name against the system's authorities, and
+    WEBHOOK_CA_FILE's too (a company's own, for receivers inside it)."""
+    context = ssl.create_default_context()
+    if ca_file:
+        context.load_verify_locations(cafile=ca_file)
+    return context
+
+
 def _tls() -> ssl.SSLContext:
-    return ssl.create_default_context()  # verifies the chain and the host name
+    return _context(settings.WEBHOOK_CA_FILE)
 
 
 class _PinnedHTTPS(http.client.HTTPSConnection):
@@ -80,6 +89,8 @@ def post(destination: Destination, body: bytes, headers: dict[str, str]) -> Answ
             error = f"redirect to {location or '(no Location)'} not followed"
         elif not 200 <= status < 300:
             error = f"answered {status} {response.reason}"
+    except ssl.SSLCertVerificationError as failure:
+        error = f"TLS: {failure.reason}: {failure.verify_message}"
     except ssl.SSLError as failure:
         error = f"TLS: {failure.reason or failure}"
     except (OSError, http.client.HTTPException) as failure:

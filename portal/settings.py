@@ -533,6 +533,9 @@ for _network in WEBHOOK_ALLOWED_NETWORKS:
         raise ImproperlyConfigured(
             f"WEBHOOK_ALLOWED_NETWORKS: {_network!r} is not a network (10.0.0.0/8)"
         ) from None
+# A PEM file of certificate authorities trusted for https receivers besides the system's
+# (a company's own authority, for receivers inside it); empty: the system's only.
+WEBHOOK_CA_FILE = env_str("WEBHOOK_CA_FILE", "")
 # Each connect, write and read of a delivery gives up after this long (seconds).
 WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0)
 # A failed delivery is tried again after base, 2 x base, 4 x base ... up to the maximum,

@@ -14,9 +14,11 @@ from hooks.task_names import DELIVER_TASK
 from jobs.services import job_cancel
 from portal.celery import app
 
+from ..support.certificates import authority_and_server
 from ..support.hooks import readme_verify
 from ..support.jobs import running, submit
 from ..support.polling import wait_for
+from ..support.receiver import receiver
 
 
 def beat() -> None:
@@ -135,3 +137,62 @@ def test_an_address_no_longer_allowed_is_refused_at_delivery(
     attempt = Attempt.objects.get(delivery=delivery)
     assert attempt.status_code is None
     assert attempt.error.startswith("refused: 127.0.0.1 is a private, loopback")
+
+
+@pytest.fixture
+def tls_listener(tmp_path, receivable):
+    """An https receiver on 127.0.0.1 whose certificate names ``localhost``, signed by an
+    authority the settings trust."""
+    authority, certificate, key = authority_and_server(tmp_path, "localhost")
+    receivable.WEBHOOK_CA_FILE = str(authority)
+    with receiver(tls=(certificate, key)) as found:
+        yield found
+
+
+@pytest.mark.django_db
+def test_https_goes_to_the_checked_address_and_verifies_the_name(
+    tls_listener, departments, manager
+):
+    hook, secret = webhook_create(
+        department=departments["algorithm"], url=tls_listener.url(host="localhost"), actor=manager
+    )
+    delivery = webhook_test(hook=hook)
+
+    deliveries_send()
+
+    assert Delivery.objects.get(pk=delivery.pk).status == Delivery.Status.DELIVERED
+    (received,) = tls_listener.requests
+    assert received.headers["Host"] == f"localhost:{tls_listener.port}"
+    assert readme_verify()(secret, received.headers, received.body)
+
+
+@pytest.mark.django_db
+def test_a_certificate_for_another_name_is_refused(tls_listener, departments, manager):
+    # The same server reached as 127.0.0.1: its certificate names localhost only.
+    hook, _ = webhook_create(
+        department=departments["algorithm"], url=tls_listener.url(), actor=manager
+    )
+    delivery = webhook_test(hook=hook)
+
+    deliveries_send()
+
+    assert tls_listener.requests == []
+    attempt = Attempt.objects.get(delivery=delivery)
+    assert attempt.error == (
+        "TLS: CERTIFICATE_VERIFY_FAILED: IP address mismatch, certificate is not valid for "
+        "'127.0.0.1'."
+    )
+
+
+@pytest.mark.django_db
+def test_an_authority_not_trusted_is_refused(tls_listener, receivable, departments, manager):
+    receivable.WEBHOOK_CA_FILE = ""
+    hook, _ = webhook_create(
+        department=departments["algorithm"], url=tls_listener.url(host="localhost"), actor=manager
+    )
+    delivery = webhook_test(hook=hook)
+
+    deliveries_send()
+
+    assert tls_listener.requests == []
+    assert Attempt.objects.get(delivery=delivery).error.startswith("TLS: CERTIFICATE_VERIFY_FAILED")

@@ -4,11 +4,13 @@ redirect), so deliveries go over a real socket to a real server."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 
 @dataclass
@@ -21,12 +23,13 @@ class Received:
 @dataclass
 class Receiver:
     port: int
+    scheme: str = "http"
     status: int = 200
     location: str = ""  # sent with a 3xx
     requests: list[Received] = field(default_factory=list)
 
-    def url(self, path: str = "/hook") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+    def url(self, path: str = "/hook", host: str = "127.0.0.1") -> str:
+        return f"{self.scheme}://{host}:{self.port}{path}"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -55,9 +58,15 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def receiver() -> Iterator[Receiver]:
+def receiver(tls: tuple[Path, Path] | None = None) -> Iterator[Receiver]:
+    """A receiver over http, or over https with ``tls``'s (certificate, key)."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.receiver = Receiver(port=server.server_address[1])
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        server.receiver.scheme = "https"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
