@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.functions import RandomUUID
+from django.contrib.postgres.indexes import BrinIndex
 from django.db import models
 from django.db.models import Q
 
@@ -107,6 +108,8 @@ class Delivery(models.Model):
                 condition=Q(status="pending"),
             ),
             models.Index(fields=["hook", "-id"], name="delivery_hook"),
+            # The hourly prune of old deliveries; rows arrive in time order.
+            BrinIndex(fields=["created_at"], name="delivery_created"),
             # The trigger's once-a-minute rule for backoff events.
             models.Index(
                 fields=["hook", "job", "created_at"],

@@ -163,7 +163,8 @@ def request_delivery_at(moment: datetime) -> None:
 def _claim(now: datetime, limit: int) -> list[int]:
     """Due deliveries of active hooks (a test event's whatever its hook), claimed for the
     time one send can take at most."""
-    lapse = now + timedelta(seconds=4 * settings.WEBHOOK_TIMEOUT_SECONDS + 30)
+    longest = (transport.ATTEMPT_TIMEOUTS + 1) * settings.WEBHOOK_TIMEOUT_SECONDS
+    lapse = now + timedelta(seconds=longest + 30)
     with transaction.atomic():
         due = list(
             Delivery.objects.select_for_update(of=("self",), skip_locked=True)
@@ -303,3 +304,12 @@ def deliveries_send(*, limit: int | None = None) -> int:
     if len(claimed) == limit:
         request_delivery()
     return len(claimed)
+
+
+def deliveries_prune(*, now: datetime | None = None) -> int:
+    """Delete delivered and failed deliveries (and their attempts) made more than
+    WEBHOOK_DELIVERIES_DAYS ago; pending ones stay, however old. How many went."""
+    before = (now or timezone.now()) - timedelta(days=settings.WEBHOOK_DELIVERIES_DAYS)
+    old = Delivery.objects.filter(created_at__lt=before).exclude(status=Status.PENDING)
+    deleted, _by_model = old.delete()
+    return deleted

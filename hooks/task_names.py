@@ -2,3 +2,4 @@
 import nothing (the settings are read before Django is set up)."""
 
 DELIVER_TASK = "hooks.tasks.deliver"
+PRUNE_TASK = "hooks.tasks.prune"

@@ -4,8 +4,9 @@ The connection goes to the destination's address, the one that was checked, neve
 new lookup of its name; TLS still verifies the certificate against the host name (SNI and
 the hostname check use the name), and the Host header names it. Redirects are not followed
 (http.client never does): a 3xx is a failed attempt, recorded as such. Every socket
-operation has WEBHOOK_TIMEOUT_SECONDS, and at most WEBHOOK_ANSWER_CHARS of the answer is
-read.
+operation has WEBHOOK_TIMEOUT_SECONDS, the whole attempt ATTEMPT_TIMEOUTS times that (a
+receiver that drips its answer a byte at a time is cut off), and at most
+WEBHOOK_ANSWER_CHARS of the answer is read.
 """
 
 from __future__ import annotations
@@ -13,13 +14,19 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
+import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache
 
 from django.conf import settings
 
 from .addresses import Destination
+
+# The whole attempt may take this many WEBHOOK_TIMEOUT_SECONDS; a claim lasts longer
+# (hooks.services), so a delivery is never sent twice at once.
+ATTEMPT_TIMEOUTS = 3
 
 
 @dataclass(frozen=True)
@@ -71,14 +78,25 @@ class _PinnedHTTP(http.client.HTTPConnection):
         self.sock = socket.create_connection((self.destination.address, self.port), self.timeout)
 
 
+def _cut(connection: http.client.HTTPConnection, cut: threading.Event) -> None:
+    """The attempt's time is up: its socket is shut, which ends a read that waits."""
+    cut.set()
+    if connection.sock is not None:
+        with suppress(OSError):
+            connection.sock.shutdown(socket.SHUT_RDWR)
+
+
 def post(destination: Destination, body: bytes, headers: dict[str, str]) -> Answer:
     """POST ``body`` with ``headers``; never raises for what the network or the receiver
     does, it answers it."""
     timeout = settings.WEBHOOK_TIMEOUT_SECONDS
     kind = _PinnedHTTPS if destination.scheme == "https" else _PinnedHTTP
     connection = kind(destination, timeout)
+    cut = threading.Event()
+    deadline = threading.Timer(ATTEMPT_TIMEOUTS * timeout, _cut, args=(connection, cut))
     started = time.monotonic()
     status, text, error = None, "", ""
+    deadline.start()
     try:
         connection.request("POST", destination.target, body=body, headers=headers)
         response = connection.getresponse()
@@ -96,6 +114,10 @@ def post(destination: Destination, body: bytes, headers: dict[str, str]) -> Answ
     except (OSError, http.client.HTTPException) as failure:
         error = f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
     finally:
+        deadline.cancel()
         connection.close()
+    if cut.is_set():
+        # Whatever was read is not the whole answer (a shut socket reads as its end).
+        status, error = None, f"no whole answer within {ATTEMPT_TIMEOUTS * timeout:g} s"
     duration_ms = int((time.monotonic() - started) * 1000)
     return Answer(status, text, error, duration_ms)

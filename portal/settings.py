@@ -18,7 +18,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from access.task_names import TOKENS_EXPIRE_TASK
-from hooks.task_names import DELIVER_TASK
+from hooks.task_names import DELIVER_TASK, PRUNE_TASK
 from jobs.engine.task_names import (
     ADMIT_TASK,
     ESTIMATES_TASK,
@@ -545,6 +545,8 @@ WEBHOOK_RETRY_MAX_SECONDS = env_float("WEBHOOK_RETRY_MAX_SECONDS", 3600.0)
 WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8)
 # A hook whose attempts failed this many times in a row is paused until it is resumed.
 WEBHOOK_PAUSE_AFTER_FAILURES = env_int("WEBHOOK_PAUSE_AFTER_FAILURES", 20)
+# Deliveries done with (delivered or failed) are deleted this many days after they were made.
+WEBHOOK_DELIVERIES_DAYS = env_int("WEBHOOK_DELIVERIES_DAYS", 30)
 # How many hooks a department, and a job, may name.
 WEBHOOKS_PER_DEPARTMENT = env_int("WEBHOOKS_PER_DEPARTMENT", 10)
 WEBHOOKS_PER_JOB = env_int("WEBHOOKS_PER_JOB", 3)
@@ -596,6 +598,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": DELIVER_TASK,
         "schedule": WEBHOOK_BEAT_SECONDS,
         "options": {"expires": WEBHOOK_BEAT_SECONDS * 0.9},
+    },
+    "webhooks-prune": {
+        "task": PRUNE_TASK,
+        "schedule": 3600.0,
+        "options": {"expires": 3240.0},
     },
 }
 

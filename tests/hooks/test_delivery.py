@@ -5,11 +5,13 @@ its reason and resumed, redirects not followed, and refused addresses never conn
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from hooks.models import Attempt, Delivery, Webhook
-from hooks.services import deliveries_send, webhook_create, webhook_test
+from hooks.services import deliveries_prune, deliveries_send, webhook_create, webhook_test
 from hooks.task_names import DELIVER_TASK
 from jobs.services import job_cancel
 from portal.celery import app
@@ -196,3 +198,33 @@ def test_an_authority_not_trusted_is_refused(tls_listener, receivable, departmen
 
     assert tls_listener.requests == []
     assert Attempt.objects.get(delivery=delivery).error.startswith("TLS: CERTIFICATE_VERIFY_FAILED")
+
+
+@pytest.mark.django_db
+def test_a_receiver_that_drips_its_answer_is_cut_off(receivable, departments, manager, listener):
+    receivable.WEBHOOK_TIMEOUT_SECONDS = 0.2  # each read waits less; the whole attempt 0.6 s
+    listener.drip = True
+    hook, _ = webhook_create(department=departments["algorithm"], url=listener.url(), actor=manager)
+    delivery = webhook_test(hook=hook)
+
+    deliveries_send()
+
+    attempt = Attempt.objects.get(delivery=delivery)
+    assert attempt.error == "no whole answer within 0.6 s"
+    assert attempt.status_code is None
+
+
+@pytest.mark.django_db
+def test_old_deliveries_done_with_are_pruned_and_waiting_ones_kept(
+    receivable, departments, manager, listener
+):
+    hook, _ = webhook_create(department=departments["algorithm"], url=listener.url(), actor=manager)
+    done, waiting = webhook_test(hook=hook), webhook_test(hook=hook)
+    deliveries_send(limit=1)  # the first is delivered
+    assert Delivery.objects.get(pk=done.pk).status == Delivery.Status.DELIVERED
+    later = timezone.now() + timedelta(days=receivable.WEBHOOK_DELIVERIES_DAYS, seconds=1)
+
+    deliveries_prune(now=later)
+
+    assert list(Delivery.objects.values_list("pk", flat=True)) == [waiting.pk]
+    assert not Attempt.objects.exists()

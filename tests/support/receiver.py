@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ class Receiver:
     scheme: str = "http"
     status: int = 200
     location: str = ""  # sent with a 3xx
+    drip: bool = False  # answer a header line every tenth of a second, for ten seconds
     requests: list[Received] = field(default_factory=list)
 
     def url(self, path: str = "/hook", host: str = "127.0.0.1") -> str:
@@ -40,6 +42,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length)
         receiver = self.server.receiver
         receiver.requests.append(Received(self.path, dict(self.headers.items()), body))
+        if receiver.drip:
+            self._drip()
+            return
         self.send_response(receiver.status)
         if receiver.location:
             self.send_header("Location", receiver.location)
@@ -47,6 +52,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
+
+    def _drip(self) -> None:
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for n in range(100):
+            try:
+                self.wfile.write(f"X-Drip-{n}: .\r\n".encode())
+                self.wfile.flush()
+            except OSError:
+                return  # the client hung up
+            time.sleep(0.1)
 
     def log_message(self, format, *args) -> None:  # quiet
         pass
