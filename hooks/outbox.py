@@ -28,31 +28,39 @@ DEPARTMENTS = Department._meta.db_table
 NODES = QuotaNode._meta.db_table
 
 # The deliveries owed for the changes in ``changes`` (id, queue_id, state, before,
-# backoff_reason): one per change and active hook that applies.
+# backoff_reason), one per change and active hook that applies. A statement of the
+# admission cycle changes many jobs of a few queues: the departments' hooks are found once
+# per queue (``owned``), not once per job.
 _OWED = f"""
+    owned AS (
+        SELECT DISTINCT c.queue_id, h.id AS hook_id
+        FROM (SELECT DISTINCT queue_id FROM changes) c
+        JOIN {QUEUES} q ON q.id = c.queue_id
+        JOIN {NODES} qn ON qn.id = q.node_id
+        JOIN {NODES} dn ON dn.path = qn.path
+            OR left(qn.path, length(dn.path) + 1) = dn.path || '/'
+        JOIN {DEPARTMENTS} d ON d.quota_node_id = dn.id
+        JOIN {WEBHOOKS} h ON h.department_id = d.id AND h.paused_at IS NULL
+    ),
+    targets AS (
+        SELECT c.*, o.hook_id FROM changes c JOIN owned o ON o.queue_id = c.queue_id
+        UNION ALL
+        SELECT c.*, h.id FROM changes c
+        JOIN {WEBHOOKS} h ON h.job_id = c.id AND h.paused_at IS NULL
+    )
     INSERT INTO {DELIVERIES} (hook_id, job_id, event, job_state_before, job_state, reason,
                               created_at, status, attempts, next_attempt_at, body)
-    SELECT h.id, c.id, '{JOB_EVENT_PREFIX}' || c.state, c.before, c.state,
-           CASE WHEN c.state = '{State.BACKOFF}' THEN c.backoff_reason ELSE '' END,
+    SELECT t.hook_id, t.id, '{JOB_EVENT_PREFIX}' || t.state, t.before, t.state,
+           CASE WHEN t.state = '{State.BACKOFF}' THEN t.backoff_reason ELSE '' END,
            now(), '{Delivery.Status.PENDING}', 0, now(), ''
-    FROM changes c
-    JOIN {WEBHOOKS} h ON h.paused_at IS NULL AND (
-        h.job_id = c.id
-        OR h.department_id IN (
-            SELECT d.id
-            FROM {QUEUES} q
-            JOIN {NODES} qn ON qn.id = q.node_id
-            JOIN {NODES} dn ON dn.path = qn.path
-                OR left(qn.path, length(dn.path) + 1) = dn.path || '/'
-            JOIN {DEPARTMENTS} d ON d.quota_node_id = dn.id
-            WHERE q.id = c.queue_id
-        )
-    )
-    WHERE c.state <> '{State.BACKOFF}' OR NOT EXISTS (
+    FROM targets t
+    WHERE t.state <> '{State.BACKOFF}' OR NOT EXISTS (
         SELECT 1 FROM {DELIVERIES} p
-        WHERE p.hook_id = h.id AND p.job_id = c.id AND p.event = '{JOB_EVENT_PREFIX}{State.BACKOFF}'
+        WHERE p.hook_id = t.hook_id AND p.job_id = t.id
+          AND p.event = '{JOB_EVENT_PREFIX}{State.BACKOFF}'
           AND p.created_at > now() - interval '{BACKOFF_EVENT_SECONDS} seconds'
-    );
+    )
+    ORDER BY t.id, t.hook_id;
 """
 
 INSTALL = f"""
@@ -65,7 +73,7 @@ BEGIN
         WITH changes AS (
             SELECT n.id, n.queue_id, n.state, ''::varchar AS before, n.backoff_reason
             FROM new_jobs n
-        )
+        ),
         {_OWED}
     ELSE
         WITH changes AS (
@@ -73,7 +81,7 @@ BEGIN
             FROM new_jobs n JOIN old_jobs o ON o.id = n.id
             WHERE n.state <> o.state
                OR (n.state = '{State.BACKOFF}' AND n.backoff_count <> o.backoff_count)
-        )
+        ),
         {_OWED}
     END IF;
     RETURN NULL;

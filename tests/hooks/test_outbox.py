@@ -12,9 +12,11 @@ from hooks.models import Delivery, Webhook
 from hooks.services import webhook_create, webhook_pause
 from jobs.engine.admission.cycle import admission_cycle
 from jobs.models import State
-from jobs.services import job_cancel
+from jobs.services import job_cancel, job_submit_batch
+from queues.departments import department_create
 
-from ..support.jobs import refresh, submit
+from ..support.jobs import RAY_JOB, refresh, submit
+from ..support.personas import person
 
 pytestmark = pytest.mark.django_db
 
@@ -93,3 +95,21 @@ def test_backoff_is_owed_at_most_once_a_minute_per_job(algorithm_hook, member):
     backoffs = Delivery.objects.filter(hook=algorithm_hook, job=waiting, event="job.backoff")
     assert backoffs.count() == 1
     assert backoffs.get().reason.startswith("Insufficient quota")
+
+
+def test_a_department_above_hears_of_the_queues_below_it(receivable, tree, departments, member):
+    platform = department_create(name="platform", quota_node=tree["root"])
+    boss = person(platform, "pat", "manager")
+    hook, _ = webhook_create(department=platform, url="http://127.0.0.1:9/", actor=boss)
+
+    job = submit(member)
+
+    assert events(hook) == [(job.pk, "job.queued")]
+
+
+def test_a_batch_written_with_copy_owes_each_job(algorithm_hook, member):
+    jobs = job_submit_batch(
+        user=member, documents=[{**RAY_JOB, "name": f"sweep-{n}"} for n in range(3)]
+    )
+
+    assert events(algorithm_hook) == [(job.pk, "job.queued") for job in jobs]
