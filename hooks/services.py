@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.engine.triggers import SENDER, BrokerRequest
-from jobs.models import Job, JobEvent, State
+from jobs.models import Job, JobEvent
 from queues.models import Department
 
 from . import transport
@@ -32,8 +32,6 @@ from .signing import secret_new, signature
 from .task_names import DELIVER_TASK
 
 Status = Delivery.Status
-# The events a hook is sent: one per state a job can reach (and "test").
-EVENTS = [f"job.{state}" for state in State.values]
 
 
 class WebhookInvalid(ValueError):
@@ -227,6 +225,8 @@ def delivery_body(delivery: Delivery) -> str:
 
 
 def _send(delivery_id: int) -> None:
+    """One attempt of a claimed delivery: its body made once, signed anew with this
+    attempt's time, its URL checked again (what its host resolves to may have changed)."""
     delivery = Delivery.objects.select_related("hook__department").filter(pk=delivery_id).first()
     if delivery is None:
         return  # its hook was deleted meanwhile
@@ -253,6 +253,7 @@ def _send(delivery_id: int) -> None:
 
 
 def _record(delivery: Delivery, answer: transport.Answer) -> None:
+    """The attempt, and what follows from it for the delivery and its hook, at once."""
     now = timezone.now()
     test = delivery.event == TEST_EVENT
     with transaction.atomic():
@@ -278,8 +279,9 @@ def _record(delivery: Delivery, answer: transport.Answer) -> None:
         locked.save(update_fields=["attempts", "status", "finished_at", "next_attempt_at"])
         if not test:
             _hook_answered(locked.hook_id, answer, now=now)
-    if locked.status == Status.PENDING:
-        transaction.on_commit(lambda: request_delivery_at(locked.next_attempt_at))
+        if locked.status == Status.PENDING:
+            retry_at = locked.next_attempt_at
+            transaction.on_commit(lambda: request_delivery_at(retry_at))
 
 
 def _hook_answered(hook_id: int, answer: transport.Answer, *, now: datetime) -> None:

@@ -101,7 +101,9 @@ def post(destination: Destination, body: bytes, headers: dict[str, str]) -> Answ
         connection.request("POST", destination.target, body=body, headers=headers)
         response = connection.getresponse()
         status = response.status
-        text = response.read(settings.WEBHOOK_ANSWER_CHARS).decode("utf-8", "replace")
+        # Kept as text: a NUL (which PostgreSQL's text refuses) becomes U+FFFD as bad bytes do.
+        start = response.read(settings.WEBHOOK_ANSWER_CHARS)
+        text = start.decode("utf-8", "replace").replace("\x00", "\ufffd")
         if 300 <= status < 400:
             location = response.getheader("Location", "")
             error = f"redirect to {location or '(no Location)'} not followed"

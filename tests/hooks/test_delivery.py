@@ -228,3 +228,17 @@ def test_old_deliveries_done_with_are_pruned_and_waiting_ones_kept(
 
     assert list(Delivery.objects.values_list("pk", flat=True)) == [waiting.pk]
     assert not Attempt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_answer_is_kept_short_and_as_text(receivable, departments, manager, listener):
+    listener.status, listener.answer = 400, b"\x00\xffbad request " + b"x" * 2000
+    hook, _ = webhook_create(department=departments["algorithm"], url=listener.url(), actor=manager)
+    delivery = webhook_test(hook=hook)
+
+    deliveries_send()
+
+    attempt = Attempt.objects.get(delivery=delivery)
+    assert attempt.error == "answered 400 Bad Request"
+    assert attempt.answer.startswith("\ufffd\ufffdbad request xxx")
+    assert len(attempt.answer) == receivable.WEBHOOK_ANSWER_CHARS

@@ -27,6 +27,7 @@ class Receiver:
     scheme: str = "http"
     status: int = 200
     location: str = ""  # sent with a 3xx
+    answer: bytes = b""  # the body it answers; empty: "answered <status>"
     drip: bool = False  # answer a header line every tenth of a second, for ten seconds
     requests: list[Received] = field(default_factory=list)
 
@@ -48,7 +49,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(receiver.status)
         if receiver.location:
             self.send_header("Location", receiver.location)
-        answer = f"answered {receiver.status}".encode()
+        answer = receiver.answer or f"answered {receiver.status}".encode()
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
