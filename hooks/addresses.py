@@ -30,14 +30,14 @@ class UrlRefused(ValueError):
 
 @dataclass(frozen=True)
 class Destination:
-    """A checked URL: what to connect to (``address``) and what to call it (``host``, for
-    TLS and the Host header)."""
+    """A checked URL: what to connect to (``addresses``, each checked, tried in the order
+    the resolver gave) and what to call it (``host``, for TLS and the Host header)."""
 
     scheme: str
     host: str
     port: int
     target: str  # path and query, what the request line asks for
-    address: str
+    addresses: tuple[str, ...]
 
 
 def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -126,9 +126,9 @@ def _literal(host: str) -> bool:
 
 
 def destination(url: str) -> Destination:
-    """Check ``url`` and resolve its host once: the address to connect to, the first that
-    resolution gave. Raises UrlRefused if the URL or any address it resolves to is refused
-    (one bad address among good ones would let a resolver's order pick the bad one)."""
+    """Check ``url`` and resolve its host once: the addresses to connect to. Raises
+    UrlRefused if the URL or any address it resolves to is refused (one bad address among
+    good ones would let a resolver's order, or a failed connection, pick the bad one)."""
     scheme, host, port, target = url_parts(url)
     addresses = resolve(host, port)
     if not addresses:
@@ -138,4 +138,4 @@ def destination(url: str) -> Destination:
         refusal = address_refusal(address)
         if refusal is not None:
             raise UrlRefused(refusal if literal else f"{host} resolves to {refusal}")
-    return Destination(scheme, host, port, target, str(addresses[0]))
+    return Destination(scheme, host, port, target, tuple(str(a) for a in addresses))

@@ -1,12 +1,12 @@
 """One POST to a checked destination (``hooks.addresses.Destination``), and its answer.
 
-The connection goes to the destination's address, the one that was checked, never to a
-new lookup of its name; TLS still verifies the certificate against the host name (SNI and
-the hostname check use the name), and the Host header names it. Redirects are not followed
-(http.client never does): a 3xx is a failed attempt, recorded as such. Every socket
-operation has WEBHOOK_TIMEOUT_SECONDS, the whole attempt ATTEMPT_TIMEOUTS times that (a
-receiver that drips its answer a byte at a time is cut off), and at most
-WEBHOOK_ANSWER_CHARS of the answer is read.
+The connection goes to the destination's addresses, those that were checked (the first
+that answers), never to a new lookup of its name; TLS still verifies the certificate
+against the host name (SNI and the hostname check use the name), and the Host header names
+it. Redirects are not followed (http.client never does): a 3xx is a failed attempt,
+recorded as such. Every socket operation has WEBHOOK_TIMEOUT_SECONDS, the whole attempt
+ATTEMPT_TIMEOUTS times that (a receiver that drips its answer a byte at a time is cut
+off), and at most WEBHOOK_ANSWER_CHARS of the answer is read.
 """
 
 from __future__ import annotations
@@ -57,6 +57,18 @@ def _tls() -> ssl.SSLContext:
     return _context(settings.WEBHOOK_CA_FILE)
 
 
+def _connect(destination: Destination, timeout: float | None) -> socket.socket:
+    """A connection to the first of the checked addresses that takes one."""
+    failure: OSError | None = None
+    for address in destination.addresses:
+        try:
+            return socket.create_connection((address, destination.port), timeout)
+        except OSError as error:
+            failure = error
+    assert failure is not None  # a destination has at least one address
+    raise failure
+
+
 class _PinnedHTTPS(http.client.HTTPSConnection):
     """HTTPS to the checked address, with SNI and certificate check against the name."""
 
@@ -65,7 +77,7 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
         self.destination = destination
 
     def connect(self) -> None:
-        raw = socket.create_connection((self.destination.address, self.port), self.timeout)
+        raw = _connect(self.destination, self.timeout)
         self.sock = _tls().wrap_socket(raw, server_hostname=self.destination.host)
 
 
@@ -75,7 +87,7 @@ class _PinnedHTTP(http.client.HTTPConnection):
         self.destination = destination
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self.destination.address, self.port), self.timeout)
+        self.sock = _connect(self.destination, self.timeout)
 
 
 def _cut(connection: http.client.HTTPConnection, cut: threading.Event) -> None:

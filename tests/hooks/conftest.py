@@ -12,7 +12,8 @@ from ..support.receiver import receiver
 def receivable(settings):
     """Deliveries may reach 127.0.0.1 over http, and retry quickly."""
     settings.WEBHOOK_ALLOW_HTTP = True
-    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    # localhost may resolve to ::1 as well as 127.0.0.1 (the receiver listens on the latter).
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32", "::1/128"]
     settings.WEBHOOK_RETRY_BASE_SECONDS = 0.05
     settings.WEBHOOK_RETRY_MAX_SECONDS = 0.2
     return settings
