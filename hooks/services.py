@@ -17,10 +17,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from jobs.engine.locks import advisory_lock
 from jobs.engine.triggers import SENDER, BrokerRequest
 from jobs.models import Job, JobEvent
 from queues.models import Department
@@ -128,6 +129,12 @@ def webhook_test(*, hook: Webhook, now: datetime | None = None) -> Delivery:
 
 # ---- Sending ---------------------------------------------------------------------------
 
+# One pass at a time across every worker, so webhooks hold at most one worker process
+# however slow their receivers; a pass gives its worker back after PASS_SECONDS and asks
+# for the next.
+DELIVERY_PASS_LOCK = 0xC41D_0101
+PASS_SECONDS = 10.0
+
 
 def request_delivery() -> None:
     """Ask for a delivery pass soon (beat asks every WEBHOOK_BEAT_SECONDS anyway)."""
@@ -158,16 +165,22 @@ def request_delivery_at(moment: datetime) -> None:
     SENDER.submit(BrokerRequest(f"deliver webhooks at {moment.isoformat()}", wake))
 
 
+def _due(now: datetime) -> QuerySet[Delivery]:
+    """Deliveries due at ``now``: of active hooks, and test events whatever their hook."""
+    return Delivery.objects.filter(status=Status.PENDING, next_attempt_at__lte=now).filter(
+        Q(hook__paused_at__isnull=True) | Q(event=TEST_EVENT)
+    )
+
+
 def _claim(now: datetime, limit: int) -> list[int]:
-    """Due deliveries of active hooks (a test event's whatever its hook), claimed for the
-    time one send can take at most."""
-    longest = (transport.ATTEMPT_TIMEOUTS + 1) * settings.WEBHOOK_TIMEOUT_SECONDS
+    """Due deliveries, claimed for longer than the pass that sends them can take (its last
+    attempt may start just before PASS_SECONDS)."""
+    longest = PASS_SECONDS + (transport.ATTEMPT_TIMEOUTS + 1) * settings.WEBHOOK_TIMEOUT_SECONDS
     lapse = now + timedelta(seconds=longest + 30)
     with transaction.atomic():
         due = list(
-            Delivery.objects.select_for_update(of=("self",), skip_locked=True)
-            .filter(status=Status.PENDING, next_attempt_at__lte=now)
-            .filter(Q(hook__paused_at__isnull=True) | Q(event=TEST_EVENT))
+            _due(now)
+            .select_for_update(of=("self",), skip_locked=True)
             .order_by("next_attempt_at", "pk")
             .values_list("pk", flat=True)[:limit]
         )
@@ -297,15 +310,26 @@ def _hook_answered(hook_id: int, answer: transport.Answer, *, now: datetime) -> 
 
 
 def deliveries_send(*, limit: int | None = None) -> int:
-    """One pass: claim what is due and send it; how many were sent. A full batch asks for
-    another pass at once."""
+    """One pass: claim what is due and send it; how many were sent. A pass that finds
+    another running leaves the work to it; one that leaves work due asks for the next."""
     limit = limit or settings.WEBHOOK_BATCH
-    claimed = _claim(timezone.now(), limit)
-    for delivery_id in claimed:
-        _send(delivery_id)
-    if len(claimed) == limit:
+    with advisory_lock(DELIVERY_PASS_LOCK) as held:
+        if not held:
+            return 0
+        claimed = _claim(timezone.now(), limit)
+        started, sent = time.monotonic(), 0
+        for delivery_id in claimed:
+            if time.monotonic() - started > PASS_SECONDS:
+                # The rest are given back at once rather than when their claim lapses.
+                Delivery.objects.filter(pk__in=claimed[sent:]).update(
+                    next_attempt_at=timezone.now()
+                )
+                break
+            _send(delivery_id)
+            sent += 1
+    if _due(timezone.now()).exists():
         request_delivery()
-    return len(claimed)
+    return sent
 
 
 def deliveries_prune(*, now: datetime | None = None) -> int:
