@@ -262,6 +262,7 @@ def test_one_pass_runs_at_a_time(receivable, departments, manager, listener):
 
     assert deliveries_send() == 0
     assert listener.requests == []
-    other_worker.close()  # its pass ended
+    other_worker.execute("SELECT pg_advisory_unlock(%s)", [DELIVERY_PASS_LOCK])  # its pass ended
+    other_worker.close()
     assert deliveries_send() == 1
     assert len(listener.requests) == 1
