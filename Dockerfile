@@ -23,6 +23,7 @@ COPY audit ./audit
 COPY queues ./queues
 COPY access ./access
 COPY jobs ./jobs
+COPY hooks ./hooks
 COPY templates ./templates
 COPY static ./static
 

@@ -7,6 +7,7 @@ the values written by the embedded services (``python -m portal.embedded``) to
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from datetime import timedelta
@@ -17,6 +18,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from access.task_names import TOKENS_EXPIRE_TASK
+from hooks.task_names import DELIVER_TASK, PRUNE_TASK
 from jobs.engine.task_names import (
     ADMIT_TASK,
     ESTIMATES_TASK,
@@ -168,6 +170,7 @@ INSTALLED_APPS = [
     "jobs",
     "access",
     "audit",
+    "hooks",
 ]
 
 MIDDLEWARE = [
@@ -511,6 +514,50 @@ if IDEMPOTENCY_KEY_HOURS < 1:
     raise ImproperlyConfigured(
         f"IDEMPOTENCY_KEY_HOURS must be at least 1, got {IDEMPOTENCY_KEY_HOURS}"
     )
+# Webhooks (hooks/): a department's or a job's callback URLs, sent a signed JSON event on
+# each state change of its jobs (docs/api.md, "Webhooks").
+# The address of the portal as receivers reach it, for the job's link in an event
+# (https://caldera.example.com); empty: the link is the path alone.
+PUBLIC_URL = env_str("PUBLIC_URL", "")
+# Beat's delivery pass, which sends the events state changes wrote (seconds).
+WEBHOOK_BEAT_SECONDS = env_float("WEBHOOK_BEAT_SECONDS", 2.0)
+# http:// URLs besides https:// (development, a receiver on the same host); never in production.
+WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", DEBUG)
+# Networks a hook may reach though they are private, loopback or link-local, e.g. a CI
+# runner inside the company: "10.20.0.0/16,192.168.5.7/32". Empty: none.
+WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS", [])
+for _network in WEBHOOK_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"WEBHOOK_ALLOWED_NETWORKS: {_network!r} is not a network (10.0.0.0/8)"
+        ) from None
+# A PEM file of certificate authorities trusted for https receivers besides the system's
+# (a company's own authority, for receivers inside it); empty: the system's only.
+WEBHOOK_CA_FILE = env_str("WEBHOOK_CA_FILE", "")
+# Each connect, write and read of a delivery gives up after this long (seconds).
+WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0)
+# A failed delivery is tried again after base, 2 x base, 4 x base ... up to the maximum,
+# WEBHOOK_MAX_ATTEMPTS times in all.
+WEBHOOK_RETRY_BASE_SECONDS = env_float("WEBHOOK_RETRY_BASE_SECONDS", 10.0)
+WEBHOOK_RETRY_MAX_SECONDS = env_float("WEBHOOK_RETRY_MAX_SECONDS", 3600.0)
+WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8)
+# A hook whose attempts failed this many times in a row is paused until it is resumed.
+WEBHOOK_PAUSE_AFTER_FAILURES = env_int("WEBHOOK_PAUSE_AFTER_FAILURES", 20)
+# Deliveries done with (delivered or failed) are deleted this many days after they were made.
+WEBHOOK_DELIVERIES_DAYS = env_int("WEBHOOK_DELIVERIES_DAYS", 30)
+# How many hooks a department, and a job, may name.
+WEBHOOKS_PER_DEPARTMENT = env_int("WEBHOOKS_PER_DEPARTMENT", 10)
+WEBHOOKS_PER_JOB = env_int("WEBHOOKS_PER_JOB", 3)
+# Deliveries one pass claims; the start of a receiver's answer that is kept (characters).
+WEBHOOK_BATCH = 20
+WEBHOOK_ANSWER_CHARS = 500
+if WEBHOOK_MAX_ATTEMPTS < 1 or WEBHOOK_PAUSE_AFTER_FAILURES < 1:
+    raise ImproperlyConfigured(
+        "WEBHOOK_MAX_ATTEMPTS and WEBHOOK_PAUSE_AFTER_FAILURES must be at least 1"
+    )
+
 CELERY_BEAT_SCHEDULE = {
     "admit": {
         "task": ADMIT_TASK,
@@ -544,6 +591,16 @@ CELERY_BEAT_SCHEDULE = {
     },
     "submission-keys-prune": {
         "task": SUBMISSION_KEYS_PRUNE_TASK,
+        "schedule": 3600.0,
+        "options": {"expires": 3240.0},
+    },
+    "webhooks": {
+        "task": DELIVER_TASK,
+        "schedule": WEBHOOK_BEAT_SECONDS,
+        "options": {"expires": WEBHOOK_BEAT_SECONDS * 0.9},
+    },
+    "webhooks-prune": {
+        "task": PRUNE_TASK,
         "schedule": 3600.0,
         "options": {"expires": 3240.0},
     },

@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from access import api as access_api
+from hooks import api as hooks_api
 from jobs.usage import api as usage_api
 from jobs.web import api as jobs_api
 from queues import api as queues_api
@@ -28,6 +29,18 @@ api_v1 = [
         queues_api.DepartmentMemberView.as_view(),
         name="api-department-member",
     ),
+    path(
+        "departments/<slug:name>/webhooks/",
+        hooks_api.DepartmentWebhooksView.as_view(),
+        name="api-department-webhooks",
+    ),
+    path("webhooks/<int:pk>/", hooks_api.WebhookView.as_view(), name="api-webhook"),
+    path(
+        "webhooks/<int:pk>/deliveries/",
+        hooks_api.WebhookDeliveriesView.as_view(),
+        name="api-webhook-deliveries",
+    ),
+    path("webhooks/<int:pk>/test/", hooks_api.WebhookTestView.as_view(), name="api-webhook-test"),
     path("tokens/", access_api.TokenListView.as_view(), name="api-tokens"),
     path(
         "tokens/revoke-all/", access_api.TokenRevokeAllView.as_view(), name="api-tokens-revoke-all"
@@ -59,6 +72,7 @@ api_v1 = [
     path("jobs/<int:pk>/events/", jobs_api.JobEventsView.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/manifest/", jobs_api.JobManifestView.as_view(), name="api-job-manifest"),
     path("jobs/<int:pk>/log/", jobs_api.JobLogView.as_view(), name="api-job-log"),
+    path("jobs/<int:pk>/webhooks/", hooks_api.JobWebhooksView.as_view(), name="api-job-webhooks"),
     path("queues/", jobs_api.QueueListView.as_view(), name="api-queues"),
     path("queues/<path:name>/", jobs_api.QueueDetailView.as_view(), name="api-queue"),
 ]
@@ -80,6 +94,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("access.urls")),
+    path("", include("hooks.urls")),
     path("", include("jobs.web.urls")),
 ]
 

@@ -28,6 +28,8 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from access.services import full_token
+from hooks.services import webhook_create
+from jobs.models import Job
 from queues.api_base import REFUSALS
 
 from ..support.jobs import RAY_JOB
@@ -94,7 +96,9 @@ def run_operation(operation, *, mode: GenerationMode, headers: dict, path_parame
 
 
 @pytest.mark.parametrize("persona", ["member", "staff"])
-def test_it_answers_as_its_schema_says(persona, request, api, member, transactional_db):
+def test_it_answers_as_its_schema_says(
+    persona, request, api, member, departments, settings, transactional_db
+):
     """transactional_db: each request commits, as in production, so one refused statement
     cannot poison the requests after it."""
     user = request.getfixturevalue(persona)
@@ -102,9 +106,19 @@ def test_it_answers_as_its_schema_says(persona, request, api, member, transactio
     token = full_token(user, name="tests")
     headers = {"Authorization": f"Token {token}"}
     real = {"id": job["id"], "name": "root-algorithm-video"}
+    # A webhook of the job's, whose owner (the member) and staff may read and change it;
+    # its URL is never sent to (no worker runs here).
+    settings.WEBHOOK_ALLOW_HTTP, settings.WEBHOOK_ALLOWED_NETWORKS = True, ["127.0.0.1/32"]
+    hook, _ = webhook_create(
+        job=Job.objects.get(pk=job["id"]), url="http://127.0.0.1:9/hook", actor=member
+    )
     real_by_path = {
         "/api/v1/departments/{name}/members/": {"name": "algorithm"},
         "/api/v1/departments/{name}/members/{username}/": {"name": "algorithm"},
+        "/api/v1/departments/{name}/webhooks/": {"name": "algorithm"},
+        "/api/v1/webhooks/{id}/": {"id": hook.pk},
+        "/api/v1/webhooks/{id}/deliveries/": {"id": hook.pk},
+        "/api/v1/webhooks/{id}/test/": {"id": hook.pk},
     }
     schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
 

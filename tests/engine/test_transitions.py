@@ -70,7 +70,7 @@ self.state = new  # an object's own attribute, not a job's
 def test_no_module_but_transitions_sets_a_job_state():
     modules = [
         path
-        for package in ("jobs", "queues", "portal", "audit")
+        for package in ("jobs", "queues", "portal", "audit", "hooks")
         for path in (REPO / package).rglob("*.py")
         if "migrations" not in path.parts and path != REPO / "jobs" / "engine" / "transitions.py"
     ]

@@ -61,6 +61,14 @@ def test_an_unknown_runtime_stops_the_process_and_names_the_setting(value):
         ({"USAGE_HISTORY_DAYS": "a week"}, "USAGE_HISTORY_DAYS must be an integer"),
         ({"IDEMPOTENCY_KEY_HOURS": "0"}, "IDEMPOTENCY_KEY_HOURS must be at least 1, got 0"),
         (
+            {"WEBHOOK_ALLOWED_NETWORKS": "10.20.0.0/16,intranet"},
+            "WEBHOOK_ALLOWED_NETWORKS: 'intranet' is not a network (10.0.0.0/8)",
+        ),
+        (
+            {"WEBHOOK_MAX_ATTEMPTS": "0"},
+            "WEBHOOK_MAX_ATTEMPTS and WEBHOOK_PAUSE_AFTER_FAILURES must be at least 1",
+        ),
+        (
             {"ESTIMATE_DEPTH": "0"},
             "ESTIMATE_SECONDS must be above 0, ESTIMATE_DEPTH at least 1 and ESTIMATE_SHARE "
             "above 0 and at most 1, got 10, 0 and 0.1",
@@ -99,7 +107,7 @@ def test_publishing_the_quota_tree_adds_its_beat_entry():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
         "['admit', 'estimates', 'publish-quota', 'submission-keys-prune', 'sync', "
-        "'tokens-expire', 'usage-audit', 'usage-history']"
+        "'tokens-expire', 'usage-audit', 'usage-history', 'webhooks', 'webhooks-prune']"
     )
 
 
