@@ -23,12 +23,12 @@ from django.utils import timezone
 
 from jobs.engine.locks import advisory_lock
 from jobs.engine.triggers import SENDER, BrokerRequest
-from jobs.models import Job, JobEvent
+from jobs.models import Job, JobEvent, State
 from queues.models import Department
 
 from . import transport
 from .addresses import UrlRefused, destination
-from .models import TEST_EVENT, Attempt, Delivery, Webhook
+from .models import JOB_EVENT_PREFIX, TEST_EVENT, Attempt, Delivery, Webhook
 from .signing import secret_new, signature
 from .task_names import DELIVER_TASK
 
@@ -60,8 +60,14 @@ def webhook_create(
     actor,
     now: datetime | None = None,
 ) -> tuple[Webhook, str]:
-    """A hook of ``department`` or of ``job`` and its secret, which is shown this once."""
+    """A hook of ``department`` or of ``job`` and its secret, which is shown this once.
+
+    A job's hook is owed the state the job is in as it is added, as its first event (the
+    job is locked, so no change slips between the two): a hook added right after the job
+    was submitted (``caldera submit --webhook``) is told ``job.queued``, and one added later
+    learns where the job stands without asking."""
     url_check(url)
+    now = now or timezone.now()
     with transaction.atomic():
         if department is not None:
             # Locked, so that two requests at once cannot both take the last place.
@@ -70,7 +76,7 @@ def webhook_create(
             owner = f"department {department.name}"
         else:
             assert job is not None
-            Job.objects.select_for_update(no_key=True).filter(pk=job.pk).first()
+            job = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
             limit, held = settings.WEBHOOKS_PER_JOB, job.webhooks.count()
             owner = f"job #{job.pk}"
         if held >= limit:
@@ -82,8 +88,19 @@ def webhook_create(
             secret=secret_new(),
             description=description,
             created_by=actor,
-            created_at=now or timezone.now(),
+            created_at=now,
         )
+        if job is not None:
+            Delivery.objects.create(
+                hook=hook,
+                job=job,
+                event=f"{JOB_EVENT_PREFIX}{job.state}",
+                job_state=job.state,
+                reason=job.backoff_reason if job.state == State.BACKOFF else "",
+                created_at=now,
+                next_attempt_at=now,
+            )
+            transaction.on_commit(request_delivery)
     return hook, hook.secret
 
 

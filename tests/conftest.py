@@ -26,6 +26,7 @@ from .support.kube_emulator import emulator
 from .support.oidc_issuer import Issuer, Issuers
 from .support.paths import REPO
 from .support.personas import client_for, person, user
+from .support.receiver import receiver
 from .support.trees import seed_tree_document
 
 
@@ -232,3 +233,25 @@ def oidc_issuer(oidc_issuers) -> Issuer:
     """A new issuer with one published RS256 key. Its URL is its own, so nothing Caldera
     cached of another test's issuer (keys, the time of a refetch) reaches this test."""
     return oidc_issuers.issuer()
+
+
+# Webhooks: the settings that let a delivery reach the tests' receiver on 127.0.0.1 over
+# http, with retries a few hundredths of a second apart, and the receiver.
+
+
+@pytest.fixture
+def receivable(settings):
+    """Deliveries may reach 127.0.0.1 over http, and retry quickly."""
+    settings.WEBHOOK_ALLOW_HTTP = True
+    # localhost may resolve to ::1 as well as 127.0.0.1 (the receiver listens on the latter).
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32", "::1/128"]
+    settings.WEBHOOK_RETRY_BASE_SECONDS = 0.05
+    settings.WEBHOOK_RETRY_MAX_SECONDS = 0.2
+    return settings
+
+
+@pytest.fixture
+def listener():
+    """A real HTTP receiver on 127.0.0.1, answering 200 until told otherwise."""
+    with receiver() as found:
+        yield found

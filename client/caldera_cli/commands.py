@@ -189,6 +189,10 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
             f"submitted job {job['id']} {job['name']} ({document.source}) to {job['queue']}: "
             f"{out.state(job['state'])}{where}",
         )
+    for url in args.webhook or ():
+        for job in jobs:
+            if not _webhook(api, out, job["id"], url):
+                return Exit.USAGE
     if not (args.wait or args.follow or timeout is not None or args.cancel_on_timeout):
         return Exit.SUCCEEDED
     return wait(
@@ -204,6 +208,43 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
 
 def _poll_seconds() -> float:
     return float(os.environ.get("CALDERA_POLL_SECONDS", POLL_SECONDS))
+
+
+def _webhook(api: Client, out: Out, job: int, url: str) -> bool:
+    """Name ``url`` a webhook of the job (``POST /jobs/{id}/webhooks/``): the server sends it
+    the job's state as it is now, then each change, signed with the secret printed here,
+    once. A submit retried with its key finds the hook already there and adds no second.
+    False when the server refuses the address (the job stays queued)."""
+    if any(hook["url"] == url for hook in api.get(f"jobs/{job}/webhooks/")):
+        out.emit(
+            {"event": "webhook", "id": job, "url": url, "secret": None},
+            f"job {job} has its webhook {url} already; its secret was shown when it was added",
+        )
+        return True
+    try:
+        hook = api.post(f"jobs/{job}/webhooks/", {"url": url})
+    except Refused as refused:
+        if refused.status == 400 and isinstance(refused.body, dict):
+            lines = field_errors(refused.body, None)
+            out.error(
+                f"job {job} is queued, but the server refused its webhook:\n  "
+                + "\n  ".join(lines),
+                status=400,
+                fields=refused.body,
+            )
+            return False
+        raise
+    out.emit(
+        {
+            "event": "webhook",
+            "id": job,
+            "url": url,
+            "webhook": hook["id"],
+            "secret": hook["secret"],
+        },
+        f"job {job}: webhook {url} added; its signing secret, shown this once: {hook['secret']}",
+    )
+    return True
 
 
 def _dry_run(api: Client, out: Out, read: list[documents.Document], query: dict[str, Any]) -> Exit:

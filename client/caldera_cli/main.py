@@ -106,6 +106,13 @@ def parser() -> argparse.ArgumentParser:
         "each behind those before it (exit 0; 2 when a document is refused)",
     )
     submit.add_argument(
+        "--webhook",
+        action="append",
+        metavar="URL",
+        help="a URL the server POSTs each job's state changes to, signed (docs/api.md, "
+        "Webhooks); its secret is printed once; may be given several times",
+    )
+    submit.add_argument(
         "--idempotency-key",
         metavar="KEY",
         help="a retried submit with the same key (and documents) answers the jobs the first "

@@ -78,8 +78,22 @@ def test_a_job_hook_hears_of_its_job_only(receivable, member, listener):
 
     admission_cycle()
 
-    assert events(hook) == [(job.pk, "job.admitted")]
+    # First the state it was added in, so a hook added just after submitting misses nothing.
+    assert events(hook) == [(job.pk, "job.queued"), (job.pk, "job.admitted")]
     assert other.pk not in [job_id for job_id, _ in events(hook)]
+
+
+def test_a_job_hook_added_later_is_told_where_the_job_stands(receivable, member, listener):
+    job = submit(member)
+    admission_cycle()
+    job = refresh(job)
+
+    hook, _ = webhook_create(job=job, url=listener.url(), actor=member)
+
+    assert job.state == State.ADMITTED
+    assert list(Delivery.objects.filter(hook=hook).values_list("event", "job_state_before")) == [
+        ("job.admitted", "")
+    ]
 
 
 def test_backoff_is_owed_at_most_once_a_minute_per_job(algorithm_hook, member):
