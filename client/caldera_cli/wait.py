@@ -9,12 +9,10 @@ import time
 from typing import Any
 
 from caldera_cli.api import Client
+from caldera_cli.ending import ENDED, WORST_FIRST, ending
 from caldera_cli.exit_codes import Exit
 from caldera_cli.output import Out, position
 
-ENDED = {"succeeded": Exit.SUCCEEDED, "failed": Exit.FAILED, "cancelled": Exit.CANCELLED}
-# Several jobs: the worst ending is the exit code.
-WORST_FIRST = [Exit.FAILED, Exit.CANCELLED, Exit.SUCCEEDED]
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 Snapshot = tuple[str, int | None, str | None]  # state, position, why it waits
 
@@ -61,14 +59,6 @@ def _say_change(out: Out, job: dict[str, Any], before: Snapshot | None) -> None:
         out.emit(record, "\n".join(lines))
 
 
-def _last_reason(client: Client, job_id: int) -> str:
-    events = client.pages(f"jobs/{job_id}/events/")
-    if not events:
-        return "no reason recorded"
-    last = events[-1]
-    return f"{last['reason']}: {last['message']}"
-
-
 def wait(
     client: Client,
     out: Out,
@@ -109,23 +99,6 @@ def wait(
         codes.add(code)
         out.emit(record, text)
     return next(code for code in WORST_FIRST if code in codes)
-
-
-def ending(client: Client, out: Out, job: dict[str, Any]) -> tuple[Exit, dict[str, Any], str]:
-    """A finished job's exit code, its record and its sentence: with its last reason when
-    it did not succeed (``submit --wait`` and ``logs --follow`` end with them)."""
-    code = ENDED[job["state"]]
-    record: dict[str, Any] = {
-        "event": "ended",
-        "id": job["id"],
-        "name": job.get("name"),
-        "state": job["state"],
-    }
-    text = f"job {job['id']} {job.get('name', '')}: {out.state(job['state'])}"
-    if code is not Exit.SUCCEEDED:
-        record["reason"] = _last_reason(client, job["id"])
-        text += f" ({record['reason']})"
-    return code, record, text
 
 
 def _timed_out(client: Client, out: Out, jobs: list[dict[str, Any]], cancel: bool) -> Exit:
