@@ -125,8 +125,19 @@ def parser() -> argparse.ArgumentParser:
     ls.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     ls.set_defaults(run=commands.ls)
 
-    events = command("events", "a job's history, oldest first")
+    events = command(
+        "events",
+        "a job's history, oldest first",
+        "A job's history, oldest first: the portal's transitions and the cluster's events. "
+        "With --follow, its new events every 2 s (CALDERA_POLL_SECONDS) until the job ends, "
+        "then the exit code of submit --wait (0 succeeded, 1 failed, 3 cancelled); a cluster "
+        "event the cluster reports again (GangFailedScheduling) is printed again with its "
+        "count.",
+    )
     events.add_argument("id", type=int, metavar="ID")
+    events.add_argument(
+        "--follow", "-f", action="store_true", help="print new events until the job ends"
+    )
     events.set_defaults(run=commands.events)
 
     logs = command(
