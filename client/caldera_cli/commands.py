@@ -13,7 +13,7 @@ from typing import Any
 
 import requests
 
-from caldera_cli import config, documents
+from caldera_cli import config, documents, history
 from caldera_cli.api import Client, Refused, Unreachable
 from caldera_cli.exit_codes import Exit
 from caldera_cli.output import (
@@ -319,6 +319,8 @@ def ls(args: argparse.Namespace, out: Out) -> Exit:
 
 
 def events(args: argparse.Namespace, out: Out) -> Exit:
+    if args.follow:
+        return history.follow(client(), out, args.id, poll_seconds=_poll_seconds())
     for event in client().pages(f"jobs/{args.id}/events/"):
         out.emit(event, event_line(event))
     return Exit.SUCCEEDED

@@ -6,8 +6,8 @@ from enum import IntEnum
 
 
 class Exit(IntEnum):
-    """The exit codes. ``submit --wait`` uses them all; ``logs --follow`` all but 4; the
-    other commands 0, 2 and 5."""
+    """The exit codes. ``submit --wait`` uses them all; ``logs --follow`` and
+    ``events --follow`` all but 4; the other commands 0, 2 and 5."""
 
     SUCCEEDED = 0
     FAILED = 1
@@ -19,9 +19,9 @@ class Exit(IntEnum):
 
 MEANINGS: dict[Exit, str] = {
     Exit.SUCCEEDED: "done; with --wait, every job succeeded",
-    Exit.FAILED: "with --wait or logs --follow, a job failed (its last reason is printed)",
+    Exit.FAILED: "with --wait or a --follow, a job failed (its last reason is printed)",
     Exit.USAGE: "bad usage, or the server refused the request (its field errors are printed)",
-    Exit.CANCELLED: "with --wait or logs --follow, a job was cancelled",
+    Exit.CANCELLED: "with --wait or a --follow, a job was cancelled",
     Exit.TIMED_OUT: "with --wait, --timeout passed first (the jobs keep running unless "
     "--cancel-on-timeout)",
     Exit.UNREACHABLE: "the server cannot be reached (after retrying for up to "

@@ -33,7 +33,12 @@ its script is one job. Several jobs are submitted as one batch: all are queued, 
 What Caldera cannot represent in an object is refused with its path, never dropped.
 
 --wait polls each job every 2 s (CALDERA_POLL_SECONDS) until it ends; a preempted job goes
-back to its queue and the wait goes on."""
+back to its queue and the wait goes on. --follow waits too, and prints as they come each
+job's changes of state and position, the sentence of why it waits when it changes, the
+cluster's events about its pods (GangFailedScheduling while its gang cannot be placed;
+printed again, with its count, when the cluster reports it again), and once the job runs its
+log as it grows, from its start (each line after `[ID] ` when there are several jobs; with
+--output json, {"event": "log", "id": ID, "line": ...} a line)."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -92,7 +97,8 @@ def parser() -> argparse.ArgumentParser:
         "--follow",
         "-f",
         action="store_true",
-        help="wait, saying each change of state or position and why it waits",
+        help="wait, saying each change of state or position, why it waits, the cluster's "
+        "events and then the log as it grows",
     )
     submit.add_argument("--timeout", metavar="DURATION", help="stop waiting after 90s, 15m, 2h...")
     submit.add_argument(
@@ -132,8 +138,19 @@ def parser() -> argparse.ArgumentParser:
     ls.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     ls.set_defaults(run=commands.ls)
 
-    events = command("events", "a job's history, oldest first")
+    events = command(
+        "events",
+        "a job's history, oldest first",
+        "A job's history, oldest first: the portal's transitions and the cluster's events. "
+        "With --follow, its new events every 2 s (CALDERA_POLL_SECONDS) until the job ends, "
+        "then the exit code of submit --wait (0 succeeded, 1 failed, 3 cancelled); a cluster "
+        "event the cluster reports again (GangFailedScheduling) is printed again with its "
+        "count.",
+    )
     events.add_argument("id", type=int, metavar="ID")
+    events.add_argument(
+        "--follow", "-f", action="store_true", help="print new events until the job ends"
+    )
     events.set_defaults(run=commands.events)
 
     logs = command(

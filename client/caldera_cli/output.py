@@ -155,6 +155,11 @@ def job_detail(out: Out, job: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def event_line(event: dict[str, Any]) -> str:
+def event_words(event: dict[str, Any]) -> str:
+    """An event's reason and message, with its count when the cluster reported it again."""
     count = f" (x{event['count']})" if event.get("count", 1) > 1 else ""
-    return f"{when(event['at'])}  {event['reason']}: {event['message']}{count}"
+    return f"{event['reason']}: {event['message']}{count}"
+
+
+def event_line(event: dict[str, Any]) -> str:
+    return f"{when(event['at'])}  {event_words(event)}"

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from caldera_cli.api import Client, Refused
+from caldera_cli.ending import ENDED, ending
 from caldera_cli.exit_codes import Exit
 from caldera_cli.output import Out
-from caldera_cli.wait import ENDED, ending
 
 WINDOW = 1000  # lines read at each poll after the first
 
@@ -47,36 +48,70 @@ def new_lines(before: Sequence[str], now: Sequence[str]) -> tuple[list[str], boo
     return list(now), bool(now)
 
 
-def follow(client: Client, out: Out, job_id: int, *, tail: int | None, poll_seconds: float) -> Exit:
-    """Print the job's log as it grows (see the module's doc); the exit code of its end.
+@dataclass(frozen=True)
+class Reading:
+    """One read of a job's log: the lines new since the last read, whether some were missed
+    in between (``gap``) and the pod; or, when there is no log to read, why (``missing``, the
+    server's sentence)."""
+
+    lines: list[str]
+    gap: bool = False
+    pod: str | None = None
+    missing: str | None = None
+
+
+class LogTail:
+    """One job's log as it grows, read by ``new_lines`` (see the module's doc): what
+    ``logs --follow`` prints and what ``submit --follow`` prints once a job has started.
     ``tail``: the first read's last lines (None: the log from its start)."""
-    seen: list[str] | None = None  # the log's end as last read; None: no log read yet
-    said = None  # the last reason there was no log, said once
-    while True:
-        job = client.get(f"jobs/{job_id}/")
+
+    def __init__(self, client: Client, job_id: int, *, tail: int | None = None) -> None:
+        self.client = client
+        self.job_id = job_id
+        self.tail = tail
+        self.seen: list[str] | None = None  # the log's end as last read; None: none read yet
+
+    def read(self) -> Reading:
+        lines = self.tail if self.seen is None else WINDOW
         try:
-            answer = client.get(f"jobs/{job_id}/log/", tail_lines=tail if seen is None else WINDOW)
+            answer = self.client.get(f"jobs/{self.job_id}/log/", tail_lines=lines)
         except Refused as refused:
             if refused.status != 409:
                 raise
-            detail = _detail(refused)
-            if detail != said:
-                out.note(f"job {job_id}: no log to read: {detail}")
-                out.emit({"event": "no_log", "id": job_id, "detail": detail})
-                said = detail
-            if seen is not None:  # its pod is gone: the next one's log is read from its start
-                seen, tail = None, None
+            if self.seen is not None:  # its pod is gone: the next one's log is read from its start
+                self.seen, self.tail = None, None
+            return Reading([], missing=_detail(refused))
+        new, gap = new_lines(self.seen or [], answer["lines"])
+        self.seen = answer["lines"][-WINDOW:]
+        return Reading(new, gap, answer["pod"])
+
+
+def gap_sentence(job_id: int) -> str:
+    return (
+        f"job {job_id}: its log grew by more than {WINDOW} lines between two reads, or began "
+        "anew; lines may be missing here"
+    )
+
+
+def follow(client: Client, out: Out, job_id: int, *, tail: int | None, poll_seconds: float) -> Exit:
+    """Print the job's log as it grows (see the module's doc); the exit code of its end."""
+    log = LogTail(client, job_id, tail=tail)
+    said = None  # the last reason there was no log, said once
+    while True:
+        job = client.get(f"jobs/{job_id}/")
+        read = log.read()
+        if read.missing is not None:
+            if read.missing != said:
+                out.note(f"job {job_id}: no log to read: {read.missing}")
+                out.emit({"event": "no_log", "id": job_id, "detail": read.missing})
+                said = read.missing
         else:
-            lines, gap = new_lines(seen or [], answer["lines"])
-            if gap:
-                out.note(
-                    f"job {job_id}: its log grew by more than {WINDOW} lines between two "
-                    "reads, or began anew; lines may be missing here"
-                )
-            if lines or gap:
-                record = {"event": "log", "id": job_id, "pod": answer["pod"], "lines": lines}
-                out.emit(record | {"gap": gap}, "\n".join(lines) if lines else None)
-            seen, said = answer["lines"][-WINDOW:], None
+            if read.gap:
+                out.note(gap_sentence(job_id))
+            if read.lines or read.gap:
+                record = {"event": "log", "id": job_id, "pod": read.pod, "lines": read.lines}
+                out.emit(record | {"gap": read.gap}, "\n".join(read.lines) if read.lines else None)
+            said = None
         if job["state"] in ENDED:  # read before the log: the log read after holds its end
             code, record, text = ending(client, out, job)
             out.emit(record)

@@ -1,6 +1,15 @@
 """``submit --wait``: poll each job (``GET /api/v1/jobs/{id}/``) until it ends or the timeout
-passes, and with ``--follow`` say each change of state or position and each new sentence of
-why it waits. A preempted job goes back to its queue, so the wait goes on."""
+passes. A preempted job goes back to its queue, so the wait goes on.
+
+With ``--follow``, at each poll of each job, in this order: its change of state or position
+and its new sentence of why it waits; the cluster's new events about its pods (those with an
+``involved`` object: GangFailedScheduling while its gang cannot be placed; the portal's own
+events are the state changes already said), read as ``events --follow`` reads them; then,
+once it has started, its log's new lines, read as ``logs --follow`` reads them. A log
+that cannot be read yet (pods not placed) or any more (pods gone) is passed over in
+silence: the state changes say why (so the lines a job writes after the last poll that
+finds it running may leave with its pods unsaid). With several jobs, each log line begins
+with its job's id."""
 
 from __future__ import annotations
 
@@ -9,14 +18,16 @@ import time
 from typing import Any
 
 from caldera_cli.api import Client
+from caldera_cli.ending import ENDED, WORST_FIRST, ending
 from caldera_cli.exit_codes import Exit
-from caldera_cli.output import Out, position
+from caldera_cli.history import NewEvents
+from caldera_cli.output import Out, event_words, position
+from caldera_cli.tail import LogTail, gap_sentence
 
-ENDED = {"succeeded": Exit.SUCCEEDED, "failed": Exit.FAILED, "cancelled": Exit.CANCELLED}
-# Several jobs: the worst ending is the exit code.
-WORST_FIRST = [Exit.FAILED, Exit.CANCELLED, Exit.SUCCEEDED]
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 Snapshot = tuple[str, int | None, str | None]  # state, position, why it waits
+# No pod runs yet: no log to ask for. The first read after it is of the log from its start.
+NOT_STARTED = {"queued", "backoff", "admitted"}
 
 
 def duration(text: str) -> float:
@@ -38,7 +49,7 @@ def _snapshot(job: dict[str, Any]) -> Snapshot:
 def _say_change(out: Out, job: dict[str, Any], before: Snapshot | None) -> None:
     state, place, summary = _snapshot(job)
     old_state, old_place, old_summary = before or (None, None, None)
-    label = f"job {job['id']} {job.get('name', '')}".rstrip()
+    label = _label(job)
     lines = []
     if state != old_state:
         where = f", {position(job)}" if place else ""
@@ -61,12 +72,31 @@ def _say_change(out: Out, job: dict[str, Any], before: Snapshot | None) -> None:
         out.emit(record, "\n".join(lines))
 
 
-def _last_reason(client: Client, job_id: int) -> str:
-    events = client.pages(f"jobs/{job_id}/events/")
-    if not events:
-        return "no reason recorded"
-    last = events[-1]
-    return f"{last['reason']}: {last['message']}"
+def _label(job: dict[str, Any]) -> str:
+    return f"job {job['id']} {job.get('name', '')}".rstrip()
+
+
+def _say_cluster_events(out: Out, job: dict[str, Any], history: NewEvents) -> None:
+    for event in history.read():
+        if event.get("involved"):
+            out.emit(
+                {"event": "cluster_event", "id": job["id"]} | event,
+                f"{_label(job)}: {event_words(event)}",
+            )
+
+
+def _say_log(out: Out, job: dict[str, Any], log: LogTail, *, several: bool) -> None:
+    if job["state"] in NOT_STARTED:
+        return
+    read = log.read()
+    if read.gap:
+        out.note(gap_sentence(job["id"]))
+        out.emit({"event": "log_gap", "id": job["id"]})
+    for line in read.lines:
+        out.emit(
+            {"event": "log", "id": job["id"], "line": line},
+            f"[{job['id']}] {line}" if several else line,
+        )
 
 
 def wait(
@@ -83,14 +113,18 @@ def wait(
     seen: dict[int, Snapshot | None] = dict.fromkeys(ids)
     ended: dict[int, dict[str, Any]] = {}
     latest: dict[int, dict[str, Any]] = {}
+    histories = {job_id: NewEvents(client, job_id) for job_id in ids}
+    logs = {job_id: LogTail(client, job_id) for job_id in ids}
     while True:
         for job_id in ids:
             if job_id in ended:
                 continue
             job = client.get(f"jobs/{job_id}/")
             latest[job_id] = job
-            if follow:
+            if follow:  # the events and the log read after the job: they hold its end
                 _say_change(out, job, seen[job_id])
+                _say_cluster_events(out, job, histories[job_id])
+                _say_log(out, job, logs[job_id], several=len(ids) > 1)
             seen[job_id] = _snapshot(job)
             if job["state"] in ENDED:
                 ended[job_id] = job
@@ -109,23 +143,6 @@ def wait(
         codes.add(code)
         out.emit(record, text)
     return next(code for code in WORST_FIRST if code in codes)
-
-
-def ending(client: Client, out: Out, job: dict[str, Any]) -> tuple[Exit, dict[str, Any], str]:
-    """A finished job's exit code, its record and its sentence: with its last reason when
-    it did not succeed (``submit --wait`` and ``logs --follow`` end with them)."""
-    code = ENDED[job["state"]]
-    record: dict[str, Any] = {
-        "event": "ended",
-        "id": job["id"],
-        "name": job.get("name"),
-        "state": job["state"],
-    }
-    text = f"job {job['id']} {job.get('name', '')}: {out.state(job['state'])}"
-    if code is not Exit.SUCCEEDED:
-        record["reason"] = _last_reason(client, job["id"])
-        text += f" ({record['reason']})"
-    return code, record, text
 
 
 def _timed_out(client: Client, out: Out, jobs: list[dict[str, Any]], cancel: bool) -> Exit:
