@@ -131,6 +131,13 @@ def destination(url: str) -> Destination:
     good ones would let a resolver's order, or a failed connection, pick the bad one)."""
     scheme, host, port, target = url_parts(url)
     addresses = resolve(host, port)
+    addresses_check(host, addresses)
+    return Destination(scheme, host, port, target, tuple(str(a) for a in addresses))
+
+
+def addresses_check(host: str, addresses: list[IPAddress]) -> None:
+    """UrlRefused naming the first of the addresses ``host`` resolved to that a delivery
+    may not connect to; nothing when it may connect to every one."""
     if not addresses:
         raise UrlRefused(f"{host} does not resolve")
     literal = _literal(host)
@@ -138,4 +145,3 @@ def destination(url: str) -> Destination:
         refusal = address_refusal(address)
         if refusal is not None:
             raise UrlRefused(refusal if literal else f"{host} resolves to {refusal}")
-    return Destination(scheme, host, port, target, tuple(str(a) for a in addresses))
