@@ -2,8 +2,9 @@
 
 The API's shapes are those of ``portal.api``: ``{"field": ["reason", ...]}`` for bad input
 and ``{"detail": "..."}`` otherwise; a service that is down adds ``component`` and a
-``Retry-After`` header. Pages come from ``templates/error.html``, which needs neither the
-database nor the request's context processors, so it renders while PostgreSQL is down.
+``Retry-After`` header. Pages come from ``templates/error.html``, in the site's layout: it
+needs neither the database nor the request's context processors, so it renders while
+PostgreSQL is down (then without the navigation, which needs to know who is asking).
 These are also Django's handler400/403/404/500 (``portal/urls.py``), so an error raised
 outside a view gets the same treatment.
 """
@@ -19,6 +20,7 @@ import redis
 from django.core.exceptions import BadRequest
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
@@ -63,18 +65,43 @@ def unavailable_component(error: BaseException | None) -> str | None:
     return None
 
 
-def _page(status: int, title: str, message: str, **context) -> HttpResponse:
+def _page(
+    request: HttpRequest, status: int, title: str, message: str, *, who: bool = True, **context
+) -> HttpResponse:
+    """The error page; with ``who``, the top bar's navigation for the person asking, when
+    the database says who that is (a page about an outage does not ask)."""
+    viewer = _viewer(request) if who else None
     html = render_to_string(
-        "error.html", {"title": title, "message": message, "status": status, **context}
+        "error.html",
+        {
+            "title": title,
+            "message": message,
+            "status": status,
+            "user": viewer,
+            "request": request,
+            # The top bar's "Log out" and a kept form post with it (no database needed).
+            "csrf_token": get_token(request) if viewer is not None else "",
+            **context,
+        },
     )
     return HttpResponse(html, status=status)
+
+
+def _viewer(request: HttpRequest):
+    """The person asking, signed in, or None: when the error came before sign-in was read
+    (a bad Host) or the session or the user cannot be read, the page goes without them."""
+    try:
+        user = request.user  # lazy: the session and the user are read here
+        return user if user.is_authenticated else None
+    except Exception:  # whatever failed, the error page itself must render
+        return None
 
 
 def bad_request(request: HttpRequest, errors: Mapping[str, list[str]]) -> HttpResponse:
     """400 naming each field and its reasons."""
     if is_api(request):
         return JsonResponse(dict(errors), status=400)
-    return _page(400, "Bad request", "The request could not be used:", errors=errors)
+    return _page(request, 400, "Bad request", "The request could not be used:", errors=errors)
 
 
 def service_unavailable(request: HttpRequest, component: str) -> HttpResponse:
@@ -86,11 +113,13 @@ def service_unavailable(request: HttpRequest, component: str) -> HttpResponse:
         )
     else:
         response = _page(
+            request,
             503,
             "Temporarily unavailable",
             f"Caldera cannot reach its {component} right now. Nothing you submitted "
             "before is lost.",
             retry_after=RETRY_AFTER_SECONDS,
+            who=False,
         )
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
@@ -103,16 +132,24 @@ def busy(request: HttpRequest) -> HttpResponse:
         response: HttpResponse = JsonResponse({"detail": BUSY_DETAIL, "reason": "busy"}, status=503)
     else:
         response = _page(
-            503, "Busy", BUSY_DETAIL[:1].upper() + BUSY_DETAIL[1:] + ". Nothing was changed."
+            request,
+            503,
+            "Busy",
+            BUSY_DETAIL[:1].upper() + BUSY_DETAIL[1:] + ". Nothing was changed.",
+            who=False,
         )
     response["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
     return response
 
 
-def _detail(request: HttpRequest, status: int, detail: str, title: str) -> HttpResponse:
+def _detail(
+    request: HttpRequest, status: int, detail: str, title: str, *, sentence: str = ""
+) -> HttpResponse:
+    """The API's ``detail``, or a page saying it (``sentence``, when a person is told more
+    than a script)."""
     if is_api(request):
         return JsonResponse({"detail": detail}, status=status)
-    return _page(status, title, detail[:1].upper() + detail[1:] + ".")
+    return _page(request, status, title, sentence or detail[:1].upper() + detail[1:] + ".")
 
 
 def bad_request_handler(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -128,7 +165,60 @@ def permission_denied_handler(request: HttpRequest, exception: Exception) -> Htt
 
 
 def not_found_handler(request: HttpRequest, exception: Exception) -> HttpResponse:
-    return _detail(request, 404, "not found", "Not found")
+    """What was not found, by its address: the same words whether it does not exist or
+    belongs to a department the person is not in, so a page tells no one what exists."""
+    return _detail(
+        request,
+        404,
+        "not found",
+        "Not found",
+        sentence=f"There is nothing at {request.path} that you may see: it may have been "
+        "removed, or belong to a department you are not in. The navigation above leads to "
+        "your jobs and queues.",
+    )
+
+
+# Fields a kept form never carries back into a page.
+_NOT_KEPT = ("csrfmiddlewaretoken", "password")
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: a form sent from a page that is out of date (its person signed in
+    or out since, perhaps in another tab) is refused, as it must be, but what they typed is
+    not lost: the page shows it and sends it again with a fresh token, once they say so.
+    Passwords and files are not kept."""
+    if is_api(request):
+        return JsonResponse(
+            {"detail": "the CSRF check failed: send the session's CSRF token, or use a token"},
+            status=403,
+        )
+    kept = [
+        (name, value)
+        for name, values in request.POST.lists()
+        for value in values
+        if not any(word in name.lower() for word in _NOT_KEPT)
+    ]
+    signed_in = _viewer(request) is not None
+    if not kept:
+        what = "Nothing was changed; open the page again and repeat what you did."
+    elif signed_in:
+        what = "Nothing was changed. What you typed is kept below: check it and send it again."
+    else:
+        what = (
+            "Nothing was changed, and you are signed out: sign in (in another tab), then send "
+            "what you typed again from here."
+        )
+    return _page(
+        request,
+        403,
+        "This form is out of date",
+        "Caldera could not trust this form: the page it came from is older than your "
+        "sign-in (you signed in or out since, perhaps in another tab). " + what,
+        kept=kept,
+        typed=[(name, value) for name, value in kept if value.strip()],  # what to list
+        kept_action=request.get_full_path(),
+        back=request.path,
+    )
 
 
 def server_error_handler(request: HttpRequest) -> HttpResponse:

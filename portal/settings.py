@@ -122,6 +122,8 @@ else:
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# A form refused by the CSRF check keeps what was typed (portal/errors.py).
+CSRF_FAILURE_VIEW = "portal.errors.csrf_failure"
 
 # GET /metrics (portal/metrics.py) answers a request bearing this token; unset, only
 # requests from the machine itself.

@@ -33,8 +33,28 @@ pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"
 
 
+class Console:
+    """The browser console's errors during a test; each fails the test, except those the
+    test says it expects (``allow``): a page answered 403 on purpose logs one."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.expected: list[re.Pattern] = []
+
+    def allow(self, pattern: str) -> None:
+        self.expected.append(re.compile(pattern))
+
+    def unexpected(self) -> list[str]:
+        return [e for e in self.errors if not any(p.search(e) for p in self.expected)]
+
+
 @pytest.fixture
-def page():
+def console() -> Console:
+    return Console()
+
+
+@pytest.fixture
+def page(console):
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
     from playwright.sync_api import sync_playwright
@@ -48,7 +68,7 @@ def page():
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(5_000)
-            errors: list[str] = []
+            errors = console.errors
             page.on(
                 "console",
                 lambda message: (
@@ -58,7 +78,7 @@ def page():
             )
             page.on("pageerror", lambda error: errors.append(str(error)))
             yield page
-            assert not errors, f"the browser's console: {errors}"
+            assert not console.unexpected(), f"the browser's console: {errors}"
         finally:
             browser.close()
 
@@ -447,3 +467,35 @@ def test_a_token_is_made_seen_once_used_and_revoked(live_server, transactional_d
     refused = requests.get(jobs, headers=headers, timeout=10)
     assert refused.status_code == 401
     assert refused.json()["detail"].startswith("the token was revoked on ")
+
+
+def test_a_form_out_of_date_keeps_what_was_typed_and_sends_it_again(
+    live_server, transactional_db, member, page, console
+):
+    from playwright.sync_api import expect
+
+    # The refused form's answer is a 403, and so is the stale page's preview request.
+    console.allow(r"status of 403 \(Forbidden\)|Response Status Error Code 403")
+
+    log_in(page, live_server.url, "alice")
+    page.goto(live_server.url + "/jobs/new/")
+    page.get_by_label("Queue").select_option("root/algorithm/video")
+    page.locator("#id_name").fill("typed-before-signing-in-again")
+    page.get_by_label("Image").fill("rayproject/ray:2.36.1")
+    page.get_by_label("Entrypoint (Ray)").fill("python /home/ray/samples/sample_code.py")
+    page.locator("#id_head_cpu").fill("4")
+    page.locator("#id_head_memory").fill("4G")
+    # As when alice signs in again in another tab: a new CSRF secret, the form's is stale.
+    page.context.add_cookies([{"name": "csrftoken", "value": "a" * 32, "url": live_server.url}])
+
+    page.get_by_role("button", name="Submit job").click()
+
+    expect(page.get_by_role("heading", name="This form is out of date")).to_be_visible()
+    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+    page.locator("summary", has_text="What you typed").click()
+    expect(page.locator(".kept-fields")).to_contain_text("typed-before-signing-in-again")
+    screenshot(page, "form-out-of-date.png")
+    page.get_by_role("button", name="Send it again").click()
+
+    expect(page.get_by_role("heading", name="typed-before-signing-in-again")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))  # the job, queued once
