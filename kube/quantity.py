@@ -132,10 +132,20 @@ def format_resources(resources: Mapping[str, int]) -> dict[str, str]:
     return {name: format_quantity(name, value) for name, value in sorted(resources.items())}
 
 
-def human(resource: str, units: int) -> str:
+def human(resource: str, units: int, like: int | None = None) -> str:
     """A quantity for people: cpu in cores (``1.5``), others exact when that is short
     (``12Gi``, ``4G``), else rounded to a tenth of the largest binary unit (``107.2Gi``
-    for 96Gi + 12G) rather than a wall of digits."""
+    for 96Gi + 12G) rather than a wall of digits.
+
+    ``like``: the quantity it sits beside (a limit), whose unit it is given in, so that a
+    column or a sentence compares like with like: 12G beside a max of 14Gi reads
+    ``11.2Gi``, not ``12G``. A quantity under a tenth of that unit keeps its own."""
+    if like is not None and resource != "cpu":
+        unit = _unit_of(format_quantity(resource, like))
+        if unit is not None:
+            suffix, factor = unit
+            if units == 0 or abs(units) * 10 >= factor:
+                return f"{units / factor:.1f}".removesuffix(".0") + suffix
     if resource == "cpu":
         cores = Fraction(units, 1000)
         return str(cores.numerator) if cores.denominator == 1 else f"{float(cores):g}"
@@ -146,6 +156,15 @@ def human(resource: str, units: int) -> str:
         ((s, f) for s, f in _BINARY.items() if abs(units) >= f), key=lambda item: item[1]
     )
     return f"{units / factor:.1f}".removesuffix(".0") + suffix
+
+
+def _unit_of(spelled: str) -> tuple[str, int] | None:
+    """The suffix of a quantity's spelling and its factor (``14Gi`` -> Gi), or None for a
+    plain number."""
+    for suffix, factor in [*_BINARY.items(), *_WHOLE_DECIMAL.items()]:
+        if spelled.endswith(suffix) and spelled[: -len(suffix)].lstrip("-").isdigit():
+            return suffix, int(factor)
+    return None
 
 
 def add(a: Mapping[str, int], b: Mapping[str, int], times: int = 1) -> ResourceList:

@@ -99,16 +99,16 @@ def _jobs(keys: Sequence[int]) -> str:
 
 
 def _short(short: Shortfall) -> str:
-    r = short.resource
-    asks = f"it asks for {human(r, short.requested)}"
+    r, limit = short.resource, short.limit
+    asks = f"it asks for {human(r, short.requested, limit)}"
     if short.where == "cluster":
         return (
-            f"waits for {r} in the cluster: used {human(r, short.used)} of "
-            f"{human(r, short.limit)} allocatable; {asks}"
+            f"waits for {r} in the cluster: used {human(r, short.used, limit)} of "
+            f"{human(r, limit)} allocatable; {asks}"
         )
     return (
-        f"waits for {r} in {short.where}: used {human(r, short.used)} of max "
-        f"{human(r, short.limit)}; {asks}"
+        f"waits for {r} in {short.where}: used {human(r, short.used, limit)} of max "
+        f"{human(r, limit)}; {asks}"
     )
 
 
@@ -201,7 +201,7 @@ def explain(
         blocking = shortfall(
             leaf=place.leaf, request=job.request, tree=tree, used=used, allocatable=allocatable
         )
-        summary = f"{_ahead(ahead)}; the first {head._clause}"
+        summary = f"{_ahead(ahead)}; {_first(head)} {head._clause}; {_own_ask(blocking)}"
         return Waiting(BEHIND, summary, path, blocking, ahead, head, head.job_id, _clause=summary)
     reason, clause, blocking, leaving = _tried_now(job, place, holding)
     if job.state == State.BACKOFF and not due:
@@ -231,7 +231,22 @@ def queue_place(queue: Queue, position: int) -> Place:
 
 
 def _ahead(count: int) -> str:
-    return f"{count} job{'s' if count != 1 else ''} ahead"
+    return f"{count:,} job{'s' if count != 1 else ''} ahead"
+
+
+def _first(head: Waiting) -> str:
+    """The subject of the head's clause, named so that its "it" is not read as this job:
+    "the first job ahead, #58," (a job of a batch's dry run has no number yet)."""
+    return f"the first job ahead, #{head.job_id}," if head.job_id else "the first job ahead"
+
+
+def _own_ask(blocking: Shortfall | None) -> str:
+    """What this job, behind the head, would need itself: "this job asks for cpu 7", or
+    that it would fit were it first."""
+    if blocking is None:
+        return "this job alone would fit now"
+    r = blocking.resource
+    return f"this job asks for {r} {human(r, blocking.requested)}"
 
 
 def _sentence(clause: str) -> str:

@@ -82,7 +82,7 @@ def _resource_rows(node, used: Mapping[str, int]) -> list[dict]:
                 "name": name,
                 "min": human(name, minimum[name]) if name in minimum else "",
                 "max": human(name, limit) if limit is not None else "no limit",
-                "used": human(name, used.get(name, 0)),
+                "used": human(name, used.get(name, 0), like=limit or minimum.get(name)),
                 "min_units": minimum.get(name, 0),
                 "max_units": limit or 0,
                 "used_units": used.get(name, 0),
@@ -99,17 +99,18 @@ def _path_rows(told: waiting.Waiting | None, request: Mapping[str, int]) -> list
     rows = []
     for row, blocks in told.rows():
         r = row.resource
+        like = row.max if row.max is not None else row.min  # the row's unit: its limits'
         rows.append(
             {
                 "where": row.where,
                 "resource": r,
-                "asks": human(r, request.get(r, 0)),
+                "asks": human(r, request.get(r, 0), like),
                 "min": "" if row.min is None else human(r, row.min),
                 "max": "no limit" if row.max is None else human(r, row.max),
-                "used": human(r, row.used),
-                "borrowed": human(r, row.borrowed) if row.borrowed else "",
-                "lent": human(r, row.lent) if row.lent else "",
-                "free": "" if row.free is None else human(r, row.free),
+                "used": human(r, row.used, like),
+                "borrowed": human(r, row.borrowed, like) if row.borrowed else "",
+                "lent": human(r, row.lent, like) if row.lent else "",
+                "free": "" if row.free is None else human(r, row.free, like),
                 "blocks": blocks,
             }
         )

@@ -61,7 +61,7 @@ def test_a_job_behind_a_queued_one_says_its_place(api, member, other_member):
 
     assert answer["position"] == 2
     assert answer["waiting"]["reason"] == "behind"
-    assert answer["waiting"]["summary"].startswith("1 job ahead; the first waits for cpu")
+    assert answer["waiting"]["summary"].startswith("1 job ahead; the first job ahead, #")
 
 
 def test_a_job_that_can_never_run_and_a_bad_field_are_refused_as_a_submit_is(api, member):
@@ -137,7 +137,7 @@ def test_a_batchs_job_behind_its_first_that_waits_is_told_what_the_first_waits_f
     assert first["waiting"]["reason"] == second["waiting"]["reason"] == "behind"
     # The first of the queue is the stored one: its id is given.
     assert first["waiting"]["head"]["id"] == queued["id"]
-    assert second["waiting"]["summary"].startswith("2 jobs ahead; the first waits for cpu")
+    assert second["waiting"]["summary"].startswith("2 jobs ahead; the first job ahead")
     assert other["fits_now"] is True  # another queue: the video jobs take none of its quota
     assert (Job.objects.count(), JobEvent.objects.count()) == before
 

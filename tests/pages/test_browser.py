@@ -353,7 +353,9 @@ def test_a_waiting_job_shows_its_path_and_about_when_it_starts(live_server, vide
     # The queue page says the same of every waiting job, and when each should start.
     page.get_by_role("link", name="root-algorithm-video").first.click()
     third = page.locator("#queue-lists table.pending tbody tr").filter(has_text="video-third")
-    expect(third).to_contain_text("1 job ahead; the first backs off until")
+    expect(third).to_contain_text(
+        re.compile(r"1 job ahead; the first job ahead, #\d+, backs off until")
+    )
     expect(third.locator("td time[title^='about 20 min']")).to_have_text(re.compile(r"^\d\d:\d\d$"))
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{live_server.url}/jobs/{video_waiting.pk}/")

@@ -169,7 +169,7 @@ def test_it_shows_positions_and_backoff_reasons_on_the_queue_page(client, member
     # leaf's max; the job behind it is told so.
     now_meets = "waits for cpu in root/algorithm/video: used 12 of max 14; it asks for 12"
     assert f"tried now, it {now_meets}" in html
-    assert "1 job ahead; the first backs off until" in html
+    assert f"1 job ahead; the first job ahead, #{second.pk}, backs off until" in html
     _, _, told, estimate = response.context["pending"][1]
     assert told.reason == "behind" and told.head_id == second.pk
     # No run time declared, no finished job in the queue: 10 minutes each (the fallback).

@@ -107,6 +107,18 @@ def test_people_see_a_mixed_sum_rounded_instead_of_a_wall_of_digits():
     assert human("memory", 3 * 2**30 + 1) == "3Gi"
 
 
+def test_a_quantity_beside_a_limit_is_given_in_the_limits_unit():
+    max_14gi = 14 * 2**30
+    assert human("memory", 12 * 10**9, like=max_14gi) == "11.2Gi"  # not 12G beside 14Gi
+    assert human("memory", 14 * 2**30, like=max_14gi) == "14Gi"
+    assert human("memory", 512 * 2**20, like=max_14gi) == "0.5Gi"
+    assert human("memory", 2**20, like=max_14gi) == "1Mi"  # under a tenth: its own unit
+    assert human("memory", 3 * 10**9, like=8 * 10**9) == "3G"
+    assert human("memory", 3 * 2**30, like=8 * 10**9) == "3.2G"
+    assert human("cpu", 12_500, like=14_000) == "12.5"  # cores, whatever the limit
+    assert human("pods", 12, like=110) == "12"  # a plain number
+
+
 _REFERENCE_SUFFIXES = {
     "": Fraction(1), "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
     "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),

@@ -91,7 +91,8 @@ def test_a_job_behind_the_head_is_told_what_the_head_waits_for():
     told = explain(pending(5, 1), place=at(4), holding=now, head=head)
     assert told.reason == "behind" and told.ahead == 3 and told.head_id == 1
     assert told.summary == (
-        "3 jobs ahead; the first waits for cpu in root/a/x: used 12 of max 14; it asks for 4"
+        "3 jobs ahead; the first job ahead, #1, waits for cpu in root/a/x: used 12 of max 14; "
+        "it asks for 4; this job alone would fit now"
     )
     assert told.blocking is None  # its own 1 core would fit: only the head holds it back
 
@@ -240,7 +241,9 @@ def test_the_api_answers_the_pages_explanation_and_estimate(api, member, video_f
     behind = api(member).get(f"/api/v1/jobs/{third.pk}/").json()
     assert behind["waiting"]["reason"] == "behind"
     assert behind["waiting"]["head"]["id"] == second.pk
-    assert behind["waiting"]["summary"].startswith("1 job ahead; the first backs off until")
+    assert behind["waiting"]["summary"].startswith(
+        f"1 job ahead; the first job ahead, #{second.pk}, backs off until"
+    )
     # The third declares no run time: the second is expected to run its declared 600 s.
     assert datetime.fromisoformat(behind["estimated_start_at"]) == expected + timedelta(seconds=600)
     running = api(member).get(f"/api/v1/jobs/{first.pk}/").json()
