@@ -24,11 +24,19 @@ from jobs.document.shape import FIELDS, NUMBER, FormInput, NoInput
 from jobs.models import kind_shape
 
 GPU = "nvidia.com/gpu"
-# The resources the form asks for, per pod: (resource, input suffix, label, placeholder).
+# The resources the form asks for, per pod: (resource, input suffix, label, example).
 RESOURCES = (
     ("cpu", "cpu", "CPU", "4"),
     ("memory", "memory", "Memory", "4Gi"),
-    (GPU, "gpu", "GPU", "0"),
+    (GPU, "gpu", "GPU", ""),
+)
+# What the form asks of every head or master pod (a pod of no resources cannot be placed).
+HEAD_REQUIRED = ("cpu", "memory")
+# The API's words that read as code on a form, and a person's for them: a pod's resources
+# missing is said as what to fill in.
+_FORM_WORDS = (
+    ("is required: a mapping such as", "give the pod's CPU and memory"),
+    ('is required: {"resources"', "give the pod's CPU and memory"),
 )
 MAX_GROUPS = 8  # worker groups one form offers; the API takes more
 # The fields the form has an input for, in the order it shows them, and those it has none
@@ -57,6 +65,7 @@ class Input:
     maximum: int | float | None = None
     wide: bool = False  # a line of its own
     strip: bool = True  # surrounding spaces are dropped, unless the field keeps them
+    required: bool = False  # marked so, and refused empty
 
 
 @dataclass
@@ -81,6 +90,7 @@ def _declared(reader: serializers.Field, name: str, label: str, **kwargs) -> Inp
     for limit, attribute in (("minimum", "min_value"), ("maximum", "max_value")):
         kwargs.setdefault(limit, getattr(reader, attribute, None))
     kwargs.setdefault("strip", getattr(reader, "strip", True))
+    kwargs.setdefault("required", reader.required)
     return Input(name=name, path=name, label=label, **kwargs)
 
 
@@ -139,6 +149,8 @@ class SubmitForm:
                     f"head.resources.{resource}",
                     f"{label} ({resource})" if resource == GPU else label,
                     placeholder=example,
+                    help="optional" if resource == GPU else "",
+                    required=resource in HEAD_REQUIRED,
                 )
                 for resource, suffix, label, example in RESOURCES
             ],
@@ -259,7 +271,7 @@ class SubmitForm:
             if section is None and where == "workers":
                 section = next(s for s in self.sections if s.group == 0)
             if section is not None and where in (section.path, path(section.path, "resources")):
-                section.errors.extend(reasons)
+                section.errors.extend(_in_words(reason) for reason in reasons)
             elif section is not None:
                 section.errors.extend(f"{key}: {reason}" for reason in reasons)
             else:
@@ -276,6 +288,16 @@ class SubmitForm:
         return key
 
     @property
+    def first_error(self) -> str:
+        """The input that takes the focus when the page answers a refusal: the first with
+        an error, or the first of the first section with one."""
+        for section in self.sections:
+            for item in section.inputs:
+                if item.errors or (section.errors and item is section.inputs[0]):
+                    return item.name
+        return ""
+
+    @property
     def errors(self) -> dict[str, list[str]]:
         """Errors by input name, and by section: ``head``, ``worker``, ``worker1``, ..."""
         placed = {name: item.errors for name, item in self.inputs.items() if item.errors}
@@ -286,6 +308,14 @@ class SubmitForm:
         return {name: item.value for name, item in self.inputs.items()} | {
             "groups": str(self.groups)
         }
+
+
+def _in_words(reason: str) -> str:
+    """An error of a pod's resources as the form says it."""
+    for start, words in _FORM_WORDS:
+        if reason.startswith(start):
+            return words
+    return reason
 
 
 def form_data(document: Mapping) -> tuple[dict[str, str], list[str]]:

@@ -313,7 +313,7 @@ FIELDS: tuple[JobField, ...] = (
             "Expected run time (seconds)",
             section="Scheduling",
             type="number",
-            placeholder="e.g. 600",
+            placeholder="600",
             help="if you know it: start estimates use it, and the simulated cluster runs the "
             "job this long (60 s if blank)",
             codec=NUMBER,

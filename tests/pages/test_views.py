@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from datetime import timedelta
 
 import pytest
@@ -115,6 +116,29 @@ def test_it_rerenders_the_form_with_the_error_beside_the_field_and_stores_nothin
     assert 'id="name-errors"' in html and 'value="Bad_Name"' in html
     assert 'value="python /home/ray/samples/sample_code.py"' in html
     assert response.context["top_errors"] == []
+
+
+def test_a_form_sent_as_it_opened_says_what_to_fill_in_and_focuses_it(client, member):
+    empty = {name: "" for name in RAY_FORM} | {"kind": "ray", "worker_replicas": "1"}
+
+    response = login(client, member).post(reverse("job-submit"), empty)
+
+    assert response.status_code == 400
+    html = response.content.decode()
+    errors = response.context["errors"]
+    assert errors["head"] == ["give the pod's CPU and memory"]  # a person's words
+    # Only the inputs with an error are marked; the optional GPU is not.
+    gpu = re.search(r'<input [^>]*id="id_head_gpu"[^>]*>', html)[0]
+    assert "aria-invalid" not in gpu and 'placeholder="e.g.' not in gpu
+    name = re.search(r'<input [^>]*id="id_name"[^>]*>', html)[0]
+    assert 'aria-invalid="true"' in name and 'aria-required="true"' in name
+    assert 'placeholder="e.g. rayjob-video"' in name  # an example, not a value
+    # The focus goes to the first field with an error (no script: the autofocus attribute).
+    assert html.count(" autofocus") == 1
+    first = re.search(r"<(input|select|textarea) [^>]* autofocus", html)[0]
+    assert 'id="id_queue"' in first or 'id="id_name"' in first
+    cpu = re.search(r'<label for="id_head_cpu">[^<]*<abbr class="required"', html)
+    assert cpu is not None  # required fields are marked
 
 
 def test_it_shows_errors_it_cannot_place_on_a_field_at_the_top_of_the_form(client, member):
