@@ -1,0 +1,58 @@
+"""At a phone's width (390 px), no page scrolls sideways: a table wider than the screen
+scrolls inside its own box, which the keyboard can reach."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..support.jobs import RAY_JOB, running, submit_document
+from .test_browser import CHROMIUM, log_in
+
+pytestmark = pytest.mark.browser
+
+PAGES = (
+    "/",
+    "/jobs/",
+    "/jobs/new/",
+    "/queues/",
+    "/queues/root-algorithm-video/",
+    "/quota/",
+    "/account/",
+    "/departments/algorithm/",
+)
+
+
+@pytest.fixture
+def busy(transactional_db, member):
+    """A running job and three waiting ones of alice's, made before the browser starts."""
+    job = running(member)
+    for n in range(3):
+        submit_document(member, RAY_JOB, name=f"sweep-{n}")
+    return job
+
+
+def test_no_page_scrolls_sideways_on_a_phone(live_server, busy):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844})
+            log_in(page, live_server.url, "alice")
+            wide = {}
+            for url in (*PAGES, f"/jobs/{busy.pk}/"):
+                page.goto(live_server.url + url)
+                width = page.evaluate("document.documentElement.scrollWidth")
+                if width > 390:
+                    wide[url] = width
+                # Every box that scrolls sideways can be reached from the keyboard.
+                unreachable = page.evaluate(
+                    """() => [...document.querySelectorAll('.table-scroll')]
+                        .filter(box => box.scrollWidth > box.clientWidth && box.tabIndex < 0)
+                        .map(box => box.querySelector('table')?.className || 'table')"""
+                )
+                if unreachable:
+                    wide[url + " (a box the keyboard cannot scroll)"] = unreachable
+            assert wide == {}
+        finally:
+            browser.close()
