@@ -1,5 +1,6 @@
-"""At a phone's width (390 px), no page scrolls sideways: a table wider than the screen
-scrolls inside its own box, which the keyboard can reach."""
+"""Pages on a phone and from the keyboard: at 390 px no page scrolls sideways (a table wider
+than the screen scrolls inside its own box, which the keyboard can reach), and the first
+Tab offers to skip to the content."""
 
 from __future__ import annotations
 
@@ -54,5 +55,22 @@ def test_no_page_scrolls_sideways_on_a_phone(live_server, busy):
                 if unreachable:
                     wide[url + " (a box the keyboard cannot scroll)"] = unreachable
             assert wide == {}
+        finally:
+            browser.close()
+
+
+def test_the_first_tab_offers_to_skip_to_the_content(live_server, busy):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            log_in(page, live_server.url, "alice")
+            page.goto(live_server.url + "/jobs/")
+            page.keyboard.press("Tab")
+            assert page.evaluate("document.activeElement.textContent") == "Skip to the content"
+            page.keyboard.press("Enter")
+            assert page.evaluate("document.activeElement.id") == "content"
         finally:
             browser.close()
