@@ -94,6 +94,7 @@ class Chart:
     min_line: str
     max_line: str
     pending_line: str
+    pending_beyond: str  # "", or the words for a pending demand above the scale
     y_ticks: list[Tick]
     x_ticks: list[Tick]
     width: int = WIDTH
@@ -175,8 +176,13 @@ def chart(
     Each point is drawn as a level across its bucket (it is the bucket's highest value),
     and the lines break where buckets are missing rather than bridge a gap in the record.
     """
+    # Used, min and max share the scale; pending demand may be far above them (a backlog
+    # of thousands of cores beside a max of 14), so it is drawn on it up to the top and
+    # said in words beyond, rather than flattening the rest onto the axis.
     limits = [p.max for p in points if p.max is not None]
-    highest = max([0, *(max(p.used, p.min, p.pending) for p in points), *limits])
+    highest = max([0, *(max(p.used, p.min) for p in points), *limits])
+    if not limits:  # no ceiling to read against: the demand is the scale
+        highest = max([highest, *(p.pending for p in points)])
     top, y_values = y_scale(resource, highest)
     span = (until - since).total_seconds()
     x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, TOP, HEIGHT - BOTTOM
@@ -229,9 +235,18 @@ def chart(
         min_line=line(lambda p: p.min),
         max_line=line(lambda p: p.max),
         pending_line=line(lambda p: p.pending),
+        pending_beyond=_beyond(resource, points, top),
         y_ticks=[Tick(y(value), tick_label(resource, value)) for value in y_values],
         x_ticks=[Tick(x(moment), label) for moment, label in _x_ticks(window, since, until)],
     )
+
+
+def _beyond(resource: str, points: Sequence[Point], top: int) -> str:
+    """Where the pending demand leaves the top of the scale: its highest, in words."""
+    peak = max((p.pending for p in points), default=0)
+    if peak <= top:
+        return ""
+    return f"pending demand off the top, up to {human(resource, peak)}"
 
 
 def _summary(resource: str, points: Sequence[Point], last: Point | None) -> str:

@@ -201,6 +201,16 @@ class Series:
         return grouped
 
 
+def range_for_history(node: str, *, now: datetime | None = None) -> Range:
+    """The shortest range that holds the node's whole history, so that a young history
+    fills its chart instead of a sliver at its right edge: an hour's, a day's, else a week.
+    One row read, by the index that charts read by (node, at)."""
+    first = UsageSample.objects.filter(node=node).order_by("at").values_list("at", flat=True)
+    oldest = first.first()
+    age = (now or timezone.now()) - oldest if oldest is not None else timedelta(0)
+    return next((r for r in RANGES.values() if age <= r.span), RANGES["week"])
+
+
 def usage_series(*, node: str, window: Range, now: datetime | None = None) -> Series:
     """One node's history over ``window``, one point per bucket and resource, in one query
     (``usage_buckets``): buckets aligned on the epoch, a bucket without samples missing."""

@@ -133,7 +133,8 @@ def usage_chart(
     """
     if request.htmx:
         return {"preserved": True}
-    window = samples.RANGES[page_query(samples.RANGE_QUERY, request)["range"]]
+    chosen = page_query(samples.RANGE_QUERY, request)["range"]
+    window = samples.RANGES[chosen] if "range" in request.GET else samples.range_for_history(path)
     series = samples.usage_series(node=path, window=window)
     data = urlencode({"node": path, "range": window.name})
     return {

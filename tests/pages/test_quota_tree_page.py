@@ -104,7 +104,7 @@ def recorded(minutes_ago: int) -> None:
 @pytest.mark.parametrize(
     ("query", "title"),
     [
-        ("", "cpu of root over the last day"),
+        ("", "cpu of root over the last hour"),  # the range that holds a young history
         ("?range=hour", "cpu of root over the last hour"),
         ("?range=day&node=root/algorithm/video", f"cpu of {VIDEO} over the last day"),
         ("?range=week&node=root/interns", "cpu of root/interns over the last week"),
@@ -119,7 +119,7 @@ def test_the_page_draws_a_chart_per_resource_for_each_range(client, member, busy
     assert html.count('<figure class="usage-chart">') == 3
     assert f'<title id="usage-1-title">{title}</title>' in html
     assert html.count('<path class="used-line" d="M') == 3
-    name = re.search(r"range=(\w+)", query)[1] if "range" in query else "day"
+    name = re.search(r"range=(\w+)", query)[1] if "range" in query else "hour"
     assert re.search(rf'<a href="\?[^"]*range={name}[^"]*#usage-history" aria-current', html)
     node = re.search(r"node=([\w/]+)", query)[1] if "node" in query else "root"
     assert f'<option value="{node}" selected>' in html
@@ -127,7 +127,15 @@ def test_the_page_draws_a_chart_per_resource_for_each_range(client, member, busy
 
 def test_the_page_says_when_there_are_no_samples_yet(client, member):
     html = login(client, member).get(reverse("quota-tree")).content.decode()
-    assert "No samples for root over the last day yet: Caldera records one every 60 s." in html
+    assert "No samples for root over the last hour yet: Caldera records one every 60 s." in html
+
+
+def test_the_chart_opens_on_the_range_that_holds_the_history(client, member, busy):
+    recorded(3 * 60)  # three hours old: more than an hour's, within a day's
+
+    html = login(client, member).get(reverse("quota-tree")).content.decode()
+
+    assert '<title id="usage-1-title">cpu of root over the last day</title>' in html
 
 
 def test_the_page_says_when_there_is_no_tree_yet(client, staff):

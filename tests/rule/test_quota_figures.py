@@ -4,6 +4,7 @@ pending demand per node and resource, and the bars and charts drawn from them
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from jobs.usage.charts import bar, chart, nice_step, tick_label, y_scale
@@ -156,3 +157,25 @@ def test_the_chart_draws_a_level_per_bucket_and_breaks_where_samples_are_missing
         since=since, until=until, step=step,
     )  # fmt: skip
     assert none.used_line == none.used_area == "" and "No samples" in none.summary
+
+
+def test_a_backlog_far_above_max_leaves_the_scale_to_used_min_and_max():
+    until = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+    step = timedelta(minutes=1)
+    backlog = [
+        Point(until - timedelta(minutes=m), "root/a/x", "cpu", 12 * CORES, 12 * CORES,
+              14 * CORES, 6000 * CORES, 3)
+        for m in (3, 2)
+    ]  # fmt: skip
+    drawn = chart(
+        node="root/a/x", resource="cpu", points=backlog, window=RANGES["hour"],
+        since=until - RANGES["hour"].span, until=until, step=step,
+    )  # fmt: skip
+    assert [t.label for t in drawn.y_ticks] == ["0", "5", "10", "15"]  # not 0 .. 6,000
+    assert drawn.pending_beyond == "pending demand off the top, up to 6000"
+    # A node without a max has no ceiling to read the demand against: it is the scale.
+    unlimited = chart(
+        node="root/a/x", resource="cpu", points=[replace(p, max=None) for p in backlog],
+        window=RANGES["hour"], since=until - RANGES["hour"].span, until=until, step=step,
+    )  # fmt: skip
+    assert unlimited.pending_beyond == "" and unlimited.y_ticks[-1].label == "6000"
