@@ -51,6 +51,15 @@ def video_url() -> str:
     return reverse("admin:queues_quotanode_change", args=[node.pk])
 
 
+def test_the_node_list_is_indented_by_depth_without_a_style_attribute(admin_client):
+    html = admin_client.get(reverse("admin:queues_quotanode_changelist")).content.decode()
+
+    # The Content-Security-Policy refuses style attributes: the stylesheet indents.
+    assert ' style="' not in html
+    assert '<span class="quota-node" data-depth="2" title="root/algorithm/video">' in html
+    assert "caldera-admin.css" in html
+
+
 def test_an_admin_raises_a_leafs_max(admin_client):
     response = admin_client.post(video_url(), node_form(max_text="cpu: 20\nmemory: 14Gi"))
     assert response.status_code == 302
@@ -186,10 +195,9 @@ def test_the_changelist_shows_the_tree_indented_with_min_max_and_live_usage(admi
     paths = [node.path for node in response.context["cl"].result_list]
     assert paths == sorted(paths) and paths[:3] == ["root", "root/algorithm", "root/algorithm/text"]
     html = response.content.decode()
-    assert 'data-depth="0" style="padding-left: 0em;' in html
+    assert '<span class="quota-node" data-depth="0" title="root">root</span>' in html
     assert (
-        '<span class="quota-node" data-depth="2" style="padding-left: 3em; white-space: nowrap" '
-        'title="root/algorithm/video">video</span>'
+        '<span class="quota-node" data-depth="2" title="root/algorithm/video">video</span>'
     ) in html
     video = row_cells(html, "root/algorithm/video")
     assert video["min_column"] == "cpu 12 memory 12Gi nvidia.com/gpu 2"
