@@ -10,10 +10,17 @@ event on its job. All of it commits together, so a failure half-way leaves nothi
 The chosen jobs are locked at once, by id, the order in which the admission cycle locks
 its own (``jobs.engine.locks``), so a bulk action and a cycle wait for each other instead of
 deadlocking; one that still loses to contention is tried again.
+
+The page asks before it acts (``BulkPlan``: "Cancel 111 jobs of 3 people in 2 queues?",
+with the number typed above ``CONFIRM_TYPED_ABOVE`` jobs); scripts calling the API are not
+asked. What is asked is computed here, from the same jobs the action would take, so the
+question cannot tell a different story from the answer.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,14 +44,31 @@ from jobs.services import (
 )
 
 BULK_MAX = 5_000  # jobs one request may act on
-# Each action, and what the answer says of the jobs it changed.
-DONE = {
-    "cancel": "cancelled",
-    "priority": "re-prioritised",
-    "move-to-head": "moved to the head",
-    "resubmit": "resubmitted",
+# Past this many jobs the page's confirmation asks for their number typed, not one more click.
+CONFIRM_TYPED_ABOVE = 20
+NAMED = 8  # the confirmation names this many of the people, and of the queues, it touches
+
+
+@dataclass(frozen=True)
+class Action:
+    label: str  # on the page's form
+    done: str  # what the answer says of the jobs it changed
+    ask: str  # the question asked first; {jobs} names the jobs, {priority} the new priority
+
+
+ACTION = {
+    "cancel": Action("Cancel", "cancelled", "Cancel {jobs}?"),
+    "priority": Action(
+        "Set priority", "re-prioritised", "Set the priority of {jobs} to {priority}?"
+    ),
+    "move-to-head": Action(
+        "Move to head", "moved to the head", "Move {jobs} to the head of the queue?"
+    ),
+    "resubmit": Action(
+        "Resubmit (finished jobs)", "resubmitted", "Resubmit {jobs} as new jobs of yours?"
+    ),
 }
-ACTIONS = tuple(DONE)
+ACTIONS = tuple(ACTION)
 NOT_VISIBLE = "no such job"
 COPIES_NAMED = 10  # the summary names this many of the copies a resubmit queued
 
@@ -58,7 +82,7 @@ class BulkOutcome:
 
     def summary(self) -> str:
         """ "12 cancelled; 3 refused: members cancel only their own jobs"."""
-        parts = [f"{len(self.done)} {DONE[self.action]}"]
+        parts = [f"{len(self.done)} {ACTION[self.action].done}"]
         if self.copies:
             shown = [f"#{copy}" for copy in list(self.copies.values())[:COPIES_NAMED]]
             more = len(self.copies) - len(shown)
@@ -108,12 +132,7 @@ def jobs_bulk(
 ) -> BulkOutcome:
     """Run ``action`` on each job, as its own button would; what each job's action refused
     is named in the outcome."""
-    if action not in DONE:
-        raise JobInvalid(
-            {"action": f"unknown action {str(action)[:40]!r}; one of {', '.join(ACTIONS)}"}
-        )
-    if action == "priority":
-        priority = priority_read(priority)
+    priority = _action_read(action, priority)
     now = now or timezone.now()
 
     def act() -> BulkOutcome:
@@ -141,3 +160,104 @@ def jobs_bulk(
         return outcome
 
     return retrying(act)
+
+
+def _action_read(action: str, priority: object) -> int | None:
+    """The priority the action sets (None unless it sets one); a request wrong as a whole
+    (an unknown action, a bad priority) is refused before any job is looked at."""
+    if not action:
+        raise JobInvalid({"action": f"choose one of {', '.join(ACTIONS)}"})
+    if action not in ACTION:
+        raise JobInvalid(
+            {"action": f"unknown action {str(action)[:40]!r}; one of {', '.join(ACTIONS)}"}
+        )
+    return priority_read(priority) if action == "priority" else None
+
+
+@dataclass(frozen=True)
+class BulkPlan:
+    """What an action would do to these jobs, asked before it is done: "Cancel 111 jobs of 3
+    people in 2 queues?", or for one job "Cancel sweep-0 #12 (carol's, in
+    root-algorithm-video)?".
+
+    ``fingerprint`` names the action and the very jobs: a confirmation holds for them only, so
+    a filter that matches other jobs by the time it is confirmed is asked about again rather
+    than acted on. Above ``CONFIRM_TYPED_ABOVE`` jobs the answer must also carry their number
+    typed (``typed_word``): a number read is harder to click through than a button.
+    """
+
+    user_name: str
+    action: str
+    priority: int | None
+    job_ids: tuple[int, ...]
+    one: Job | None  # the job, when there is exactly one, to name it
+    people: tuple[tuple[str, int], ...]  # each owner's name and how many of the jobs are theirs
+    queues: tuple[tuple[str, int], ...]  # each queue's name and how many of the jobs are in it
+    others: int  # how many of the jobs are other people's
+
+    @property
+    def count(self) -> int:
+        return len(self.job_ids)
+
+    @property
+    def fingerprint(self) -> str:
+        named = f"{self.action}:{self.priority}:{','.join(map(str, sorted(self.job_ids)))}"
+        return hashlib.blake2b(named.encode(), digest_size=12).hexdigest()
+
+    @property
+    def typed_word(self) -> str:
+        """What must be typed to confirm, or "" when a click is enough."""
+        return str(self.count) if self.count > CONFIRM_TYPED_ABOVE else ""
+
+    def question(self) -> str:
+        """ "Cancel 111 jobs of 3 people in 2 queues?"."""
+        if self.one is not None:
+            owner = self.one.owner.get_username()
+            whose = "yours" if owner == self.user_name else f"{owner}'s"
+            jobs = f"{self.one.name} #{self.one.pk} ({whose}, in {self.one.queue.name})"
+        else:
+            jobs = (
+                f"{_counted(self.count, 'job')} of {_counted(len(self.people), 'person', 'people')}"
+                f" in {_counted(len(self.queues), 'queue')}"
+            )
+        return ACTION[self.action].ask.format(jobs=jobs, priority=self.priority)
+
+    def button(self) -> str:
+        """The confirming button's words: the question, short ("Cancel 111 jobs")."""
+        jobs = f"job #{self.one.pk}" if self.one is not None else _counted(self.count, "job")
+        return ACTION[self.action].ask.format(jobs=jobs, priority=self.priority).rstrip("?")
+
+    def people_named(self) -> str:
+        return _named(self.people)
+
+    def queues_named(self) -> str:
+        return _named(self.queues)
+
+
+def _counted(count: int, one: str, many: str = "") -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+def _named(counts: tuple[tuple[str, int], ...]) -> str:
+    """ "carol (40), you (30) and 2 more" (the largest first)."""
+    shown = ", ".join(f"{name} ({count})" for name, count in counts[:NAMED])
+    more = len(counts) - NAMED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def bulk_plan(*, user, action: str, jobs: Sequence[Job], priority: object = None) -> BulkPlan:
+    """What ``jobs_bulk`` would be asked to do with the same arguments, counted, changing
+    nothing; a request wrong as a whole is refused as ``jobs_bulk`` refuses it."""
+    priority = _action_read(action, priority)
+    me = user.get_username()
+    owners = Counter(job.owner.get_username() for job in jobs)
+    return BulkPlan(
+        user_name=me,
+        action=action,
+        priority=priority,
+        job_ids=tuple(job.pk for job in jobs),
+        one=jobs[0] if len(jobs) == 1 else None,
+        people=tuple(("you" if name == me else name, n) for name, n in owners.most_common()),
+        queues=tuple(Counter(job.queue.name for job in jobs).most_common()),
+        others=sum(n for name, n in owners.items() if name != me),
+    )

@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseStopPolling
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from jobs import bulk, services
 from jobs.cluster import ClusterUnavailable, LogUnavailable
@@ -52,6 +52,8 @@ from kube.quantity import human
 from queues import selectors as queue_selectors
 from queues.quota import shown_resources
 from queues.selectors import queues_for_user
+
+from . import confirm
 
 GPU = "nvidia.com/gpu"
 MY_JOBS_LIMIT = 20
@@ -292,8 +294,11 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+def job_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     job = selectors.job_get_for_user(request.user, pk)
+    plan = bulk.bulk_plan(user=request.user, action="cancel", jobs=[job])
+    if asked := confirm.ask_first(request, plan, back=reverse("job-detail", args=[job.pk])):
+        return asked
     try:
         job = services.job_cancel(user=request.user, job=job)
     except (services.JobPermissionDenied, services.JobConflict) as error:
@@ -328,8 +333,11 @@ def job_priority(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def job_move_to_head(request: HttpRequest, pk: int) -> HttpResponse:
+def job_move_to_head(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     job = selectors.job_get_for_user(request.user, pk)
+    plan = bulk.bulk_plan(user=request.user, action="move-to-head", jobs=[job])
+    if asked := confirm.ask_first(request, plan, back=reverse("job-detail", args=[job.pk])):
+        return asked
     old = job.priority
     try:
         job = services.job_move_to_head(user=request.user, job=job)
@@ -375,7 +383,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "next_url": page.next.url(path) if page.next else None,
         "here": request.get_full_path(),
         "filter_text": urlencode(query.params(after=None, group="", sort=listing.DEFAULT_SORT)),
-        "actions": bulk.DONE,
+        "actions": bulk.ACTION,
         "first_url": query.url(path, after=None) if query.after else None,
         "sort_urls": {
             name: query.url(
@@ -390,34 +398,48 @@ def job_list(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/job_list.html", context)
 
 
+# The bulk form sent with no row ticked: what to do, in the page's words rather than the API's.
+NOTHING_TICKED = "Nothing was changed: tick the jobs to act on, or apply to all matching."
+
+
 @login_required
 @require_POST
-def job_bulk(request: HttpRequest) -> HttpResponse:
+def job_bulk(request: HtmxHttpRequest) -> HttpResponse:
     """The jobs page's bulk form: an action on the chosen rows, or on every job its filter
-    matches; the answer says what happened to each, back on the same list."""
+    matches, asked first (``confirm.ask_first``); the answer says what happened to each, back on
+    the same list."""
     back = request.POST.get("back", "")
     if not back.startswith("/jobs/"):  # only ever back to the jobs list
         back = reverse("job-list")
+    action, priority = request.POST.get("action", ""), request.POST.get("priority")
     try:
         unseen: list[int]
         if request.POST.get("scope") == "filter":
             filter_text = QueryDict(request.POST.get("filter", ""))
             query = listing.parse_query(filter_text, declared=listing.PAGE_QUERY)
             jobs, unseen = bulk.jobs_matching(request.user, query.filter), []
+        elif not request.POST.getlist("ids"):
+            return _back_with_error(request, back, NOTHING_TICKED)
         else:
             jobs, unseen = bulk.jobs_chosen(request.user, request.POST.getlist("ids"))
-        outcome = bulk.jobs_bulk(
-            user=request.user,
-            action=request.POST.get("action", ""),
-            jobs=jobs,
-            not_visible=unseen,
-            priority=request.POST.get("priority"),
-        )
+        plan = bulk.bulk_plan(user=request.user, action=action, jobs=jobs, priority=priority)
     except JobInvalid as invalid:
-        messages.error(request, f"Nothing was changed: {invalid}")
-        return redirect(back)
+        return _back_with_error(request, back, f"Nothing was changed: {invalid}")
+    # Ids that name no job the user may see are only reported: there is nothing to ask about.
+    if jobs and (asked := confirm.ask_first(request, plan, back=back)):
+        return asked
+    outcome = bulk.jobs_bulk(
+        user=request.user, action=action, jobs=jobs, not_visible=unseen, priority=priority
+    )
     (messages.warning if outcome.refused else messages.success)(request, outcome.summary())
     return redirect(back)
+
+
+def _back_with_error(request: HtmxHttpRequest, back: str, text: str) -> HttpResponse:
+    """Back to the list, which shows ``text``; asked by htmx (the dialog's question), the
+    whole page goes back rather than the list landing inside the dialog."""
+    messages.error(request, text)
+    return HttpResponseClientRedirect(back) if request.htmx else redirect(back)
 
 
 @login_required

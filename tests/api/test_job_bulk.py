@@ -9,6 +9,7 @@ import pytest
 from jobs.models import Job, JobEvent, State
 
 from ..support.jobs import RAY_JOB, submit_document
+from ..support.pages import confirmed
 
 pytestmark = pytest.mark.django_db
 
@@ -173,7 +174,8 @@ def test_the_jobs_page_acts_on_the_chosen_rows_or_the_whole_filter(client, membe
     back = "/jobs/?q=sweep"
     page = client.get(back).content.decode()
     assert f'name="ids" value="{carols[0].pk}"' in page and "Apply to all 6 matching" in page
-    answer = client.post(
+    answer = confirmed(
+        client,
         "/jobs/bulk/",
         {
             "ids": [alices[0].pk, carols[0].pk],
@@ -185,7 +187,8 @@ def test_the_jobs_page_acts_on_the_chosen_rows_or_the_whole_filter(client, membe
     assert answer.status_code == 302 and answer["Location"] == back
     shown = html.unescape(client.get(back).content.decode())
     assert f"1 cancelled; 1 refused: {MEMBERS_CANCEL}" in shown
-    answer = client.post(
+    answer = confirmed(
+        client,
         "/jobs/bulk/",
         {"filter": "q=sweep&state=queued", "action": "cancel", "scope": "filter", "back": back},
     )

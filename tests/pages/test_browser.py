@@ -196,7 +196,9 @@ def test_a_manager_cancels_a_filtered_set_and_a_member_only_their_own(
     page.goto(live_server.url + "/jobs/")  # every job, and alice picks two of carol's
     page.get_by_label(re.compile(r"Select other-0")).check()
     page.get_by_label(re.compile(r"Select sweep-0")).check()
+    page.get_by_label("Action").select_option("cancel")
     page.get_by_role("button", name="Apply to the selected jobs").click()
+    page.get_by_role("dialog").get_by_role("button", name="Cancel 2 jobs").click()
     expect(page.locator(".messages")).to_contain_text(
         "1 cancelled; 1 refused: members cancel only their own jobs"
     )
@@ -205,10 +207,48 @@ def test_a_manager_cancels_a_filtered_set_and_a_member_only_their_own(
     page.get_by_role("button", name="Log out").click()
     log_in(page, live_server.url, "bob")
     page.goto(live_server.url + "/jobs/?q=other&state=queued")
+    page.get_by_label("Action").select_option("cancel")
     page.get_by_role("button", name="Apply to all 3 matching").click()
+    page.get_by_role("dialog").get_by_role("button", name="Cancel 3 jobs").click()
     expect(page.locator(".messages")).to_contain_text("3 cancelled")
     expect(page.get_by_text("No job matches.")).to_be_visible()
     screenshot(page, "caldera-jobs.png")
+
+
+@pytest.mark.parametrize("viewport", [(1366, 900), (390, 844)], ids=["desktop", "phone"])
+def test_a_bulk_cancel_asks_first_and_does_nothing_when_dismissed(
+    live_server, two_sweeps, page, viewport
+):
+    from playwright.sync_api import expect
+
+    width, height = viewport
+    page.set_viewport_size({"width": width, "height": height})
+    log_in(page, live_server.url, "bob")
+    page.goto(live_server.url + "/jobs/?state=queued")
+    expect(page.locator(".list-count")).to_have_text("6 jobs")
+    apply_all = page.get_by_role("button", name="Apply to all 6 matching")
+    apply_all.click()  # no action chosen: the browser asks for one, nothing is sent
+    expect(page.get_by_role("dialog")).to_have_count(0)
+    page.get_by_label("Action").select_option("cancel")
+
+    apply_all.click()
+    dialog = page.get_by_role("dialog", name="Cancel 6 jobs of 2 people in 1 queue?")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("All 6 are other people's work.")
+    go_back = dialog.get_by_role("link", name="Go back")
+    expect(go_back).to_be_focused()  # the harmless choice first
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+    expect(apply_all).to_be_focused()  # back where the question was asked
+
+    apply_all.click()
+    expect(go_back).to_be_focused()
+    go_back.click()
+    expect(dialog).to_be_hidden()
+    expect(apply_all).to_be_focused()
+    page.reload()
+    expect(page.locator(".list-count")).to_have_text("6 jobs")  # nothing was cancelled
+    expect(page.locator(".messages")).to_have_count(0)
 
 
 def test_a_researcher_submits_a_copy_of_a_job(live_server, two_sweeps, page):

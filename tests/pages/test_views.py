@@ -19,7 +19,7 @@ from jobs.reads.estimate import estimates_refresh
 from jobs.services import job_cancel
 
 from ..support.jobs import RAY_JOB, UNPACKABLE, running, submit
-from ..support.pages import HTMX, RAY_FORM, login
+from ..support.pages import HTMX, RAY_FORM, confirmed, login
 
 pytestmark = pytest.mark.django_db
 
@@ -284,7 +284,8 @@ def test_it_polls_an_active_job_and_stops_with_286_once_it_is_terminal(client, m
 
 def test_it_lets_a_member_cancel_their_own_job(client, member):
     job = submit(member)
-    response = login(client, member).post(reverse("job-cancel", args=[job.pk]), follow=True)
+    cancel = reverse("job-cancel", args=[job.pk])
+    response = confirmed(login(client, member), cancel, {}, follow=True)
     assert response.status_code == 200
     job.refresh_from_db()
     assert job.state == "cancelled"
@@ -296,7 +297,8 @@ def test_it_lets_a_member_cancel_their_own_job(client, member):
 def test_a_cancelled_running_job_shows_it_holds_its_quota_until_it_is_gone(client, member):
     job = submit(member)
     Job.objects.filter(pk=job.pk).update(state="running", dequeued_at=timezone.now())
-    response = login(client, member).post(reverse("job-cancel", args=[job.pk]), follow=True)
+    cancel = reverse("job-cancel", args=[job.pk])
+    response = confirmed(login(client, member), cancel, {}, follow=True)
     html = response.content.decode()
     assert "Job stopping: it is cancelled once the cluster has removed its objects." in html
     assert 'state-stopping">stopping' in html
@@ -335,7 +337,7 @@ def test_it_refuses_a_member_cancelling_another_members_job(client, member, othe
     job = submit(other_member)
     page = login(client, member).get(reverse("job-detail", args=[job.pk]))
     assert reverse("job-cancel", args=[job.pk]) not in page.content.decode()
-    response = client.post(reverse("job-cancel", args=[job.pk]), follow=True)
+    response = confirmed(client, reverse("job-cancel", args=[job.pk]), {}, follow=True)
     assert response.status_code == 200
     assert "members cancel only their own jobs" in response.content.decode()
     job.refresh_from_db()

@@ -1,7 +1,9 @@
-"""What the page tests send: a signed-in session, htmx's request header, and the submit
-form's fields for the seed's RayJob."""
+"""What the page tests send: a signed-in session, htmx's request header, the submit
+form's fields for the seed's RayJob, and a confirmed action."""
 
 from __future__ import annotations
+
+import re
 
 HTMX = {"HX-Request": "true"}
 
@@ -30,3 +32,16 @@ def login(client, user):
     """Django's test ``client`` signed in as ``user``."""
     client.force_login(user)
     return client
+
+
+def confirmed(client, url: str, data: dict, **extra):
+    """POST ``data`` to ``url`` as a person does an action that asks first: once, which
+    asks, then again from the question's own form, with its ``confirm`` and, past the
+    threshold, the number it asks to type."""
+    asked = client.post(url, data)
+    assert asked.status_code == 200, asked.content
+    question = asked.content.decode()
+    answer = {**data, "confirm": re.search(r'name="confirm" value="(\w+)"', question)[1]}
+    if typed := re.search(r'name="typed"[^>]* pattern="(\d+)"', question):
+        answer["typed"] = typed[1]
+    return client.post(url, answer, **extra)
