@@ -1,11 +1,13 @@
-"""Middleware at the edge: unstorable text is a 400, a service that is down is a 503."""
+"""Middleware at the edge: unstorable text is a 400, a service that is down is a 503, HTML
+is compressed."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.middleware.gzip import GZipMiddleware
 
 from jobs.engine.locks import is_contention
 
@@ -83,3 +85,24 @@ class ServiceUnavailable:
             return None
         log.warning("%s %s: the %s is down: %s", request.method, request.path, component, exception)
         return errors.service_unavailable(request, component)
+
+
+class CompressHtml(GZipMiddleware):
+    """Django's GZipMiddleware for HTML answers only: the pages and the fragments they poll,
+    which compress to a fifth or less (docs/benchmarks.md). Static files come compressed
+    from WhiteNoise; the API's JSON is left to the proxy in front, as its clients choose.
+
+    BREACH recovers a secret repeated in compressed answers that also echo what an
+    attacker sends, by watching their lengths over many requests. The pages' secrets do
+    not repeat: the CSRF token is masked afresh in every answer (Django's own defence), a
+    new API token or webhook secret is shown once, and the session is a cookie, outside
+    the body. Django's GZipMiddleware also pads each answer with random bytes (Heal The
+    Breach). The polled fragments, which are most of the bytes, carry no secret at all.
+    """
+
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
+        if not response.get("Content-Type", "").startswith("text/html"):
+            return response
+        return super().process_response(request, response)

@@ -179,6 +179,8 @@ MIDDLEWARE = [
     "portal.metrics.RequestMetrics",  # first: it times the whole answer
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Compresses what every later one answers, HTML only (portal/middleware.py: BREACH).
+    "portal.middleware.CompressHtml",
     # Before anything reads the session, the user or the form (portal/middleware.py).
     "portal.middleware.RefuseUnstorableText",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -189,6 +191,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A polled fragment's ETag, and 304 when it has not changed (portal/fragments.py).
+    "portal.fragments.FragmentValidation",
     # Leaves the device cookie on a successful sign-in's answer (portal/device_cookie.py).
     "portal.device_cookie.DeviceCookieMiddleware",
     # Last: its lockout answer replaces the login page's (django-axes' own advice).
@@ -267,6 +271,13 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # gunicorn serves static files through WhiteNoise; without collectstatic (the demo), it
 # finds them in the apps and static/ directly.
 WHITENOISE_USE_FINDERS = True
+# collectstatic (the image) writes a gzip copy of each text file beside it (and a Brotli
+# one where the brotli package is installed), which WhiteNoise serves to the browsers that
+# take it. No manifest: the files keep their names.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"

@@ -5,7 +5,6 @@ of one node; its history as CSV. The queue page shows its leaf's charts with
 from __future__ import annotations
 
 import csv
-import hashlib
 from collections.abc import Mapping
 from functools import partial
 from urllib.parse import urlencode
@@ -19,7 +18,7 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET
 
-from jobs.document.params import HtmxHttpRequest, Text, page_query, params
+from jobs.document.params import HtmxHttpRequest, page_query
 from jobs.document.schema import bound, writer
 from jobs.document.validation import JobInvalid
 from jobs.usage import charts, samples
@@ -29,9 +28,6 @@ from queues.quota import Balance
 from queues.selectors import queues_for_user
 
 QUOTA_POLL_SECONDS = 5
-# What a polled fragment already shows (a fingerprint the page wrote), so an unchanged
-# one is answered 204.
-QUOTA_POLL = params(Text(name="seen", max_length=64, description="the bars shown"))
 
 
 def _balance_rows(balances: Mapping[str, Balance]) -> list[dict]:
@@ -73,8 +69,8 @@ def quota_tree(request: HtmxHttpRequest) -> HttpResponse:
     refreshed every QUOTA_POLL_SECONDS, and the usage charts of one node (``?node=``, the
     root by default, over ``?range=``). Anyone signed in sees the whole tree.
 
-    The bars' fragment is polled with the fingerprint of what it shows (``seen``): a tree
-    that has not changed answers 204, which htmx does not swap, so focus and selection in
+    The bars' fragment is polled at one address, so an unchanged tree answers 304 to its
+    ETag (portal/fragments.py), and a changed one is morphed in: focus and selection in
     it survive the refresh.
     """
     figures = samples.tree_figures()
@@ -96,21 +92,17 @@ def quota_tree(request: HtmxHttpRequest) -> HttpResponse:
             "depth": node.path.count("/"),
             "queue_name": queue_names.get(node.path),
             "chosen": query is not None and node.path == query.node,
-            "history_url": _query_without(request, "seen", node=node.path) + "#usage-history",
+            "history_url": _query_without(request, node=node.path) + "#usage-history",
             "resources": _balance_rows(figures.balances[node.path]),
         }
         for node in nodes
     ]
-    seen = hashlib.blake2b(repr(rows).encode(), digest_size=8).hexdigest()
     context = {
         "rows": rows,
-        "seen": seen,
-        "poll_url": request.path + _query_without(request, "seen"),
+        "poll_url": request.path + _query_without(request),
         "poll_seconds": QUOTA_POLL_SECONDS,
     }
     if request.htmx:
-        if page_query(QUOTA_POLL, request)["seen"] == seen:
-            return HttpResponse(status=204)
         return render(request, "jobs/quota_tree.html#quota-bars", context)
     if query is not None:
         context["usage_chart"] = usage_chart(
@@ -144,7 +136,7 @@ def usage_chart(
         "ranges": [
             {
                 "name": name,
-                "url": _query_without(request, "seen", range=name) + "#usage-history",
+                "url": _query_without(request, range=name) + "#usage-history",
                 "current": name == window.name,
             }
             for name in samples.RANGES

@@ -8,7 +8,6 @@ finished job gets ``HttpResponseStopPolling`` (286) with the final fragment.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from urllib.parse import urlencode
 
@@ -33,7 +32,6 @@ from jobs.document.params import (
     Flag,
     HtmxHttpRequest,
     Integer,
-    Text,
     page_query,
     params,
 )
@@ -65,10 +63,7 @@ JOB_QUERY = params(
     Integer(name="events", minimum=1, maximum=OFFSET_MAX, description="a page of its events")
 )
 QUEUE_QUERY = params(QUEUE_PAGE["offset"])
-LOG_POLL = params(
-    Text(name="shown", max_length=64, description="the lines shown"),
-    Flag(name="lines", description="the page shows lines of the log"),
-)
+LOG_POLL = params(Flag(name="lines", description="the page shows lines of the log"))
 
 
 def _resource_rows(node, used: Mapping[str, int]) -> list[dict]:
@@ -518,9 +513,9 @@ def job_log(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The job page's Log section (``jobs/_log.html``): the last JOB_LOG_TAIL_LINES lines of
     the job's main pod's log, or why there are none.
 
-    The section asks for it (htmx) as the page loads, then every 2 s while the job is live,
-    naming what it shows (``?shown=``): an unchanged answer is 204, which htmx does not
-    swap, so a selection in the lines survives the refresh. Once the job has ended the
+    The section asks for it (htmx) as the page loads, then every 2 s while the job is live:
+    an unchanged answer is 304 to its ETag (portal/fragments.py), and a changed one is
+    morphed in, so a selection in the lines survives the refresh. Once the job has ended the
     answer is 286, which stops the polling; if the lines on the page can no longer be read
     then (the cluster removed the pods with the job's objects), they stay, and only the
     note above them, swapped out of band, says why. Without JavaScript, the same lines (or
@@ -534,11 +529,7 @@ def job_log(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             return _plain(context["reason"] + "\n", status=context["status"])
         return _plain(context["log"].text)
     log = context.get("log")
-    shown = (log.pod, log.text, log.truncated) if log else context["reason"]
-    context["shown"] = hashlib.blake2b(repr(shown).encode(), digest_size=8).hexdigest()
     if not job.is_terminal:
-        if poll["shown"] == context["shown"]:
-            return HttpResponse(status=204)
         return render(request, "jobs/_log.html#log-lines", context)
     if log is None and poll["lines"]:
         response = _stop_polling(

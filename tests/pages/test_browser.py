@@ -541,3 +541,69 @@ def test_a_form_out_of_date_keeps_what_was_typed_and_sends_it_again(
 
     expect(page.get_by_role("heading", name="typed-before-signing-in-again")).to_be_visible()
     expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))  # the job, queued once
+
+
+def refreshes(page, path: str, count: int) -> list[int]:
+    """Waits for ``count`` more polls of the fragment at ``path``; the bytes of each answer's
+    body. The browser asks with If-None-Match, and a 304's empty body reaches the page as
+    the 200 it has kept, so the length of what the server sent tells them apart."""
+    sent = []
+    for _ in range(count):
+        with page.expect_response(
+            lambda response: (
+                response.request.headers.get("hx-request") == "true"
+                and response.url.split("?")[0].endswith(path)
+            ),
+            timeout=5_000,
+        ) as polled:
+            pass
+        sent.append(int(polled.value.all_headers()["content-length"]))
+    return sent
+
+
+def test_focus_and_a_text_selection_survive_three_refreshes(live_server, two_sweeps, member, page):
+    """The refreshing parts are morphed, not replaced: the focused link and the selected
+    text stay as they were through refreshes that change nothing (304) and one that does."""
+    from playwright.sync_api import expect
+
+    log_in(page, live_server.url, "alice")
+    queue_path = "/queues/root-algorithm-video/"
+    page.goto(live_server.url + queue_path)
+    link = page.locator("#queue-lists table.pending").get_by_role("link", name="sweep-1")
+    link.focus()
+    sent = refreshes(page, queue_path, 1)
+    with ThreadPoolExecutor(1) as pool:  # Playwright's loop runs in this thread
+        pool.submit(submit_and_close, member, RAY_JOB, name="sweep-late").result()
+    expect(page.locator("#queue-said")).to_have_text("7 pending, 0 in the cluster.")
+    sent += refreshes(page, queue_path, 2)
+    assert 0 in sent, sent  # unchanged: a 304, nothing sent
+    expect(link).to_be_focused()
+    assert page.evaluate("document.activeElement.textContent") == "sweep-1"
+
+    job_path = link.get_attribute("href")
+    page.goto(live_server.url + job_path)
+    expect(page.locator("#job-status dd.position")).to_have_text("3")
+    namespace = page.locator("#job-status dd.mono").first
+    page.evaluate(
+        """(element) => {
+            const range = document.createRange();
+            range.selectNodeContents(element);
+            getSelection().removeAllRanges();
+            getSelection().addRange(range);
+        }""",
+        namespace.element_handle(),
+    )
+    selected = page.evaluate("getSelection().toString()")
+    assert selected == namespace.text_content()
+    refreshes(page, job_path, 1)
+    with ThreadPoolExecutor(1) as pool:  # one ahead of it leaves: its position changes
+        pool.submit(cancel_and_close, "sweep-0").result()
+    expect(page.locator("#job-said")).to_have_text("Queued, position 2 in root-algorithm-video.")
+    refreshes(page, job_path, 2)
+    assert page.evaluate("getSelection().toString()") == selected
+
+
+def cancel_and_close(name: str) -> None:
+    job = Job.objects.get(name=name)
+    job_cancel(user=job.owner, job=job)
+    connection.close()  # this thread's

@@ -68,21 +68,23 @@ def test_the_section_gets_the_last_lines_of_the_head_pod_and_polls_while_the_job
     assert response.status_code == 200
     html = response.content.decode()
     assert html.lstrip().startswith('<div id="log-lines" hx-get="')
-    assert 'hx-trigger="every 2s"' in html and "&amp;lines=1" in html
+    assert 'hx-trigger="every 2s"' in html and "?lines=1" in html
     assert f'Pod <span class="mono">{head(job)}</span>: the last 2 lines of its log.' in html
     shown = html[html.index("<code>") + 6 : html.index("</code>")]
     assert messages(shown) == ["step 1: 5 s of 600 s, 0%", "step 2: 10 s of 600 s, 1%"]
 
 
-def test_a_log_that_has_not_changed_answers_204_so_the_lines_on_the_page_stay(client, member):
+def test_a_log_that_has_not_changed_answers_304_so_the_lines_on_the_page_stay(client, member):
     job = running(member)
     login(client, member)
     first = client.get(reverse("job-log", args=[job.pk]), headers=HTMX).content.decode()
     asked = first[first.index('hx-get="') + 8 :].split('"', 1)[0].replace("&amp;", "&")
+    polled = client.get(asked, headers=HTMX)
+    assert polled.status_code == 200
 
-    again = client.get(asked, headers=HTMX)
+    again = client.get(asked, headers=HTMX | {"If-None-Match": polled["ETag"]})
 
-    assert again.status_code == 204 and again.content == b""
+    assert again.status_code == 304 and again.content == b""
 
 
 def test_a_queued_job_says_it_has_not_started_and_its_section_keeps_asking(client, member):
@@ -99,7 +101,9 @@ def test_a_queued_job_says_it_has_not_started_and_its_section_keeps_asking(clien
     )
     assert "<pre" not in html and "lines=1" not in html
     asked = html[html.index('hx-get="') + 8 :].split('"', 1)[0]
-    assert client.get(asked, headers=HTMX).status_code == 204  # the same reason
+    assert asked == reverse("job-log", args=[job.pk])  # the same address: one ETag
+    again = client.get(asked, headers=HTMX | {"If-None-Match": response["ETag"]})
+    assert again.status_code == 304  # the same reason
 
 
 def test_a_finished_job_stops_the_polling_and_says_its_pod_is_gone(client, member):
