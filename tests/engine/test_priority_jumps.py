@@ -12,6 +12,7 @@ from jobs.services import JobPermissionDenied, job_set_priority
 from queues.models import Queue
 
 from ..support.jobs import RAY_JOB
+from ..support.pages import confirmed
 
 pytestmark = pytest.mark.django_db
 
@@ -89,7 +90,8 @@ def test_the_job_page_offers_move_to_head_to_managers_only(client, api, member, 
     assert "Move to head" not in client.get(url).content.decode()
     client.force_login(manager)
     assert "Move to head" in client.get(url).content.decode()
-    response = client.post(reverse("job-move-to-head", args=[job_id]), follow=True)
+    # It asks first (another person's job goes ahead of others'), then moves it.
+    response = confirmed(client, reverse("job-move-to-head", args=[job_id]), {}, follow=True)
     assert "Moved to the head of its queue (priority 0 to 1)." in response.content.decode()
     assert position(api, member, job_id) == 1
 
