@@ -103,6 +103,18 @@ def _invalid(invalid: services.WebhookInvalid) -> Response:
     )
 
 
+def _create(request, **owner) -> Response:
+    """A hook of ``owner`` (its department or its job) from the request's body: 201 with
+    its secret, or 400 naming ``url``."""
+    body = WebhookIn(data=request.data)
+    body.is_valid(raise_exception=True)
+    try:
+        hook, secret = services.webhook_create(actor=request.user, **owner, **body.validated_data)
+    except services.WebhookInvalid as invalid:
+        return _invalid(invalid)
+    return _created(hook, secret)
+
+
 class DepartmentWebhooksView(APIView):
     """A department's hooks: every job in the queues below its node (its managers, staff)."""
 
@@ -122,16 +134,7 @@ class DepartmentWebhooksView(APIView):
         extensions=refusals(URL_REFUSALS),
     )
     def post(self, request, name: str):
-        department = selectors.department_managed(request.user, name)
-        body = WebhookIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            hook, secret = services.webhook_create(
-                department=department, actor=request.user, **body.validated_data
-            )
-        except services.WebhookInvalid as invalid:
-            return _invalid(invalid)
-        return _created(hook, secret)
+        return _create(request, department=selectors.department_managed(request.user, name))
 
 
 class JobWebhooksView(APIView):
@@ -152,16 +155,7 @@ class JobWebhooksView(APIView):
         extensions=refusals(URL_REFUSALS),
     )
     def post(self, request, pk: int):
-        job = selectors.job_hooks_allowed(request.user, pk)
-        body = WebhookIn(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            hook, secret = services.webhook_create(
-                job=job, actor=request.user, **body.validated_data
-            )
-        except services.WebhookInvalid as invalid:
-            return _invalid(invalid)
-        return _created(hook, secret)
+        return _create(request, job=selectors.job_hooks_allowed(request.user, pk))
 
 
 class WebhookView(APIView):
