@@ -301,7 +301,8 @@ def job_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(
             request,
-            "Job stopping: it is cancelled once the cluster has removed its objects."
+            # Words that stay true once it has stopped: its state, below, follows it.
+            "Cancel requested: the job stops as the cluster removes its objects."
             if job.is_leaving
             else "Job cancelled.",
         )

@@ -300,7 +300,7 @@ def test_a_cancelled_running_job_shows_it_holds_its_quota_until_it_is_gone(clien
     cancel = reverse("job-cancel", args=[job.pk])
     response = confirmed(login(client, member), cancel, {}, follow=True)
     html = response.content.decode()
-    assert "Job stopping: it is cancelled once the cluster has removed its objects." in html
+    assert "Cancel requested: the job stops as the cluster removes its objects." in html
     assert 'state-stopping">stopping' in html
     assert (
         "<strong>Stopping:</strong> cancelled; its objects are being removed from the cluster, "
