@@ -124,17 +124,11 @@ def _overridden(document: object, queue: str, priority: object) -> object:
 
 
 def _native_draft(native: NativeJob, document: object) -> JobDraft:
+    """The object's draft, with the namespace it names: ``_job_for`` checks it against the
+    queue's once the queue is looked up, as every submission's is."""
     with native.paths():
         draft = job_parse(document)
-    if native.namespace:
-        found = queue_selectors.queue_for_submit(draft.queue)
-        if found is not None and native.namespace != job_namespace(found[0]):
-            raise JobInvalid(
-                {
-                    native.where["namespace"]: f"the queue {found[0].node.path} runs its jobs in "
-                    f"the namespace {job_namespace(found[0])}; leave it out or name that one"
-                }
-            )
+    draft.namespace = native.namespace
     return draft
 
 
@@ -407,6 +401,13 @@ def _job_for(
     )
     if nowhere is not None:
         raise JobInvalid({nowhere.field: f"can never run: {nowhere.reason}"})
+    if draft.namespace and draft.namespace != job_namespace(queue):
+        raise JobInvalid(
+            {
+                "namespace": f"the queue {queue.node.path} runs its jobs in the namespace "
+                f"{job_namespace(queue)}; leave it out or name that one"
+            }
+        )
     return Job(
         **draft.columns,
         queue=queue,

@@ -11,7 +11,7 @@ usage, the expected start reads the clock and the forecast, a namespace's troubl
 cluster's health come from elsewhere. A validator from the data would have to name all of
 that, and would answer a stale 304 the day a template reads one thing more; a hash of the
 bytes cannot, since it is what would be sent. It saves the bytes and the swap, not the
-render (docs/benchmarks.md measures what is left).
+render (an open page's bytes a minute are for a `make bench` part still to come).
 
 The hash also covers who asks and how the answer is written for them: the person, their
 rights (staff, and their role in each department), the language and the time zone. Two

@@ -64,6 +64,9 @@ class JobDraft:
 
     queue: str
     columns: dict[str, Any]
+    # The namespace a Kubernetes object named (``jobs.document.native``), which must be
+    # its queue's; "" when it named none, as Caldera's document never does.
+    namespace: str = ""
 
     # What the services' rules read of it.
 
