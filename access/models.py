@@ -13,6 +13,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from queues.models import Department
 from queues.scope import Right
@@ -152,3 +153,30 @@ class ServiceIdentity(models.Model):
 
     def __str__(self) -> str:
         return self.user.username
+
+
+class Preference(models.Model):
+    """How a person reads the pages: language, time zone and theme. Blank means "as my
+    browser says" (its Accept-Language, its time zone, its prefers-color-scheme); a
+    person without a row reads everything as their browser says. Applied to every page and
+    fragment by portal.preferences.PersonPreferences."""
+
+    class Theme(models.TextChoices):
+        AUTO = "", _("As my system")
+        LIGHT = "light", _("Light")
+        DARK = "dark", _("Dark")
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        primary_key=True,
+        on_delete=models.CASCADE,
+        related_name="preference",
+    )
+    # One of settings.LANGUAGES, or blank.
+    language = models.CharField(max_length=16, blank=True)
+    # An IANA zone name (zoneinfo.available_timezones()), or blank.
+    time_zone = models.CharField(max_length=64, blank=True)
+    theme = models.CharField(max_length=8, choices=Theme.choices, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.language or '-'} {self.time_zone or '-'} {self.theme or '-'}"

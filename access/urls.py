@@ -6,6 +6,7 @@ from . import views
 
 urlpatterns = [
     path("account/", views.account, name="account"),
+    path("account/preferences/", views.preferences, name="account-preferences"),
     path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
     path("account/tokens/revoke-all/", views.tokens_revoke_all, name="tokens-revoke-all"),
     path("departments/<slug:name>/", views.department, name="department"),

@@ -10,10 +10,14 @@ from __future__ import annotations
 from typing import cast
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.models import AuditEntry
@@ -21,7 +25,8 @@ from queues.models import Department, Membership
 from queues.scope import Right
 
 from . import identities, services
-from .models import AccessToken, ServiceIdentity
+from .models import AccessToken, Preference, ServiceIdentity
+from .preferences import preference_of, zone_names
 
 PAGE = AuditEntry.Source.PAGE
 ALL, CHOSEN = "all", "chosen"
@@ -108,6 +113,33 @@ def _made(request, form: TokenForm, user) -> tuple[AccessToken, str] | None:
         return None
 
 
+def _zone_choices() -> list[tuple[str, object]]:
+    return [("", _("As my browser says")), *((zone, zone) for zone in sorted(zone_names()))]
+
+
+class PreferenceForm(forms.ModelForm):
+    """How the person reads the pages; blank is "as my browser says"."""
+
+    language = forms.ChoiceField(
+        label=_("Language"),
+        required=False,
+        choices=[("", _("As my browser says")), *settings.LANGUAGES],
+    )
+    time_zone = forms.ChoiceField(label=_("Time zone"), required=False, choices=_zone_choices)
+    theme = forms.ChoiceField(
+        label=_("Theme"), required=False, choices=Preference.Theme.choices, widget=forms.RadioSelect
+    )
+
+    class Meta:
+        model = Preference
+        fields = ["language", "time_zone", "theme"]
+
+
+def _preference_form(request: HttpRequest) -> PreferenceForm:
+    preference = preference_of(request.user)
+    return PreferenceForm(instance=preference or Preference(user=cast(User, request.user)))
+
+
 def _secret_answer(response: HttpResponse) -> HttpResponse:
     response["Cache-Control"] = "no-store"
     return response
@@ -129,6 +161,7 @@ def account(request: HttpRequest) -> HttpResponse:
         managed = Department.objects.all()
     context = {
         "form": form,
+        "preference_form": _preference_form(request),
         "tokens": _tokens(request.user),
         "made": made,
         "managed": managed.order_by("name"),
@@ -136,6 +169,29 @@ def account(request: HttpRequest) -> HttpResponse:
     }
     status = 400 if form.errors else 200
     return _secret_answer(render(request, "access/account.html", context, status=status))
+
+
+@login_required
+@require_POST
+def preferences(request: HttpRequest) -> HttpResponse:
+    """Saves how the person reads the pages; the next page is in its language and zone."""
+    form = PreferenceForm(request.POST, instance=_preference_form(request).instance)
+    if not form.is_valid():
+        messages.error(request, _("Nothing was changed: %(errors)s") % {"errors": _errors(form)})
+        return redirect("account")
+    form.save()
+    if form.cleaned_data["language"]:
+        translation.activate(form.cleaned_data["language"])
+    messages.success(request, _("Saved. Pages now follow these settings."))
+    return redirect("account")
+
+
+def _errors(form: forms.BaseForm) -> str:
+    said = []
+    for name, errors in form.errors.items():
+        label = form.fields[name].label if name in form.fields else name
+        said.append(f"{label}: {' '.join(str(error) for error in errors)}")
+    return "; ".join(said)
 
 
 @login_required

@@ -184,9 +184,12 @@ MIDDLEWARE = [
     # Before anything reads the session, the user or the form (portal/middleware.py).
     "portal.middleware.RefuseUnstorableText",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The person's language, time zone and theme (portal/preferences.py).
+    "portal.preferences.PersonPreferences",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -232,6 +235,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "jobs.web.context_processors.cluster_health",
+                "portal.preferences.appearance",
             ],
         },
     },
@@ -260,7 +264,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+# The pages speak English and Simplified Chinese (locale/, compiled by `make messages`):
+# the person's choice on their page, else their browser's Accept-Language
+# (portal/preferences.py). Times are shown in the person's zone, else their browser's.
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
