@@ -153,7 +153,9 @@ class JobQuery:
         _, field_name = GROUPS[self.group]
         only: dict[str, Any] = {field_name: (value,)}
         narrower = replace(self.filter, **only)
-        return replace(self, filter=narrower, group="", after=None)
+        # Grouping sorted the rows by the group; one group alone goes back to the default.
+        sort = DEFAULT_SORT if self.sort.lstrip("-") == self.group else self.sort
+        return replace(self, filter=narrower, group="", after=None, sort=sort)
 
     def url(self, path: str, **changes) -> str:
         params = self.params(**changes)
@@ -281,6 +283,10 @@ def parse_query(source: Mapping, *, declared: Params, form: Collection[str] = ()
     parameter that is wrong."""
     values = declared.read(source, form=form)
     sort, after = values["sort"], values["after"]
+    group = values.get("group") or ""
+    if group and sort.lstrip("-") != group:
+        # Grouped rows sit together: sorted by their group, then in submission order.
+        sort = group
     if after is not None:
         expected = int if SORTS[sort.lstrip("-")][1] is IntegerField else str
         if type(after[0]) is not expected:
@@ -290,7 +296,7 @@ def parse_query(source: Mapping, *, declared: Params, form: Collection[str] = ()
         sort=sort,
         after=after,
         limit=values["limit"],
-        group=values.get("group") or "",
+        group=group,
         offset=values.get("offset"),
     )
 

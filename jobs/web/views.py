@@ -375,15 +375,19 @@ def job_list(request: HttpRequest) -> HttpResponse:
     context |= {
         "query": query,
         "page": page,
-        "jobs": [(job, positions.get(job.pk)) for job in page.jobs],
+        "jobs": _grouped(query, page, positions),
         "next_url": page.next.url(path) if page.next else None,
         "here": request.get_full_path(),
         "filter_text": urlencode(query.params(after=None, group="", sort=listing.DEFAULT_SORT)),
         "actions": bulk.ACTION,
         "first_url": query.url(path, after=None) if query.after else None,
         "sort_urls": {
+            # Grouped rows are sorted by their group: another column's order ungroups them.
             name: query.url(
-                path, sort=f"-{name}" if name == column and not descending else name, after=None
+                path,
+                sort=f"-{name}" if name == column and not descending else name,
+                group=query.group if name == query.group else "",
+                after=None,
             )
             for name in listing.SORTS
         },
@@ -392,6 +396,23 @@ def job_list(request: HttpRequest) -> HttpResponse:
         ],
     }
     return render(request, "jobs/job_list.html", context)
+
+
+def _grouped(query: listing.JobQuery, page: listing.JobListPage, positions: dict) -> list:
+    """The page's rows: (job, its queue position, the heading of the group it starts, if
+    it starts one: (name, jobs in the group))."""
+    counts = dict(page.groups)
+    rows, last = [], None
+    for job in page.jobs:
+        heading = None
+        if query.group:
+            value = job.state if query.group == "state" else job.queue.name
+            if value != last:
+                name = job.get_state_display() if query.group == "state" else value
+                heading = (name, counts.get(value, 0))
+            last = value
+        rows.append((job, positions.get(job.pk), heading))
+    return rows
 
 
 # The bulk form sent with no row ticked: what to do, in the page's words rather than the API's.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
@@ -224,3 +225,23 @@ def test_counting_stops_past_its_bound(jobs, member, settings, monkeypatch):
     assert (page.count, page.more) == (10, True)
     page = job_list(member, parse_query({"kind": "ray"}))
     assert (page.count, page.more) == (8, False)
+
+
+def test_grouped_rows_sit_together_under_their_groups_heading(jobs, client, member):
+    client.force_login(member)
+
+    text = client.get("/jobs/", {"group": "state"}).content.decode()
+
+    headings = re.findall(
+        r'<th colspan="10" scope="rowgroup">(\w+) <span class="count">(\d+)', text
+    )
+    assert headings == [("Queued", "13"), ("Succeeded", "2")]
+    queued, succeeded = text.index(">Queued <"), text.index(">Succeeded <")
+    rows = [m.start() for m in re.finditer(r'name="ids" value="(\d+)"', text)]
+    assert len(rows) == 15
+    assert sum(queued < row < succeeded for row in rows) == 13
+    assert sum(row > succeeded for row in rows) == 2
+    # Every page of a grouped list keeps to the group's order.
+    assert everything(member, group="queue") == sorted(
+        everything(member), key=lambda pk: (Job.objects.get(pk=pk).queue.name, pk)
+    )
