@@ -11,6 +11,7 @@ outside a view gets the same treatment.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Mapping
@@ -192,6 +193,8 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
             {"detail": "the CSRF check failed: send the session's CSRF token, or use a token"},
             status=403,
         )
+    if request.headers.get("HX-Request") == "true":
+        return _renewed(request)
     kept = [
         (name, value)
         for name, values in request.POST.lists()
@@ -219,6 +222,26 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
         kept_action=request.get_full_path(),
         back=request.path,
     )
+
+
+# What static/csrf.js shows when a part of a page was refused for an out-of-date token.
+RENEWED = (
+    "Nothing was changed: this page was older than your sign-in (you signed in or out "
+    "since, perhaps in another tab). It has been brought up to date; do it again."
+)
+
+
+def _renewed(request: HttpRequest) -> HttpResponse:
+    """A part of a page (htmx) refused by the CSRF check: the page gets the session's
+    token (static/csrf.js puts it where the page's requests take it from) and says so,
+    and a part that only shows something (the submit form's preview) asks again by
+    itself. Nothing is sent again without the person: the token is no secret from them,
+    and a page of another site cannot read this answer."""
+    response = HttpResponse(RENEWED, status=403, content_type="text/plain; charset=utf-8")
+    response["HX-Trigger"] = json.dumps(
+        {"caldera:csrf-renewed": {"token": get_token(request), "message": RENEWED}}
+    )
+    return response
 
 
 def server_error_handler(request: HttpRequest) -> HttpResponse:

@@ -543,6 +543,32 @@ def test_a_form_out_of_date_keeps_what_was_typed_and_sends_it_again(
     expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))  # the job, queued once
 
 
+def test_a_stale_page_is_brought_up_to_date_by_its_first_refused_part(
+    live_server, transactional_db, member, page, console
+):
+    from playwright.sync_api import expect
+
+    console.allow(r"status of 403 \(Forbidden\)|Response Status Error Code 403")
+    log_in(page, live_server.url, "alice")
+    page.goto(live_server.url + "/jobs/new/")
+    page.get_by_label("Queue").select_option("root/algorithm/video")
+    # As when alice signs in again in another tab: a new CSRF secret, the page's is stale.
+    page.context.add_cookies([{"name": "csrftoken", "value": "b" * 32, "url": live_server.url}])
+    with page.expect_response(lambda r: r.url.endswith("/preview/") and r.status == 403):
+        page.locator("#id_name").fill("typed-on-a-stale-page")
+
+    # The preview asks again with the session's token: the name is there now.
+    expect(page.locator("#preview")).to_contain_text("image: is required")
+    expect(page.locator("#preview")).not_to_contain_text("name: is required")
+    page.get_by_label("Image").fill("rayproject/ray:2.36.1")
+    page.get_by_label("Entrypoint (Ray)").fill("python /home/ray/samples/sample_code.py")
+    page.locator("#id_head_cpu").fill("4")
+    page.locator("#id_head_memory").fill("4G")
+    page.get_by_role("button", name="Submit job").click()
+
+    expect(page.get_by_role("heading", name="typed-on-a-stale-page")).to_be_visible()
+
+
 def refreshes(page, path: str, count: int) -> list[int]:
     """Waits for ``count`` more polls of the fragment at ``path``; the bytes of each answer's
     body. The browser asks with If-None-Match, and a 304's empty body reaches the page as
