@@ -177,6 +177,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "portal.metrics.RequestMetrics",  # first: it times the whole answer
+    # A 304 with its validator alone, the headers every later one adds taken off again: an
+    # open page's polls are mostly 304s (portal/fragments.py).
+    "portal.fragments.BareNotModified",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Compresses what every later one answers, HTML only (portal/middleware.py: BREACH).
