@@ -1,7 +1,8 @@
 """``make bench``: run the benchmarks and write their figures into docs/benchmarks.md.
 
     python -m bench [--full] [--part kueue --part throughput --part reads --part reaction
-                     --part mixed --part cluster --part estimate --part broker]
+                     --part mixed --part cluster --part estimate --part broker
+                     --part pages]
                     [--scenario baseline] [--variant service --variant api] [--seconds 5]
                     [--repeat 3]
 
@@ -22,7 +23,9 @@ The parts:
 - estimate: the estimated start of pending jobs against their actual start, over the
   baseline scenario replayed through the service (estimates.py);
 - broker: submit latency and the probes with Redis answering and with it stopped by
-  SIGSTOP (broker.py).
+  SIGSTOP (broker.py);
+- pages: the bytes and requests a minute of a queue page, the dashboard and a job page left
+  open in Chromium, idle, at 2,000 pending and busy (pages.py).
 
 Runs of the same code on a 2-core machine differ by up to 15%, so one figure says little.
 ``--repeat N`` runs the chosen parts N times: the tables show each figure's median. Every
@@ -40,7 +43,9 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
+import tempfile
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +56,9 @@ from .services import REPO, bench_environment, flush_redis, one_node, recreate_d
 
 RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
-PARTS = ["kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker"]
+PARTS = [
+    "kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker", "pages"
+]  # fmt: skip
 IDLE_REACTION_ROUNDS = 30
 # 60,000 jobs due within 0.4 s cannot be submitted one request at a time on 2 cores: the
 # large-scale scenario is submitted as a CI pipeline submits a sweep, in batches.
@@ -159,6 +166,8 @@ def run_parts(env: dict, parts: list[str], args: argparse.Namespace, seconds: fl
         results["estimate"] = estimate_part(env, args.scale)
     if "broker" in parts:
         results["broker"] = broker_part(env, seconds)
+    if "pages" in parts:
+        results["pages"] = pages_part(env)
     return results
 
 
@@ -276,6 +285,33 @@ def broker_part(env: dict, seconds: float) -> dict:
     user = prepare(scenario)
     result = measure(scenario, user=user, env=env, port=PORT, seconds=seconds)
     print(f"bench: broker {json.dumps(result)}", flush=True)
+    return result
+
+
+def pages_part(env: dict) -> dict:
+    from .pages import DEMO_NODES, measure
+
+    print("bench: open pages, bytes and requests a minute (a few minutes, in Chromium)", flush=True)
+    fresh(env)
+    # As the demo runs, with DEBUG off: gunicorn with the image's configuration, the worker
+    # and beat on the demo's simulated cluster; the static files collected (and compressed)
+    # as in the image, into a folder of the run's own.
+    with tempfile.TemporaryDirectory(prefix="bench-static-") as static:
+        run_env = {
+            **env,
+            "DEBUG": "0",
+            "SIMULATED_CLUSTER_NODES": DEMO_NODES,
+            "STATIC_ROOT": static,
+        }
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+            cwd=REPO,
+            env=run_env,
+            check=True,
+        )
+        with worker(run_env), web(run_env, port=PORT, workers=2, threads=4, config=True) as url:
+            result = measure(base_url=url)
+    print(f"bench: pages {json.dumps(result)}", flush=True)
     return result
 
 

@@ -33,6 +33,7 @@ PARTS = {
     "cluster": "cluster",
     "estimate": "estimate",
     "broker": "broker",
+    "pages": "pages",
 }
 STAMP = ("command", "argv", "date", "machine")
 # Counts of failures: one repeat that failed must show, so repeats keep their worst.
@@ -45,7 +46,7 @@ class Figure:
 
     name: str
     value: float | None
-    unit: str  # "/s", "ms", "s" or "x" (a ratio)
+    unit: str  # "/s", "ms", "s", "x" (a ratio), " KB/min" or " /min"
     higher: bool
 
 
@@ -188,6 +189,17 @@ def broker_figures(results: dict) -> Iterator[Figure]:
         yield Figure(name, row.get("p99_ms"), "ms", False)
 
 
+def pages_figures(results: dict) -> Iterator[Figure]:
+    """What a minute of each open page costs: fewer bytes and fewer requests are better."""
+    for row in results.get("pages", []):
+        minute = row.get("open", {})
+        yield Figure(
+            f"{row['page']}: bytes a minute", minute.get("kb_per_minute"), " KB/min", False
+        )
+        name = f"{row['page']}: requests a minute"
+        yield Figure(name, minute.get("requests_per_minute"), " /min", False)
+
+
 # Each section of docs/benchmarks.md: the part whose results hold its figures, and them.
 FIGURES: dict[str, tuple[str, Callable[[Any], Iterable[Figure]]]] = {
     "kueue": ("kueue", kueue_figures),
@@ -199,6 +211,7 @@ FIGURES: dict[str, tuple[str, Callable[[Any], Iterable[Figure]]]] = {
     "cluster": ("cluster", cluster_figures),
     "estimate": ("estimate", estimate_figures),
     "broker": ("broker", broker_figures),
+    "pages": ("pages", pages_figures),
 }
 
 

@@ -19,7 +19,9 @@ from .services import REPO
 OUTPUT = REPO / "docs" / "benchmarks.md"
 # The record every run is compared with: the raw results behind OUTPUT's figures.
 RECORD = OUTPUT.with_suffix(".json")
-SECTIONS = ("kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker")
+SECTIONS = (
+    "kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker", "pages"
+)  # fmt: skip
 
 
 def start(section: str) -> str:
@@ -257,6 +259,53 @@ def render_broker(run: dict) -> list[str]:
     return lines
 
 
+def _kb(value: float) -> str:
+    return f"{value:,.1f} KB"
+
+
+def render_pages(run: dict) -> list[str]:
+    figures = run["pages"]
+    lines = [
+        "| page | a minute open: requests | of them with a body | headers | bodies | in all "
+        "| target | first load: requests | first load |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for row in figures["pages"]:
+        minute, first = row["open"], row["first_load"]
+        target = row.get("target_kb_per_minute")
+        verdict = (
+            "-"
+            if target is None
+            else f"under {target:g} KB: "
+            + ("met" if minute["kb_per_minute"] < target else "**missed**")
+        )
+        lines.append(
+            f"| {row['page']} (`{row['path']}`) | {minute['requests_per_minute']:,.0f} "
+            f"| {minute['with_body']} | {_kb(minute['header_kb_per_minute'])} "
+            f"| {_kb(minute['body_kb_per_minute'])} | {_kb(minute['kb_per_minute'])} "
+            f"| {verdict} | {first['requests']} | {_kb(first['kb'])} |"
+        )
+    parts = []
+    for row in figures["pages"]:
+        minute = row["open"]
+        if len(minute["by_path"]) > 1:
+            each = [
+                f"`{path}` {part['requests']} requests, {part['with_body']} with a body, "
+                f"{_kb(part['bytes'] * 60 / minute['seconds'] / 1000)}"
+                for path, part in minute["by_path"].items()
+            ]
+            parts.append(f"- {row['page']}: " + "; ".join(each))
+    if parts:
+        lines += ["", "A minute of a page that polls more than one part, part by part:", "", *parts]
+    lines += [
+        "",
+        f"Each page open {figures['seconds']:g} s after it loaded, in Chromium, signed in as a"
+        " member; bytes as received, the bodies compressed where they were sent compressed;"
+        " headers are the answers' (the requests' own are not counted). KB is 1,000 bytes.",
+    ]
+    return lines
+
+
 def render_reaction(rows: list[tuple[str, dict]]) -> list[str]:
     lines = [
         "| workers | reaction to | rounds | p50 | p99 | max |",
@@ -292,6 +341,7 @@ RENDERERS = {
     "cluster": (lambda run: run.get("cluster"), render_cluster),
     "estimate": (lambda run: run.get("estimate"), render_estimate),
     "broker": (lambda run: run.get("broker"), render_broker),
+    "pages": (lambda run: run.get("pages"), render_pages),
     # Measured by the probe beside the baseline replay, so written by the kueue part.
     "reaction-under-load": (
         _reactions_under_load,

@@ -105,12 +105,16 @@ def worker(env: dict[str, str], *, concurrency: int = 2) -> Iterator[None]:
 
 
 @contextmanager
-def web(env: dict[str, str], *, port: int, workers: int = 4, config: bool = False) -> Iterator[str]:
+def web(
+    env: dict[str, str], *, port: int, workers: int = 4, config: bool = False, threads: int = 1
+) -> Iterator[str]:
     """gunicorn serving the portal on loopback; yields its base URL. ``config``: with the
-    image's configuration (``-c python:portal.gunicorn``: its limits and hooks)."""
+    image's configuration (``-c python:portal.gunicorn``: its limits and hooks). ``threads``
+    above 1: gunicorn's threaded workers, which keep connections open, as the demo runs."""
     process = _start(
         [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind",
          f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning",
+         *(["--threads", str(threads)] if threads > 1 else []),
          *(["-c", "python:portal.gunicorn"] if config else [])],
         env,
     )  # fmt: skip

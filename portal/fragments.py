@@ -11,7 +11,7 @@ usage, the expected start reads the clock and the forecast, a namespace's troubl
 cluster's health come from elsewhere. A validator from the data would have to name all of
 that, and would answer a stale 304 the day a template reads one thing more; a hash of the
 bytes cannot, since it is what would be sent. It saves the bytes and the swap, not the
-render (an open page's bytes a minute are for a `make bench` part still to come).
+render (an open page's bytes and requests a minute: `make bench BENCH_ARGS="--part pages"`).
 
 The hash also covers who asks and how the answer is written for them: the person, their
 rights (staff, and their role in each department), the language and the time zone. Two
@@ -90,3 +90,27 @@ class FragmentValidation:
         conditional = get_conditional_response(request, etag=response["ETag"], response=response)
         assert conditional is not None  # given a response, it answers one
         return conditional
+
+
+# What a 304 carries (RFC 9110, 15.4.5): the validator, how to keep the answer and what it
+# varies with. The browser reuses the stored 200 with every other header of its own (the
+# Content-Security-Policy, the language, ...), so sending them again at every poll of an
+# open page would be most of its bytes. Cookies are kept: they are not the stored answer's.
+NOT_MODIFIED_HEADERS = frozenset({"cache-control", "content-location", "date", "etag",
+                                  "expires", "vary"})  # fmt: skip
+
+
+class BareNotModified:
+    """Leaves on every 304 only NOT_MODIFIED_HEADERS (and its cookies): first among the
+    middleware, after those that add headers to every answer (security, framing, language)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 304:
+            for header in list(response.headers):
+                if header.lower() not in NOT_MODIFIED_HEADERS:
+                    del response.headers[header]
+        return response

@@ -177,6 +177,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "portal.metrics.RequestMetrics",  # first: it times the whole answer
+    # A 304 with its validator alone, the headers every later one adds taken off again: an
+    # open page's polls are mostly 304s (portal/fragments.py).
+    "portal.fragments.BareNotModified",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Compresses what every later one answers, HTML only (portal/middleware.py: BREACH).
@@ -276,10 +279,22 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
-# gunicorn serves static files through WhiteNoise; without collectstatic (the demo), it
-# finds them in the apps and static/ directly.
-WHITENOISE_USE_FINDERS = True
+# Where collectstatic writes (the image's staticfiles/; `make bench` collects into a folder
+# of its own, to serve the pages as the image does).
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+
+
+def static_finders(root: Path, *, debug: bool) -> bool:
+    """Whether WhiteNoise finds static files in the apps and static/ (the demo, DEBUG) or
+    serves collectstatic's copies in ``root`` (the image), which have their gzip copies
+    beside them: a file found is served in place of the collected one, uncompressed."""
+    return debug or not any(root.glob("*.gz"))
+
+
+# gunicorn serves static files through WhiteNoise: collectstatic's, compressed, once they
+# are there (the image; with DEBUG off, run collectstatic again after changing static/);
+# else found in the apps and static/ directly (the demo).
+WHITENOISE_USE_FINDERS = static_finders(STATIC_ROOT, debug=DEBUG)
 # collectstatic (the image) writes a gzip copy of each text file beside it (and a Brotli
 # one where the brotli package is installed), which WhiteNoise serves to the browsers that
 # take it. No manifest: the files keep their names.

@@ -119,3 +119,19 @@ def test_it_leaves_the_apis_json_uncompressed(client, member):
     response = client.get("/api/v1/jobs/", headers={"Accept-Encoding": "gzip"})
     assert response.status_code == 200
     assert "Content-Encoding" not in response
+
+
+def test_a_304_carries_its_validator_alone_and_the_200_its_security_headers(client, member):
+    submit(member)
+    login(client, member)
+    url = reverse("queue-detail", args=[VIDEO])
+    first = client.get(url, headers=HTMX)
+    assert "Content-Security-Policy" in first.headers
+    assert "X-Frame-Options" in first.headers
+
+    again = client.get(url, headers=HTMX | {"If-None-Match": first["ETag"]})
+
+    assert again.status_code == 304
+    # The browser keeps the stored 200's other headers; each poll of an open page sends these.
+    assert {name.lower() for name in again.headers} == {"cache-control", "etag", "vary"}
+    assert again["ETag"] == first["ETag"].removeprefix("W/")
