@@ -13,9 +13,9 @@ show for rows written before codes existed.
 Every wording is declared here, in one module, queues' own rules and jobs' alike: queues
 may not import jobs, and a single vocabulary keeps one place for translators and one
 place to check that every code a writer uses is declared (``declare`` refuses a code
-twice). The English templates are marked with ``gettext_noop``/``ngettext`` markers so
-that ``makemessages`` finds them; ``text()`` translates them when rendered, never when
-written.
+twice). The English templates are marked with ``gettext_noop`` and ``ngettext_noop`` so
+that ``makemessages`` finds them (portal's makemessages knows the second name);
+``text()`` translates them when rendered, never when written.
 
 Arguments are tagged so the renderer knows how to show them in any language:
 
@@ -29,7 +29,6 @@ Arguments are tagged so the renderer knows how to show them in any language:
 - ``{"number": 2007}``: a count, grouped ("2,007");
 - ``{"seconds": 1.23}``: a duration to a tenth of a second;
 - ``{"all": [phrase, ...]}``: phrases joined by "and";
-- ``{"each": [phrase, ...]}``: phrases joined by ", ";
 - a plain string or number: shown as it is.
 """
 
@@ -171,10 +170,6 @@ def all_of(phrases: Sequence[Phrase]) -> dict[str, Any]:
     return {"all": [phrase.as_json() for phrase in phrases]}
 
 
-def each_of(phrases: Sequence[Phrase]) -> dict[str, Any]:
-    return {"each": [phrase.as_json() for phrase in phrases]}
-
-
 def _number(value: Any) -> int:
     if isinstance(value, Mapping):
         if "number" in value:
@@ -211,8 +206,6 @@ def _shown(value: Any) -> str:
         return pgettext("between the last two items of a list", " and ").join(
             _shown(item) for item in value["all"]
         )
-    if "each" in value:
-        return pgettext("between items of a list", ", ").join(_shown(i) for i in value["each"])
     raise ValueError(f"an argument of unknown shape: {sorted(value)}")
 
 
@@ -462,6 +455,3 @@ WAITING_LAST_WORD_CYCLE = declare(
     "waiting.last_word_cycle",
     gettext_noop(". The cluster's last word (scheduling cycle %(cycle)s): %(message)s"),
 )
-
-
-__all__ = ["Phrase", "Wording", "declare", "gettext_noop", "ngettext_noop", "said"]
