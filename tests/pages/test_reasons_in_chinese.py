@@ -9,12 +9,14 @@ import html
 from datetime import UTC, timedelta
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
 from access.models import Preference
 from jobs.engine.admission.cycle import admission_cycle
 from jobs.models import JobEvent
+from jobs.services import job_cancel, job_set_priority
 from queues import phrases
 
 from ..support.catalogues import compile_catalogues
@@ -96,3 +98,35 @@ def test_an_event_written_before_codes_keeps_its_text_in_chinese(client, member,
     Preference.objects.create(user=member, language="zh-hans")
     page = login(client, member).get(reverse("job-detail", args=[backed_off.pk])).content.decode()
     assert "Written before codes: cpu short" in page
+
+
+def test_what_people_do_to_a_job_is_said_in_the_readers_language(
+    client, member, manager, backed_off
+):
+    job_set_priority(user=manager, job=backed_off, priority=5)
+    job_cancel(user=member, job=backed_off)
+    changed = backed_off.events.get(reason=JobEvent.Reason.PRIORITY_CHANGED)
+    cancelled = backed_off.events.get(reason=JobEvent.Reason.CANCELLED)
+    assert (changed.code, changed.message) == (
+        phrases.PRIORITY_CHANGED,
+        f"{manager.username} changed priority from 0 to 5",
+    )
+    assert cancelled.message == f"Cancelled by {member.username} while backoff"
+    page = login(client, member).get(
+        reverse("job-detail", args=[backed_off.pk]), HTTP_ACCEPT_LANGUAGE="zh-CN"
+    )
+    text = html.unescape(page.content.decode())
+    assert f"{manager.username} 将优先级从 0 改为 5" in text
+    assert f"在 backoff 状态下被 {member.username} 取消" in text
+
+
+def test_a_writer_that_knows_no_codes_still_inserts_events_and_jobs(backed_off):
+    """During a deploy, processes of the version before go on writing without the columns."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {JobEvent._meta.db_table} (job_id, created_at, type, reason, message,"
+            " involved) VALUES (%s, now(), 'Normal', 'Old', 'written by the version before', '')"
+            " RETURNING code, args",
+            [backed_off.pk],
+        )
+        assert cursor.fetchone() == ("", "{}")
