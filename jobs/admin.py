@@ -21,10 +21,15 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 class JobEventInline(admin.TabularInline):
     model = JobEvent
-    fields = ("created_at", "type", "reason", "message", "actor")
+    fields = ("created_at", "type", "reason", "said", "actor")
     readonly_fields = fields
     extra = 0
     can_delete = False
+
+    @admin.display(description="message")
+    def said(self, event: JobEvent) -> str:
+        """The message in the reader's language (its stored text when it has no code)."""
+        return event.said
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +15,7 @@ from django.db.models import Q
 
 from access.models import AccessToken
 from queues.models import Queue
+from queues.phrases import Phrase, said
 
 
 class State(models.TextChoices):
@@ -143,6 +145,11 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     backoff_reason = models.TextField(blank=True)
+    # The reason as a phrase (queues.phrases): its code and arguments, rendered in the
+    # reader's language; blank for reasons written before codes, which show their text.
+    # Database defaults let writers that predate the columns go on inserting.
+    backoff_code = models.CharField(max_length=64, blank=True, default="", db_default="")
+    backoff_args = models.JSONField(blank=True, default=dict, db_default={})
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     backoff_count = models.PositiveIntegerField(default=0)
     last_tried_at = models.DateTimeField(null=True, blank=True)
@@ -193,6 +200,23 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} #{self.pk}"
+
+    @property
+    def backoff_said(self) -> str:
+        """The backoff reason in the active language (its stored text when it has no code);
+        nothing when the text was cleared, whatever code a writer left."""
+        if not self.backoff_reason:
+            return ""
+        return said(self.backoff_code, self.backoff_args, self.backoff_reason)
+
+    def set_backoff_reason(self, reason: Phrase | str) -> None:
+        """The reason, its code and arguments, together; words without a code (the
+        cluster's own) or "" (none) clear the code."""
+        if isinstance(reason, Phrase):
+            self.backoff_reason = reason.english()
+            self.backoff_code, self.backoff_args = reason.code, dict(reason.args)
+        else:
+            self.backoff_reason, self.backoff_code, self.backoff_args = reason, "", {}
 
     @property
     def is_pending(self) -> bool:
@@ -254,22 +278,30 @@ def kind_shape(kind: str) -> KindShape:
 class JobEventManager(models.Manager):
     def record(
         self,
-        entries: Iterable[tuple[int, str, str]],
+        entries: Iterable[tuple[int, str, Phrase | str]],
         *,
         at: datetime,
         warning: bool = False,
         actor=None,
     ) -> int:
         """One event per (job id, reason, message), all at ``at`` and by ``actor`` (a
-        user, or None for Caldera itself), in one INSERT over three arrays: what a
+        user, or None for Caldera itself), in one INSERT over five arrays: what a
         statement that moved or queued many jobs writes about each of them (a batch's
         submissions, the admission cycle's dequeues and backoffs, the sync's transitions),
-        without a model instance per event. The number of events written."""
-        ids, reasons, messages = [], [], []
+        without a model instance per event. A message given as a phrase is stored with its
+        code and arguments beside its English text. The number of events written."""
+        ids, reasons, messages, codes, args = [], [], [], [], []
         for job_id, reason, message in entries:
             ids.append(job_id)
             reasons.append(reason)
-            messages.append(message)
+            if isinstance(message, Phrase):
+                messages.append(message.english())
+                codes.append(message.code)
+                args.append(json.dumps(message.args))
+            else:
+                messages.append(message)
+                codes.append("")
+                args.append("{}")
         if not ids:
             return 0
         kind = JobEvent.Type.WARNING if warning else JobEvent.Type.NORMAL
@@ -277,13 +309,25 @@ class JobEventManager(models.Manager):
             cursor.execute(
                 f"""
                 INSERT INTO {JobEvent._meta.db_table}
-                    (job_id, created_at, type, reason, message, actor_id, involved, count)
-                SELECT e.job_id, %s, %s, e.reason, e.message, %s, '', 1
-                FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS e(job_id, reason, message)
+                    (job_id, created_at, type, reason, message, code, args, actor_id,
+                     involved, count)
+                SELECT e.job_id, %s, %s, e.reason, e.message, e.code, e.args::jsonb, %s, '', 1
+                FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[])
+                    AS e(job_id, reason, message, code, args)
                 """,
-                [at, kind, actor.pk if actor is not None else None, ids, reasons, messages],
-            )
+                [
+                    at, kind, actor.pk if actor is not None else None,
+                    ids, reasons, messages, codes, args,
+                ],
+            )  # fmt: skip
         return len(ids)
+
+    def say(self, *, job, reason: str, phrase: Phrase, **fields) -> None:
+        """One event whose message is a phrase: its English text, code and arguments."""
+        self.create(
+            job=job, reason=reason, message=phrase.english(), code=phrase.code,
+            args=dict(phrase.args), **fields,
+        )  # fmt: skip
 
 
 class JobEvent(models.Model):
@@ -315,6 +359,10 @@ class JobEvent(models.Model):
     type = models.CharField(max_length=10, choices=Type.choices, default=Type.NORMAL)
     reason = models.CharField(max_length=64)
     message = models.TextField(blank=True)
+    # The message as a phrase (queues.phrases), for the events Caldera writes itself; blank
+    # for cluster events and for events written before codes, which show their text.
+    code = models.CharField(max_length=64, blank=True, default="", db_default="")
+    args = models.JSONField(blank=True, default=dict, db_default={})
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -348,6 +396,11 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.message}"
+
+    @property
+    def said(self) -> str:
+        """The message in the active language (its stored text when it has no code)."""
+        return said(self.code, self.args, self.message)
 
 
 class AdmissionWake(models.Model):

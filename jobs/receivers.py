@@ -31,7 +31,7 @@ def on_tree_changed(sender, **kwargs) -> None:
 
 def namespace_trouble(sender, **kwargs) -> dict[str, str]:
     """The namespaces the cluster takes no jobs in now (``jobs.engine.namespace_health``)."""
-    return {name: held_reason(row) for name, row in unavailable_namespaces().items()}
+    return {name: held_reason(row).text() for name, row in unavailable_namespaces().items()}
 
 
 def live_jobs(sender, *, queue_ids: list[int], **kwargs) -> dict[int, int]:

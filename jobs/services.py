@@ -32,8 +32,10 @@ from jobs.tables.jobs import job_insert_with_event, jobs_copy
 from jobs.tables.submission_keys import submission_key_claim
 from jobs.tables.tickets import tickets_reserve
 from kube.quantity import ResourceList
+from queues import phrases
 from queues import selectors as queue_selectors
 from queues.models import Queue
+from queues.phrases import Phrase
 from queues.placement import unplaceable
 from queues.quota import exceeds_max
 from queues.scope import Right, scope_of
@@ -64,13 +66,13 @@ def event_record(
     *,
     job: Job,
     reason: str,
-    message: str,
+    message: Phrase,
     at: datetime,
     actor=None,
     type: str = JobEvent.Type.NORMAL,
-) -> JobEvent:
-    return JobEvent.objects.create(
-        job=job, reason=reason, message=message, created_at=at, actor=actor, type=type
+) -> None:
+    JobEvent.objects.say(
+        job=job, reason=reason, phrase=message, created_at=at, actor=actor, type=type
     )
 
 
@@ -425,15 +427,21 @@ def _token_of(user) -> int | None:
     return scope.token if scope else None
 
 
-def _enqueued_message(job: Job, user) -> str:
-    return f"Enqueued in {job.queue.name} by {user.username} at priority {job.priority}"
+def _enqueued_message(job: Job, user) -> Phrase:
+    return Phrase(
+        phrases.ENQUEUED,
+        {"queue": job.queue.name, "user": user.username, "priority": job.priority},
+    )
 
 
 def _enqueued(job: Job, user) -> JobEvent:
     """A new job's first event, unsaved."""
+    said = _enqueued_message(job, user)
     return JobEvent(
         reason=JobEvent.Reason.ENQUEUED,
-        message=_enqueued_message(job, user),
+        message=said.english(),
+        code=said.code,
+        args=dict(said.args),
         created_at=job.enqueued_at,
         actor=user,
     )
@@ -494,14 +502,11 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
             step(locked, State.STOPPING)
             if was not in LEAVING:  # a preempted job keeps the time it began to leave
                 locked.leaving_since = now
-            message = (
-                f"Cancelled by {user.username} while {was}; it holds its quota until the "
-                "cluster confirms its objects are gone"
-            )
+            message = Phrase(phrases.CANCELLED_LEAVING, {"user": user.username, "state": was})
         elif was in sources_of(State.CANCELLED):
             step(locked, State.CANCELLED)
             locked.finished_at = now
-            message = f"Cancelled by {user.username} while {was}"
+            message = Phrase(phrases.CANCELLED, {"user": user.username, "state": was})
         else:
             raise JobConflict(f"the job has already {locked.state}")
         locked.save(update_fields=["state", "finished_at", "leaving_since"])
@@ -530,7 +535,7 @@ def job_resubmit(*, user, job: Job, now: datetime | None = None) -> Job:
         event_record(
             job=job,
             reason=JobEvent.Reason.RESUBMITTED,
-            message=f"Resubmitted by {user.username} as #{copy.pk}",
+            message=Phrase(phrases.RESUBMITTED, {"user": user.username, "copy": copy.pk}),
             at=now,
             actor=user,
         )
@@ -557,7 +562,7 @@ def job_set_priority(*, user, job: Job, priority: object, now: datetime | None =
         ):
             refusal = "only the department's managers and staff may raise a priority"
             raise _refused(user, job.queue, Right.MANAGE, refusal)
-        return _change_priority(locked, priority, user, now, "changed")
+        return _change_priority(locked, priority, user, now, phrases.PRIORITY_CHANGED)
 
 
 def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
@@ -591,7 +596,7 @@ def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
             raise JobConflict(
                 f"the job ahead already has the highest priority, {PRIORITY_RANGE[1]}"
             )
-        return _change_priority(locked, priority + 1, user, now, "moved the job to the head:")
+        return _change_priority(locked, priority + 1, user, now, phrases.PRIORITY_TO_HEAD)
 
 
 def _lock_pending(job: Job) -> Job:
@@ -601,7 +606,7 @@ def _lock_pending(job: Job) -> Job:
     return locked
 
 
-def _change_priority(locked: Job, priority: int, user, now: datetime, what: str) -> Job:
+def _change_priority(locked: Job, priority: int, user, now: datetime, code: str) -> Job:
     old = locked.priority
     if old == priority:
         return locked
@@ -610,7 +615,7 @@ def _change_priority(locked: Job, priority: int, user, now: datetime, what: str)
     event_record(
         job=locked,
         reason=JobEvent.Reason.PRIORITY_CHANGED,
-        message=f"{user.username} {what} priority from {old} to {priority}",
+        message=Phrase(code, {"user": user.username, "old": old, "new": priority}),
         at=now,
         actor=user,
     )

@@ -51,8 +51,10 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.quantity import ResourceList, add, human, subtract
+from kube.quantity import ResourceList, add, subtract
 
+from . import phrases
+from .phrases import Phrase
 from .quota import Node, Shortfall, path_to_root, shortfall
 
 PRIORITY = "Priority"
@@ -110,24 +112,22 @@ class Preemption:
     by: int | None = None  # the candidate the capacity goes to
     borrower: str = ""  # RECLAIM: the branch that used more than its min
 
-    def message(self) -> str:
-        released = ", ".join(
-            f"{name} {human(name, units)}" for name, units in sorted(self.victim.request.items())
-        )
+    def phrase(self) -> Phrase:
+        released = phrases.request(self.victim.request)
         if self.rule == RECLAIM:
-            return (
-                f"Preempted: {self.node} reclaimed its guaranteed quota (min) from "
-                f"{self.borrower}, which used more than its min, for job #{self.by}; "
-                f"released {released}"
-            )
+            return Phrase(
+                phrases.PREEMPTED_RECLAIM,
+                {"node": self.node, "borrower": self.borrower, "by": self.by,
+                 "released": released},
+            )  # fmt: skip
         if self.rule == QUEUE_PRIORITY:
-            return (
-                f"Preempted: job #{self.by} of higher priority in the same queue needed the "
-                f"quota of {self.node}; released {released}"
+            return Phrase(
+                phrases.PREEMPTED_PRIORITY, {"by": self.by, "node": self.node, "released": released}
             )
-        return (
-            f"Preempted: the quota of {self.node} was lowered below its usage; released {released}"
-        )
+        return Phrase(phrases.PREEMPTED_OVER_QUOTA, {"node": self.node, "released": released})
+
+    def message(self) -> str:
+        return self.phrase().english()
 
 
 @dataclass(frozen=True)
@@ -138,13 +138,15 @@ class Releasing:
     jobs: tuple[int, ...]
     now: Shortfall
 
+    def phrase(self) -> Phrase:
+        return Phrase(
+            phrases.RELEASING,
+            {"count": len(self.jobs), "jobs": phrases.jobs(self.jobs),
+             "now": phrases.nested(self.now.phrase())},
+        )  # fmt: skip
+
     def message(self) -> str:
-        count = f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}"
-        keys = ", ".join(f"#{key}" for key in self.jobs)
-        return (
-            f"Waiting for {count} leaving the cluster ({keys}) to release their quota; "
-            f"until then: {self.now.message()}"
-        )
+        return self.phrase().english()
 
 
 @dataclass

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kube.quantity import human
-
+from . import phrases
+from .phrases import Phrase
 from .quota import Node
 
 
@@ -36,7 +36,11 @@ class Unplaceable:
 
     pod: str  # "head", "master", "workers[0]"; "" for the whole gang
     resource: str
-    reason: str  # "head asks for cpu 20; the largest node has 16"
+    phrase: Phrase  # "head asks for cpu 20; the largest node has 16"
+
+    @property
+    def reason(self) -> str:
+        return self.phrase.english()
 
     @property
     def field(self) -> str:
@@ -82,34 +86,43 @@ def unplaceable(
                 on_nodes[resource] = (amount, largest)
                 continue
             offered = resource in _offered_by_tree(path_nodes)  # read only to say why
-            though = ", though the quota tree offers it" if offered else ""
             return Unplaceable(
                 pod,
                 resource,
-                f"{pod} asks for {resource} {human(resource, amount)}; "
-                f"no node has {resource}{though}",
-            )
+                Phrase(
+                    phrases.NO_NODE_HAS_THOUGH_TREE if offered else phrases.NO_NODE_HAS,
+                    {"pod": pod, "resource": resource,
+                     "amount": phrases.quantity(resource, amount)},
+                ),
+            )  # fmt: skip
         for resource, (amount, largest) in on_nodes.items():
             if amount > largest:
                 return Unplaceable(
                     pod,
                     resource,
-                    f"{pod} asks for {resource} {human(resource, amount)}; "
-                    f"the largest node has {human(resource, largest)}",
-                )
+                    Phrase(
+                        phrases.LARGEST_NODE,
+                        {"pod": pod, "resource": resource,
+                         "amount": phrases.quantity(resource, amount),
+                         "largest": phrases.quantity(resource, largest)},
+                    ),
+                )  # fmt: skip
         if any(_fits(on_nodes, node) for node in nodes):
             continue
         # Each resource fits some node, but no node holds them all: name the closest node
         # (the fewest resources short, the first such) and what it lacks.
         closest = min(nodes, key=lambda node: len(_lacking(on_nodes, node)))
         resource = _lacking(on_nodes, closest)[0]
-        asks = ", ".join(f"{r} {human(r, amount)}" for r, (amount, _) in on_nodes.items())
+        asks = {r: amount for r, (amount, _) in on_nodes.items()}
         return Unplaceable(
             pod,
             resource,
-            f"{pod} asks for {asks} on one node; no node has all of it: the closest has "
-            f"{resource} {human(resource, closest.get(resource, 0))}",
-        )
+            Phrase(
+                phrases.NO_NODE_HAS_ALL,
+                {"pod": pod, "asks": phrases.request(asks), "resource": resource,
+                 "closest": phrases.quantity(resource, closest.get(resource, 0))},
+            ),
+        )  # fmt: skip
     return _beyond_the_nodes(request or {}, nodes)
 
 
@@ -122,9 +135,12 @@ def _beyond_the_nodes(
             return Unplaceable(
                 "",
                 resource,
-                f"the job asks for {resource} {human(resource, amount)} in all; the "
-                f"{len(nodes)} nodes hold {human(resource, together)} together",
-            )
+                Phrase(
+                    phrases.BEYOND_THE_NODES,
+                    {"resource": resource, "amount": phrases.quantity(resource, amount),
+                     "nodes": len(nodes), "together": phrases.quantity(resource, together)},
+                ),
+            )  # fmt: skip
     return None
 
 

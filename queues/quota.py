@@ -13,6 +13,9 @@ from typing import Any, Protocol
 
 from kube.quantity import PODS, ResourceList, add, human
 
+from . import phrases
+from .phrases import Phrase
+
 
 @dataclass(frozen=True)
 class Node:
@@ -126,15 +129,21 @@ class Shortfall:
     def free(self) -> int:
         return max(self.limit - self.used, 0)
 
-    def message(self) -> str:
+    def phrase(self) -> Phrase:
         r = self.resource
-        numbers = (
-            f"{r} requested {human(r, self.requested)}, free {human(r, self.free)} "
-            f"(used {human(r, self.used)} of "
-        )
-        if self.where == "cluster":
-            return f"Insufficient cluster capacity: {numbers}allocatable {human(r, self.limit)})"
-        return f"Insufficient quota in {self.where}: {numbers}max {human(r, self.limit)})"
+        return Phrase(
+            phrases.CLUSTER_SHORT if self.where == "cluster" else phrases.QUOTA_SHORT,
+            {
+                "where": self.where, "resource": r,
+                "requested": phrases.quantity(r, self.requested),
+                "free": phrases.quantity(r, self.free),
+                "used": phrases.quantity(r, self.used),
+                "limit": phrases.quantity(r, self.limit),
+            },
+        )  # fmt: skip
+
+    def message(self) -> str:
+        return self.phrase().english()
 
 
 def shortfall(

@@ -18,13 +18,12 @@ from django.conf import settings
 
 from jobs.cluster import NamespaceTrouble, access
 from jobs.models import HOLDING, UnavailableNamespace
+from queues import phrases
+from queues.phrases import Phrase
 
 # What fixes a namespace in trouble, as the job pages, cluster_check and the admin's tree
 # page say it.
-FIX = (
-    "manage.py cluster_check names what is missing; once the namespace exists, "
-    f"run {access.RBAC_FIX} to give Caldera its Role there"
-)
+FIX = Phrase(phrases.NAMESPACE_FIX, {"command": access.RBAC_FIX})
 
 
 def namespaces_troubled(
@@ -68,7 +67,7 @@ def unavailable_namespaces() -> dict[str, UnavailableNamespace]:
     return {row.namespace: row for row in UnavailableNamespace.objects.all()}
 
 
-def namespace_trouble(job) -> str | None:
+def namespace_trouble(job) -> Phrase | None:
     """Why the cluster takes nothing of a job in its namespace now, for a job the cluster
     holds (a pending one says so as its backoff reason), or None."""
     if job.state not in HOLDING:
@@ -83,13 +82,18 @@ def past_grace(row: UnavailableNamespace, *, now: datetime) -> bool:
     return row.since <= now - timedelta(seconds=settings.NAMESPACE_GRACE_SECONDS)
 
 
-def held_reason(row: UnavailableNamespace) -> str:
+def held_reason(row: UnavailableNamespace) -> Phrase:
     """Why a job of the namespace waits: the server's words, since when, and the fix."""
-    return f"Its namespace is unavailable since {row.since:%Y-%m-%d %H:%M:%S}: {row.reason}. {FIX}"
+    return Phrase(
+        phrases.NAMESPACE_HELD,
+        {"since": phrases.moment(row.since), "reason": row.reason,
+         "fix": phrases.nested(FIX)},
+    )  # fmt: skip
 
 
-def failed_reason(row: UnavailableNamespace) -> str:
-    return (
-        f"Its namespace has been unavailable since {row.since:%Y-%m-%d %H:%M:%S} "
-        f"(NAMESPACE_GRACE_SECONDS={settings.NAMESPACE_GRACE_SECONDS:g}): {row.reason}"
-    )
+def failed_reason(row: UnavailableNamespace) -> Phrase:
+    return Phrase(
+        phrases.NAMESPACE_FAILED,
+        {"since": phrases.moment(row.since), "reason": row.reason,
+         "grace": f"{settings.NAMESPACE_GRACE_SECONDS:g}"},
+    )  # fmt: skip

@@ -12,7 +12,7 @@ twice, or at the same time in two processes, changes nothing more.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from django.conf import settings
@@ -28,7 +28,7 @@ from jobs.cluster import (
     get_backend,
 )
 from jobs.engine import transitions
-from jobs.engine.admission.writes import capacity_changed
+from jobs.engine.admission.writes import capacity_changed, next_try
 from jobs.engine.cluster_health import cluster_unavailable
 from jobs.engine.locks import lock_jobs
 from jobs.engine.namespace_health import (
@@ -41,7 +41,8 @@ from jobs.engine.namespace_health import (
 from jobs.engine.objects import ABSENT, SUSPENDED, job_spec, object_ref, object_wanted
 from jobs.engine.triggers import request_admission, request_reconcile, request_sync
 from jobs.models import LEAVING, Job, JobEvent, State
-from queues import exchange, services
+from queues import exchange, phrases, services
+from queues.phrases import Phrase
 from queues.selectors import queue_departments
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def start_clocks(job_ids: list[int], *, now: datetime) -> None:
         ).update(start_clock_at=now)
 
 
-def jobs_refused(reasons: dict[int, str], *, now: datetime) -> list[int]:
+def jobs_refused(reasons: Mapping[int, Phrase | str], *, now: datetime) -> list[int]:
     """Jobs whose objects the cluster refused for good (an invalid object, a namespace
     that does not exist or is being deleted, a webhook's denial) fail with the cluster's
     words; what they held is freed and what they left behind is removed."""
@@ -149,7 +150,7 @@ def jobs_held(refused: dict[int, Refusal], *, now: datetime) -> None:
     jobs_refused({i: failed_reason(rows[refused[i].namespace]) for i in late}, now=now)
 
 
-def jobs_deferred(reasons: dict[int, str], *, now: datetime) -> list[int]:
+def jobs_deferred(reasons: Mapping[int, Phrase | str], *, now: datetime) -> list[int]:
     """Admitted jobs whose objects the cluster refused for now (its ResourceQuota is full)
     go back to their queue in backoff with the cluster's words, growing with each try, and
     free what they held; what they left behind (a script ConfigMap) is removed by the
@@ -170,11 +171,7 @@ def jobs_deferred(reasons: dict[int, str], *, now: datetime) -> list[int]:
         Job.objects.bulk_update(jobs, transitions.LEFT_FOR_BACKOFF)
         JobEvent.objects.record(
             (
-                (
-                    job.pk,
-                    "Deferred",
-                    f"{job.backoff_reason}; next try at {job.next_attempt_at:%H:%M:%S}",
-                )
+                (job.pk, "Deferred", next_try(reasons[job.pk], job.next_attempt_at or now))
                 for job in jobs
             ),
             at=now,
@@ -207,7 +204,7 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
             Q(pk__in=[pk for pk, state, _ in moved if state == State.PREEMPTED]),
             dequeued_at=None,
             started_at=None,
-            backoff_reason="",
+            **transitions.NO_BACKOFF_REASON,
             next_attempt_at=None,
             leaving_since=None,
         )
@@ -219,13 +216,9 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
         )
         JobEvent.objects.record(
             (
-                (pk, "Requeued", f"Left the cluster and went back to {queue} at its original place")
+                (pk, "Requeued", Phrase(phrases.REQUEUED, {"queue": queue}))
                 if state == State.PREEMPTED
-                else (
-                    pk,
-                    JobEvent.Reason.STOPPED,
-                    "Its objects left the cluster; its quota is free",
-                )
+                else (pk, JobEvent.Reason.STOPPED, Phrase(phrases.OBJECTS_LEFT))
                 for pk, state, queue in moved
             ),
             at=now,
@@ -251,7 +244,9 @@ def quota_publish() -> list[str]:
     ]
 
 
-def jobs_transition(target: str, messages: dict[int, str], now: datetime, reason: str) -> list[int]:
+def jobs_transition(
+    target: str, messages: Mapping[int, Phrase | str], now: datetime, reason: str
+) -> list[int]:
     """Compare-and-swap these jobs into ``target`` together; an event for each that moved."""
     if not messages:
         return []

@@ -17,6 +17,8 @@ from django.db import transaction
 from jobs.cluster import SCHEDULING_FAILURES
 from jobs.engine import transitions
 from jobs.models import Job, JobEvent, State
+from queues import phrases
+from queues.phrases import Phrase
 
 
 def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list[int]]:
@@ -54,35 +56,37 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
             .filter(pk__in=late, state=State.ADMITTED)
             .order_by("pk")
         )
-        events = []
+        events: list[tuple[Job, str, Phrase]] = []
         for job in jobs:
-            cause = last_failure.get(job.pk, "the cluster reported no scheduling failure")
-            late_by = f"Its pods were not all running {timeout:.0f}s after its objects were created"
+            # The cluster's last words are its own (English); that it said none is Caldera's.
+            cause = last_failure.get(job.pk) or phrases.nested(
+                Phrase(phrases.NO_SCHEDULING_FAILURE)
+            )
             job.start_timeouts += 1
             if job.start_timeouts >= attempts:
                 job.dequeued_at, job.last_tried_at = None, now
                 transitions.step(job, State.FAILED)
                 job.finished_at, job.next_attempt_at = now, None
-                message = (
-                    f"{late_by}, {job.start_timeouts} of {attempts} times, so it left the "
-                    f"cluster and failed; last scheduling failure: {cause}"
-                )
-                events.append((job, "StartAttemptsExceeded", message))
+                exceeded = Phrase(
+                    phrases.START_ATTEMPTS_EXCEEDED,
+                    {"timeout": f"{timeout:.0f}", "attempt": job.start_timeouts,
+                     "attempts": attempts, "cause": cause},
+                )  # fmt: skip
+                events.append((job, "StartAttemptsExceeded", exceeded))
                 continue
-            transitions.leave_for_backoff(
-                job,
-                reason=f"{late_by}, so it left the cluster; last scheduling failure: {cause}",
-                attempts=job.start_timeouts,
-                now=now,
-            )
+            reason = Phrase(phrases.START_TIMEOUT, {"timeout": f"{timeout:.0f}", "cause": cause})
+            transitions.leave_for_backoff(job, reason=reason, attempts=job.start_timeouts, now=now)
             events.append(
                 (
                     job,
                     JobEvent.Reason.START_TIMEOUT,
-                    f"{job.backoff_reason}; start attempt {job.start_timeouts} of {attempts};"
-                    f" next try at {job.next_attempt_at:%H:%M:%S}",
+                    Phrase(
+                        phrases.START_TIMEOUT_EVENT,
+                        {"reason": reason.as_json(), "attempt": job.start_timeouts,
+                         "attempts": attempts, "next_at": phrases.at(job.next_attempt_at or now)},
+                    ),
                 )
-            )
+            )  # fmt: skip
         Job.objects.bulk_update(
             jobs, [*transitions.LEFT_FOR_BACKOFF, "start_timeouts", "finished_at"]
         )

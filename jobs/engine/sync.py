@@ -36,6 +36,8 @@ from jobs.tables.jobs import (
     jobs_unlisted_wanting_objects,
     start_clocks_resume,
 )
+from queues import phrases
+from queues.phrases import Phrase
 from queues.selectors import tree_namespaces
 
 log = logging.getLogger(__name__)
@@ -104,7 +106,7 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         phases = {status.job_id: status for status in observation.statuses}
         listed = list(phases)
         jobs = _known(listed)
-        moves: dict[str, dict[int, str]] = {
+        moves: dict[str, dict[int, Phrase | str]] = {
             State.RUNNING: {},
             State.SUCCEEDED: {},
             State.FAILED: {},
@@ -114,7 +116,7 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
             if job is None:
                 continue
             if status.phase == Phase.RUNNING and job.state == State.ADMITTED:
-                moves[State.RUNNING][job_id] = "All pods are running"
+                moves[State.RUNNING][job_id] = Phrase(phrases.ALL_PODS_RUNNING)
             elif status.phase in FINISHED_PHASES:
                 target = State.SUCCEEDED if status.phase == Phase.SUCCEEDED else State.FAILED
                 moves[target][job_id] = status.message or f"The job {status.phase.lower()}"
@@ -200,8 +202,8 @@ def _lost_with_namespace(namespaces: list[str], now: datetime) -> list[int]:
     if not namespaces:
         return []
     running = Job.objects.filter(state=State.RUNNING, namespace__in=namespaces)
-    messages = {
-        pk: f"Its namespace {namespace} was deleted, and the job's objects with it"
+    messages: dict[int, Phrase | str] = {
+        pk: Phrase(phrases.NAMESPACE_GONE, {"namespace": namespace})
         for pk, namespace in running.values_list("pk", "namespace")
     }
     return jobs_transition(State.FAILED, messages, now, "NamespaceGone")

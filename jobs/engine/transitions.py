@@ -19,6 +19,7 @@ No other module changes a job's state; tests/engine/test_transitions.py holds th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -27,6 +28,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from jobs.models import IN_CLUSTER, JOBS, PENDING, TRANSITIONS, Job, State
+from queues.phrases import Phrase
 from queues.selectors import QUEUES
 
 
@@ -91,17 +93,21 @@ def backoff_delay(
 
 # The fields ``leave_for_backoff`` changes, for a caller's bulk_update.
 LEFT_FOR_BACKOFF = (
-    "state", "dequeued_at", "last_tried_at", "backoff_reason", "backoff_count", "next_attempt_at",
+    "state", "dequeued_at", "last_tried_at", "backoff_reason", "backoff_code", "backoff_args",
+    "backoff_count", "next_attempt_at",
 )  # fmt: skip
 
+# What a job leaving backoff clears, for a caller's ``move`` or ``update``.
+NO_BACKOFF_REASON = {"backoff_reason": "", "backoff_code": "", "backoff_args": {}}
 
-def leave_for_backoff(job: Job, *, reason: str, attempts: int, now: datetime) -> None:
+
+def leave_for_backoff(job: Job, *, reason: Phrase | str, attempts: int, now: datetime) -> None:
     """An admitted job leaves the cluster for its queue, in backoff: tried again after
     ``backoff_delay(attempts)`` with its queue's base and cap, ``reason`` shown meanwhile.
     The caller saves the fields of LEFT_FOR_BACKOFF (``job.queue`` must be loaded)."""
     step(job, State.BACKOFF)
     job.dequeued_at, job.last_tried_at = None, now
-    job.backoff_reason = reason
+    job.set_backoff_reason(reason)
     job.backoff_count += 1
     job.next_attempt_at = now + backoff_delay(
         attempts, base=job.queue.backoff_base_seconds, cap=job.queue.backoff_max_seconds
@@ -149,7 +155,8 @@ def admit(ids: list[int], *, now: datetime) -> list[tuple[int, str, datetime]]:
         cursor.execute(
             f"""
             UPDATE {JOBS} j
-            SET state = %s, dequeued_at = %s, backoff_reason = '',
+            SET state = %s, dequeued_at = %s, backoff_reason = '', backoff_code = '',
+                backoff_args = '{{}}'::jsonb,
                 next_attempt_at = NULL, last_tried_at = %s, start_clock_at = NULL
             FROM {QUEUES} q
             WHERE j.id = ANY(%s) AND j.state = ANY(%s) AND q.id = j.queue_id
@@ -178,24 +185,32 @@ def backoff_candidates(ids: list[int]) -> list[tuple]:
         return cursor.fetchall()
 
 
-def back_off(reasons: list[tuple[int, str, datetime]], *, now: datetime) -> None:
-    """Put pending jobs into backoff, each (id, reason, next attempt) its own."""
+def back_off(reasons: list[tuple[int, Phrase, datetime]], *, now: datetime) -> None:
+    """Put pending jobs into backoff, each (id, reason, next attempt) its own: the reason's
+    English text with its code and arguments."""
     if not reasons:
         return
-    placeholders = ", ".join(["(%s::bigint, %s::text, %s::timestamptz)"] * len(reasons))
+    placeholders = ", ".join(
+        ["(%s::bigint, %s::text, %s::text, %s::jsonb, %s::timestamptz)"] * len(reasons)
+    )
+    rows = [
+        (job_id, reason.english(), reason.code, json.dumps(reason.args), next_at)
+        for job_id, reason, next_at in reasons
+    ]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             UPDATE {JOBS} j
-            SET state = %s, backoff_reason = v.reason, next_attempt_at = v.next_at,
+            SET state = %s, backoff_reason = v.reason, backoff_code = v.code,
+                backoff_args = v.args, next_attempt_at = v.next_at,
                 backoff_count = j.backoff_count + 1, last_tried_at = %s
-            FROM (VALUES {placeholders}) AS v(id, reason, next_at)
+            FROM (VALUES {placeholders}) AS v(id, reason, code, args, next_at)
             WHERE j.id = v.id AND j.state = ANY(%s)
             """,
             [
                 State.BACKOFF,
                 now,
-                *[item for row in reasons for item in row],
+                *[item for row in rows for item in row],
                 movable(State.BACKOFF, PENDING),
             ],
         )

@@ -19,7 +19,9 @@ from jobs.engine import transitions
 from jobs.engine.triggers import request_admission
 from jobs.models import PENDING, Job, JobEvent, State
 from kube.quantity import ResourceList
+from queues import phrases
 from queues import selectors as queue_selectors
+from queues.phrases import Phrase
 from queues.placement import unplaceable
 from queues.quota import path_to_root
 
@@ -52,7 +54,7 @@ def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = No
         nowhere = unplaceable(pods=pods, nodes=nodes, path_nodes=path_nodes, request=request)
         if nowhere is not None:
             shape = dict(queue__node__path=leaf, kind=kind, runtime=runtime, head=head)
-            refused.append((shape | {"workers": workers}, nowhere.reason))
+            refused.append((shape | {"workers": workers}, nowhere.phrase))
     failed: list[int] = []
     if not refused:
         return failed
@@ -62,7 +64,10 @@ def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = No
                 State.FAILED, Q(**shape), among=PENDING, finished_at=now, next_attempt_at=None
             )
             JobEvent.objects.record(
-                ((pk, "Unrunnable", f"Can never run: {reason}") for pk in moved),
+                (
+                    (pk, "Unrunnable", Phrase(phrases.CAN_NEVER_RUN, {"reason": reason.as_json()}))
+                    for pk in moved
+                ),
                 at=now,
                 warning=True,
             )

@@ -50,8 +50,8 @@ from queues.selectors import queues_for_user
 # What a queue's page shows of each job (not its script, pod groups or manifest fields).
 PAGE_FIELDS = (
     "id", "name", "queue_id", "owner_id", "priority", "ticket", "state", "enqueued_at",
-    "dequeued_at", "backoff_reason", "next_attempt_at", "last_tried_at", "start_clock_at",
-    "request",
+    "dequeued_at", "backoff_reason", "backoff_code", "backoff_args", "next_attempt_at",
+    "last_tried_at", "start_clock_at", "request",
 )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
@@ -25,7 +26,8 @@ from jobs.cluster import SCHEDULING_FAILURES
 from jobs.engine.admission.inputs import Holding, is_due, read_holding, woken_at
 from jobs.models import PENDING, QUEUE_ORDER, Job, JobEvent, State
 from jobs.reads.selectors import job_positions
-from kube.quantity import ResourceList, human
+from kube.quantity import ResourceList
+from queues import phrases
 from queues.admission import (
     BEST_EFFORT,
     Admitted,
@@ -35,6 +37,7 @@ from queues.admission import (
     plan_admissions,
 )
 from queues.models import Queue
+from queues.phrases import Phrase
 from queues.quota import Shortfall, Standing, path_standing, shortfall
 
 # What a job waits for, as the API names it.
@@ -54,12 +57,14 @@ REASONS = (NEXT, QUOTA, CLUSTER, RECLAIM, RELEASING, BEHIND, BACKOFF, STARTING, 
 class Waiting:
     """A job's explanation: ``reason`` (one of REASONS), a sentence, and the path table.
 
-    ``blocking`` is the first node (or the cluster) and resource that refuses the job now;
-    ``head`` is the explanation of the first job of the queue when this one is behind it.
+    ``sentence`` is a phrase (``queues.phrases``): the pages show it in the reader's
+    language (``said``), the API in English (``summary``). ``blocking`` is the first node
+    (or the cluster) and resource that refuses the job now; ``head`` is the explanation of
+    the first job of the queue when this one is behind it.
     """
 
     reason: str
-    summary: str
+    sentence: Phrase
     path: tuple[Standing, ...] = ()
     blocking: Shortfall | None = None
     ahead: int = 0
@@ -70,7 +75,17 @@ class Waiting:
     next_attempt_at: datetime | None = None
     last_failure: JobEvent | None = None  # STARTING: the cluster's last scheduling failure
     start_deadline: datetime | None = None  # STARTING: when the start timeout takes it out
-    _clause: str = field(default="", repr=False)
+    _clause: Phrase | None = field(default=None, repr=False)
+
+    @property
+    def summary(self) -> str:
+        """The sentence in English, times in the active zone."""
+        return self.sentence.in_english()
+
+    @property
+    def said(self) -> str:
+        """The sentence in the active language and zone."""
+        return self.sentence.text()
 
     def rows(self) -> list[tuple[Standing, bool]]:
         """The path table, each row with whether it is the one that blocks."""
@@ -93,41 +108,42 @@ class Place:
     queue_name: str = ""
 
 
-def _jobs(keys: Sequence[int]) -> str:
-    count = f"{len(keys)} job{'s' if len(keys) != 1 else ''}"
-    return f"{count} ({', '.join(f'#{key}' for key in keys)})"
+def _jobs(keys: Sequence[int]) -> Phrase:
+    return Phrase(phrases.WAITING_JOBS, {"count": len(keys), "jobs": phrases.jobs(keys)})
 
 
-def _short(short: Shortfall) -> str:
+def _short(short: Shortfall) -> Phrase:
     r, limit = short.resource, short.limit
-    asks = f"it asks for {human(r, short.requested, limit)}"
-    if short.where == "cluster":
-        return (
-            f"waits for {r} in the cluster: used {human(r, short.used, limit)} of "
-            f"{human(r, limit)} allocatable; {asks}"
-        )
-    return (
-        f"waits for {r} in {short.where}: used {human(r, short.used, limit)} of max "
-        f"{human(r, limit)}; {asks}"
-    )
+    return Phrase(
+        phrases.WAITING_CLUSTER if short.where == "cluster" else phrases.WAITING_QUOTA,
+        {
+            "resource": r, "where": short.where,
+            "used": phrases.quantity(r, short.used, limit),
+            "limit": phrases.quantity(r, limit),
+            "asks": phrases.quantity(r, short.requested, limit),
+        },
+    )  # fmt: skip
 
 
-def _leaving_jobs(keys: Sequence[int], leaving: Sequence[Admitted]) -> str:
+def _leaving_jobs(keys: Sequence[int], leaving: Sequence[Admitted]) -> dict[str, Any]:
     """ "2 intern jobs (#12, #13)", named by the leaf they leave."""
     leaves: dict[str, list[int]] = {}
     for job in leaving:
         if job.key in keys:
             leaves.setdefault(job.leaf.rsplit("/", 1)[-1], []).append(job.key)
     parts = [
-        f"{len(ids)} {leaf} job{'s' if len(ids) != 1 else ''} ({', '.join(f'#{k}' for k in ids)})"
+        Phrase(
+            phrases.WAITING_LEAF_JOBS,
+            {"count": len(ids), "leaf": leaf, "jobs": phrases.jobs(ids)},
+        )
         for leaf, ids in sorted(leaves.items())
     ]
-    return " and ".join(parts) or _jobs(keys)
+    return phrases.all_of(parts) if parts else _jobs(keys).as_json()
 
 
 def _tried_now(
     job: Job, place: Place, holding: Holding
-) -> tuple[str, str, Shortfall | None, tuple]:
+) -> tuple[str, Phrase, Shortfall | None, tuple]:
     """What the admission rule would do with the job now: (reason, clause, what blocks it,
     the jobs it waits for)."""
     candidate = Candidate(
@@ -142,7 +158,7 @@ def _tried_now(
         leaving=holding.leaving,
     )
     if any(admitted.key == job.pk for admitted in plan.admitted):
-        return NEXT, "fits now: it is dequeued at the next admission cycle", None, ()
+        return NEXT, Phrase(phrases.WAITING_FITS), None, ()
     refusal = plan.refused[job.pk]
     if not isinstance(refusal, Releasing):
         reason = CLUSTER if refusal.where == "cluster" else QUOTA
@@ -151,16 +167,21 @@ def _tried_now(
     if victims:
         keys = tuple(p.victim.key for p in victims)
         borrowers = sorted({p.borrower or p.node for p in victims})
-        clause = (
-            f"reclaims {refusal.now.resource} for {place.leaf}: the next cycle preempts "
-            f"{_leaving_jobs(keys, [p.victim for p in victims])} of "
-            f"{', '.join(borrowers)}, which use{'s' if len(borrowers) == 1 else ''} more "
-            f"than {'its' if len(borrowers) == 1 else 'their'} min"
-        )
+        clause = Phrase(
+            phrases.WAITING_RECLAIM,
+            {
+                "resource": refusal.now.resource, "leaf": place.leaf,
+                "victims": _leaving_jobs(keys, [p.victim for p in victims]),
+                "borrowers": ", ".join(borrowers), "count": len(borrowers),
+            },
+        )  # fmt: skip
         return RECLAIM, clause, refusal.now, keys
-    clause = (
-        f"waits for {_leaving_jobs(refusal.jobs, holding.leaving)} to leave the cluster; "
-        f"until then it {_short(refusal.now)}"
+    clause = Phrase(
+        phrases.WAITING_RELEASING,
+        {
+            "leaving": _leaving_jobs(refusal.jobs, holding.leaving),
+            "short": _short(refusal.now).as_json(),
+        },
     )
     return RELEASING, clause, refusal.now, refusal.jobs
 
@@ -193,27 +214,42 @@ def explain(
         )
     )  # fmt: skip
     if not place.open:
-        clause = f"waits for its queue {place.queue_name} to open: it admits nothing until then"
+        clause = Phrase(phrases.WAITING_CLOSED, {"queue": place.queue_name})
         return Waiting(CLOSED, _sentence(clause), path, _clause=clause)
     ahead = place.position - 1
-    if ahead and head is not None and place.policy != BEST_EFFORT:
+    if ahead and head is not None and place.policy != BEST_EFFORT and head._clause is not None:
         # Its queue tries the jobs ahead first: what the first waits for is what holds it.
         blocking = shortfall(
             leaf=place.leaf, request=job.request, tree=tree, used=used, allocatable=allocatable
         )
-        summary = f"{_ahead(ahead)}; {_first(head)} {head._clause}; {_own_ask(blocking)}"
+        summary = Phrase(
+            phrases.WAITING_BEHIND,
+            {
+                "ahead": _ahead(ahead).as_json(), "first": _first(head).as_json(),
+                "clause": head._clause.as_json(), "own": _own_ask(blocking).as_json(),
+            },
+        )  # fmt: skip
         return Waiting(BEHIND, summary, path, blocking, ahead, head, head.job_id, _clause=summary)
     reason, clause, blocking, leaving = _tried_now(job, place, holding)
     if job.state == State.BACKOFF and not due:
-        clause = (
-            f"backs off until {timezone.localtime(job.next_attempt_at):%H:%M:%S} (sooner if "
-            f"capacity frees) after: {job.backoff_reason}; tried now, it {clause}"
+        backoff = (
+            Phrase(job.backoff_code, job.backoff_args).as_json()
+            if job.backoff_code in phrases.WORDINGS
+            else job.backoff_reason
         )
+        clause = Phrase(
+            phrases.WAITING_BACKOFF,
+            {"until": phrases.at(job.next_attempt_at or timezone.now()), "reason": backoff,
+             "clause": clause.as_json()},
+        )  # fmt: skip
         reason = BACKOFF
     summary = _sentence(clause)
     if ahead:
         # Best effort: a head that does not fit is set aside, so this job is tried too.
-        summary = f"{_ahead(ahead)}, tried anyway (best effort); it {clause}"
+        summary = Phrase(
+            phrases.WAITING_BEST_EFFORT,
+            {"ahead": _ahead(ahead).as_json(), "clause": clause.as_json()},
+        )
     return Waiting(
         reason, summary, path, blocking, ahead, leaving=leaving,
         next_attempt_at=job.next_attempt_at if job.state == State.BACKOFF else None,
@@ -230,42 +266,50 @@ def queue_place(queue: Queue, position: int) -> Place:
     )  # fmt: skip
 
 
-def _ahead(count: int) -> str:
-    return f"{count:,} job{'s' if count != 1 else ''} ahead"
+def _ahead(count: int) -> Phrase:
+    return Phrase(phrases.WAITING_AHEAD, {"count": phrases.number(count)})
 
 
-def _first(head: Waiting) -> str:
+def _first(head: Waiting) -> Phrase:
     """The subject of the head's clause, named so that its "it" is not read as this job:
     "the first job ahead, #58," (a job of a batch's dry run has no number yet)."""
-    return f"the first job ahead, #{head.job_id}," if head.job_id else "the first job ahead"
+    if head.job_id:
+        return Phrase(phrases.WAITING_FIRST_NUMBERED, {"job": head.job_id})
+    return Phrase(phrases.WAITING_FIRST)
 
 
-def _own_ask(blocking: Shortfall | None) -> str:
+def _own_ask(blocking: Shortfall | None) -> Phrase:
     """What this job, behind the head, would need itself: "this job asks for cpu 7", or
     that it would fit were it first."""
     if blocking is None:
-        return "this job alone would fit now"
+        return Phrase(phrases.WAITING_OWN_FITS)
     r = blocking.resource
-    return f"this job asks for {r} {human(r, blocking.requested)}"
+    return Phrase(
+        phrases.WAITING_OWN_ASK,
+        {"resource": r, "amount": phrases.quantity(r, blocking.requested)},
+    )
 
 
-def _sentence(clause: str) -> str:
-    return "It " + clause
+def _sentence(clause: Phrase) -> Phrase:
+    return Phrase(phrases.WAITING, {"clause": clause.as_json()})
 
 
 def _starting(job: Job, last_failure: JobEvent | None) -> Waiting:
     if job.start_clock_at is None:
-        clause = "is dequeued and holds its quota; its objects are being created in the cluster"
+        clause = Phrase(phrases.WAITING_CREATING)
         return Waiting(STARTING, _sentence(clause), _clause=clause)
     deadline = job.start_clock_at + timedelta(seconds=settings.START_TIMEOUT_SECONDS)
-    clause = "is dequeued and holds its quota; the cluster is placing its pods"
+    last: dict | str = ""
     if last_failure is not None:
-        cycle = f" (scheduling cycle {last_failure.cycle})" if last_failure.cycle else ""
-        clause += f". The cluster's last word{cycle}: {last_failure.message.rstrip('.')}"
-    clause += (
-        f". If they are not all running by {timezone.localtime(deadline):%H:%M:%S}, it leaves "
-        "the cluster and waits in its queue again"
-    )
+        message = last_failure.message.rstrip(".")
+        last = (
+            Phrase(
+                phrases.WAITING_LAST_WORD_CYCLE, {"cycle": last_failure.cycle, "message": message}
+            ).as_json()
+            if last_failure.cycle
+            else Phrase(phrases.WAITING_LAST_WORD, {"message": message}).as_json()
+        )
+    clause = Phrase(phrases.WAITING_PLACING, {"last": last, "deadline": phrases.at(deadline)})
     return Waiting(
         STARTING, _sentence(clause), last_failure=last_failure, start_deadline=deadline,
         _clause=clause,

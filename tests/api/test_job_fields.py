@@ -65,6 +65,8 @@ CALDERA_S_OWN = {
     "started_at",
     "finished_at",
     "backoff_reason",
+    "backoff_code",
+    "backoff_args",
     "next_attempt_at",
     "backoff_count",
     "last_tried_at",

@@ -37,6 +37,7 @@ from jobs.tables.blocks import compact_pending_blocks
 from jobs.tables.jobs import PendingRow, pending_heads
 from jobs.telemetry import ADMISSION_CYCLE_SECONDS
 from queues.admission import plan_admissions
+from queues.phrases import Phrase
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +110,9 @@ def _one_cycle(now: datetime) -> CycleWrite:
 class _Held:
     """Why a pending job is held, as ``write_backoffs`` reads a refusal."""
 
-    reason: str
+    reason: Phrase
 
-    def message(self) -> str:
+    def phrase(self) -> Phrase:
         return self.reason
 
 

@@ -9,13 +9,16 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from jobs.engine import transitions
 from jobs.engine.admission.inputs import leaf_usage
 from jobs.engine.locks import lock_jobs, retrying
 from jobs.models import AdmissionWake, JobEvent, State
 from kube.quantity import ResourceList, add, human
+from queues import phrases
 from queues.admission import Plan, Preemption
+from queues.phrases import Phrase
 from queues.quota import Breach, Node, breaches, rollup
 
 log = logging.getLogger(__name__)
@@ -36,7 +39,7 @@ class CycleWrite:
     more: bool
 
 
-def write_failures(reasons: dict[int, str], now: datetime) -> list[int]:
+def write_failures(reasons: Mapping[int, Phrase | str], now: datetime) -> list[int]:
     """Fail pending jobs with these reasons (compare-and-swap on their state)."""
     if not reasons:
         return []
@@ -122,7 +125,7 @@ def _write_preemptions(preemptions: list[Preemption], now: datetime) -> list[int
     by_key = {p.victim.key: p for p in preemptions}
     moved = transitions.preempt(list(by_key), now=now)
     JobEvent.objects.record(
-        ((job_id, JobEvent.Reason.PREEMPTED, by_key[job_id].message()) for job_id in moved),
+        ((job_id, JobEvent.Reason.PREEMPTED, by_key[job_id].phrase()) for job_id in moved),
         at=now,
         warning=True,
     )
@@ -135,16 +138,22 @@ def _write_dequeues(ids: list[int], now: datetime) -> list[int]:
     rows = transitions.admit(ids, now=now)
     JobEvent.objects.record(
         (
-            (job_id, JobEvent.Reason.DEQUEUED, f"Dequeued from {queue} after waiting {waited:.1f}s")
+            (
+                job_id,
+                JobEvent.Reason.DEQUEUED,
+                Phrase(
+                    phrases.DEQUEUED,
+                    {"queue": queue, "waited": phrases.seconds((now - enqueued).total_seconds())},
+                ),
+            )
             for job_id, queue, enqueued in rows
-            for waited in [(now - enqueued).total_seconds()]
         ),
         at=now,
     )
     return [row[0] for row in rows]
 
 
-def write_backoffs(refused: dict, now: datetime) -> list[int]:
+def write_backoffs(refused: Mapping[int, Refusal], now: datetime) -> list[int]:
     """Put refused jobs into backoff; record an event when the reason is new."""
     if not refused:
         return []
@@ -152,13 +161,24 @@ def write_backoffs(refused: dict, now: datetime) -> list[int]:
     for job_id, state, old_reason, count, base, cap in transitions.backoff_candidates(
         list(refused)
     ):
-        reason = refused[job_id].message()
+        reason = refused[job_id].phrase()
         next_at = now + transitions.backoff_delay(count + 1, base=base, cap=cap)
         values.append((job_id, reason, next_at))
-        if state != State.BACKOFF or reason != old_reason:
-            events.append(
-                (job_id, JobEvent.Reason.BACKOFF, f"{reason}; next try at {next_at:%H:%M:%S}")
-            )
+        if state != State.BACKOFF or reason.english() != old_reason:
+            events.append((job_id, JobEvent.Reason.BACKOFF, next_try(reason, next_at)))
     transitions.back_off(values, now=now)
     JobEvent.objects.record(events, at=now, warning=True)
     return [row[0] for row in values]
+
+
+def next_try(reason: Phrase | str, next_at: datetime) -> Phrase:
+    """A backoff's event: its reason and when it is tried again (in the reader's zone)."""
+    return Phrase(
+        phrases.NEXT_TRY, {"reason": phrases.argument(reason), "next_at": phrases.at(next_at)}
+    )
+
+
+class Refusal(Protocol):
+    """Why the cycle set a job aside: a quota shortfall, a wait for leaving jobs, a hold."""
+
+    def phrase(self) -> Phrase: ...

@@ -1,0 +1,457 @@
+"""What Caldera says about a job, kept as a code and its arguments and shown in the
+reader's language and time zone.
+
+A backoff reason or an event message is written once (by the admission cycle, the sync,
+a cancel) and read for months, by people who read English or Simplified Chinese and live
+in different zones. So the writer stores a ``Phrase``: a code naming one declared wording
+and the arguments it fills in (plain JSON: numbers, strings, ISO times, quantities in base
+units, nested phrases). The page renders it with ``Phrase.text()`` in the active language
+and zone; the writer also stores ``Phrase.english()`` (English, UTC) as the row's text,
+which the API, the webhooks, the CLI and the metrics read as before, and which the pages
+show for rows written before codes existed.
+
+Every wording is declared here, in one module, queues' own rules and jobs' alike: queues
+may not import jobs, and a single vocabulary keeps one place for translators and one
+place to check that every code a writer uses is declared (``declare`` refuses a code
+twice). The English templates are marked with ``gettext_noop`` and ``ngettext_noop`` so
+that ``makemessages`` finds them (portal's makemessages knows the second name);
+``text()`` translates them when rendered, never when written.
+
+Arguments are tagged so the renderer knows how to show them in any language:
+
+- ``{"code": ..., "args": {...}}``: a nested phrase;
+- ``{"resource": "memory", "units": 12884901888, "like": 15032385536}``: a quantity, shown
+  by ``kube.quantity.human`` (units are the same in every language);
+- ``{"request": [["cpu", 4000], ...]}``: several quantities, "cpu 4, memory 8Gi";
+- ``{"jobs": [12, 13]}``: job numbers, "#12, #13";
+- ``{"at": "2026-11-27T11:18:48+00:00"}``: a time of day in the reader's zone;
+- ``{"moment": "..."}``: a date and time in the reader's zone;
+- ``{"number": 2007}``: a count, grouped ("2,007");
+- ``{"seconds": 1.23}``: a duration to a tenth of a second;
+- ``{"all": [phrase, ...]}``: phrases joined by "and";
+- a plain string or number: shown as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.utils import timezone, translation
+from django.utils.translation import gettext, gettext_noop, ngettext, pgettext
+
+from kube.quantity import human
+
+
+@dataclass(frozen=True)
+class Wording:
+    """One declared message: its English template (named placeholders, ``%(cpu)s``), and
+    for a message whose English changes with a number, its plural and the argument that
+    counts."""
+
+    code: str
+    singular: str
+    plural: str = ""
+    count: str = ""
+
+
+WORDINGS: dict[str, Wording] = {}
+
+
+def declare(code: str, singular: str, plural: str = "", *, count: str = "") -> str:
+    """Declare a wording once; the code, for the writer to name it by."""
+    if code in WORDINGS:
+        raise ValueError(f"the wording {code} is declared twice")
+    WORDINGS[code] = Wording(code, singular, plural, count)
+    return code
+
+
+def ngettext_noop(singular: str, plural: str) -> tuple[str, str]:
+    """Marks a plural pair for ``makemessages`` (its keyword list includes ``ngettext_noop``
+    through ``--keyword``) without translating it at import time."""
+    return singular, plural
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A declared wording and its arguments: what a row stores as ``code`` and ``args``."""
+
+    code: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """In the active language and time zone."""
+        wording = WORDINGS[self.code]
+        values = {name: _shown(value) for name, value in self.args.items()}
+        if wording.plural:
+            count = _number(self.args[wording.count])
+            template = ngettext(wording.singular, wording.plural, count)
+        else:
+            template = gettext(wording.singular)
+        return template % values if "%" in template else template
+
+    def english(self) -> str:
+        """What the row stores as its text: in English, times in UTC."""
+        with timezone.override(UTC):
+            return self.in_english()
+
+    def in_english(self) -> str:
+        """In English, times in the active zone (what the API says of a job now)."""
+        with translation.override("en"):
+            return self.text()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"code": self.code, "args": dict(self.args)}
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def said(code: str, args: Mapping[str, Any] | None, stored: str) -> str:
+    """What a row says in the active language: its phrase when it has a declared code, else
+    its stored text (rows written before codes, or by a writer that knew a code this
+    version does not)."""
+    if not code or code not in WORDINGS:
+        return stored
+    try:
+        return Phrase(code, args or {}).text()
+    except (KeyError, TypeError, ValueError):
+        # Arguments that do not fill this version's wording: the stored text is still true.
+        return stored
+
+
+# Tagged arguments, built by writers.
+
+
+def quantity(resource: str, units: int, like: int | None = None) -> dict[str, Any]:
+    value: dict[str, Any] = {"resource": resource, "units": units}
+    if like is not None:
+        value["like"] = like
+    return value
+
+
+def request(resources: Mapping[str, int]) -> dict[str, Any]:
+    # Pairs, not a mapping: the database keeps a JSON object's keys in an order of its own.
+    return {"request": [[name, units] for name, units in sorted(resources.items())]}
+
+
+def jobs(keys: Sequence[int]) -> dict[str, Any]:
+    return {"jobs": list(keys)}
+
+
+def at(moment: datetime) -> dict[str, Any]:
+    return {"at": moment.isoformat()}
+
+
+def moment(when: datetime) -> dict[str, Any]:
+    return {"moment": when.isoformat()}
+
+
+def number(count: int) -> dict[str, Any]:
+    return {"number": count}
+
+
+def seconds(value: float) -> dict[str, Any]:
+    return {"seconds": value}
+
+
+def nested(phrase: Phrase) -> dict[str, Any]:
+    return phrase.as_json()
+
+
+def argument(value: Phrase | str) -> dict[str, Any] | str:
+    """A phrase nested as an argument, or words that have no code (the cluster's own)."""
+    return value.as_json() if isinstance(value, Phrase) else value
+
+
+def all_of(phrases: Sequence[Phrase]) -> dict[str, Any]:
+    return {"all": [phrase.as_json() for phrase in phrases]}
+
+
+def _number(value: Any) -> int:
+    if isinstance(value, Mapping):
+        if "number" in value:
+            return int(value["number"])
+        if "jobs" in value:
+            return len(value["jobs"])
+    return int(value)
+
+
+def _shown(value: Any) -> str:
+    if not isinstance(value, Mapping):
+        return str(value)
+    if "code" in value:
+        return Phrase(value["code"], value.get("args") or {}).text()
+    if "resource" in value:
+        return human(value["resource"], value["units"], value.get("like"))
+    if "request" in value:
+        return pgettext("between items of a list", ", ").join(
+            pgettext("a resource and its amount", "%(resource)s %(amount)s")
+            % {"resource": name, "amount": human(name, units)}
+            for name, units in value["request"]
+        )
+    if "jobs" in value:
+        return pgettext("between items of a list", ", ").join(f"#{key}" for key in value["jobs"])
+    if "at" in value:
+        return f"{timezone.localtime(datetime.fromisoformat(value['at'])):%H:%M:%S}"
+    if "moment" in value:
+        return f"{timezone.localtime(datetime.fromisoformat(value['moment'])):%Y-%m-%d %H:%M:%S}"
+    if "number" in value:
+        return f"{value['number']:,}"
+    if "seconds" in value:
+        return f"{value['seconds']:.1f}"
+    if "all" in value:
+        return pgettext("between the last two items of a list", " and ").join(
+            _shown(item) for item in value["all"]
+        )
+    raise ValueError(f"an argument of unknown shape: {sorted(value)}")
+
+
+# The vocabulary. Codes name what happened; a wording may change its English (and its
+# translations) without a migration, since rows keep the code and the numbers.
+
+# The admission rule (queues.quota, queues.admission, queues.placement).
+QUOTA_SHORT = declare(
+    "quota.short",
+    gettext_noop(
+        "Insufficient quota in %(where)s: %(resource)s requested %(requested)s, free "
+        "%(free)s (used %(used)s of max %(limit)s)"
+    ),
+)
+CLUSTER_SHORT = declare(
+    "cluster.short",
+    gettext_noop(
+        "Insufficient cluster capacity: %(resource)s requested %(requested)s, free "
+        "%(free)s (used %(used)s of allocatable %(limit)s)"
+    ),
+)
+PREEMPTED_RECLAIM = declare(
+    "preempted.reclaim",
+    gettext_noop(
+        "Preempted: %(node)s reclaimed its guaranteed quota (min) from %(borrower)s, which "
+        "used more than its min, for job #%(by)s; released %(released)s"
+    ),
+)
+PREEMPTED_PRIORITY = declare(
+    "preempted.priority",
+    gettext_noop(
+        "Preempted: job #%(by)s of higher priority in the same queue needed the quota of "
+        "%(node)s; released %(released)s"
+    ),
+)
+PREEMPTED_OVER_QUOTA = declare(
+    "preempted.over_quota",
+    gettext_noop(
+        "Preempted: the quota of %(node)s was lowered below its usage; released %(released)s"
+    ),
+)
+RELEASING = declare(
+    "releasing",
+    *ngettext_noop(
+        "Waiting for %(count)s job leaving the cluster (%(jobs)s) to release their quota; "
+        "until then: %(now)s",
+        "Waiting for %(count)s jobs leaving the cluster (%(jobs)s) to release their quota; "
+        "until then: %(now)s",
+    ),
+    count="count",
+)
+NO_NODE_HAS = declare(
+    "placement.no_node_has",
+    gettext_noop("%(pod)s asks for %(resource)s %(amount)s; no node has %(resource)s"),
+)
+NO_NODE_HAS_THOUGH_TREE = declare(
+    "placement.no_node_has_though_tree",
+    gettext_noop(
+        "%(pod)s asks for %(resource)s %(amount)s; no node has %(resource)s, though the "
+        "quota tree offers it"
+    ),
+)
+LARGEST_NODE = declare(
+    "placement.largest_node",
+    gettext_noop("%(pod)s asks for %(resource)s %(amount)s; the largest node has %(largest)s"),
+)
+NO_NODE_HAS_ALL = declare(
+    "placement.no_node_has_all",
+    gettext_noop(
+        "%(pod)s asks for %(asks)s on one node; no node has all of it: the closest has "
+        "%(resource)s %(closest)s"
+    ),
+)
+BEYOND_THE_NODES = declare(
+    "placement.beyond_the_nodes",
+    gettext_noop(
+        "the job asks for %(resource)s %(amount)s in all; the %(nodes)s nodes hold "
+        "%(together)s together"
+    ),
+)
+
+# The admission cycle's writes (jobs.engine.admission).
+DEQUEUED = declare("dequeued", gettext_noop("Dequeued from %(queue)s after waiting %(waited)ss"))
+NEXT_TRY = declare("backoff.next_try", gettext_noop("%(reason)s; next try at %(next_at)s"))
+CAN_NEVER_RUN = declare("unrunnable", gettext_noop("Can never run: %(reason)s"))
+
+# The cluster's answers (jobs.engine.reconcile, sync, start_timeouts, namespace_health).
+REQUEUED = declare(
+    "requeued",
+    gettext_noop("Left the cluster and went back to %(queue)s at its original place"),
+)
+OBJECTS_LEFT = declare("stopped", gettext_noop("Its objects left the cluster; its quota is free"))
+ALL_PODS_RUNNING = declare("running", gettext_noop("All pods are running"))
+START_TIMEOUT = declare(
+    "start_timeout",
+    gettext_noop(
+        "Its pods were not all running %(timeout)ss after its objects were created, so it "
+        "left the cluster; last scheduling failure: %(cause)s"
+    ),
+)
+START_TIMEOUT_EVENT = declare(
+    "start_timeout.event",
+    gettext_noop("%(reason)s; start attempt %(attempt)s of %(attempts)s; next try at %(next_at)s"),
+)
+START_ATTEMPTS_EXCEEDED = declare(
+    "start_timeout.exceeded",
+    gettext_noop(
+        "Its pods were not all running %(timeout)ss after its objects were created, "
+        "%(attempt)s of %(attempts)s times, so it left the cluster and failed; last "
+        "scheduling failure: %(cause)s"
+    ),
+)
+NO_SCHEDULING_FAILURE = declare(
+    "start_timeout.no_failure", gettext_noop("the cluster reported no scheduling failure")
+)
+NAMESPACE_FIX = declare(
+    "namespace.fix",
+    gettext_noop(
+        "manage.py cluster_check names what is missing; once the namespace exists, run "
+        "%(command)s to give Caldera its Role there"
+    ),
+)
+NAMESPACE_HELD = declare(
+    "namespace.held",
+    gettext_noop("Its namespace is unavailable since %(since)s: %(reason)s. %(fix)s"),
+)
+NAMESPACE_FAILED = declare(
+    "namespace.failed",
+    gettext_noop(
+        "Its namespace has been unavailable since %(since)s "
+        "(NAMESPACE_GRACE_SECONDS=%(grace)s): %(reason)s"
+    ),
+)
+NAMESPACE_GONE = declare(
+    "namespace.gone",
+    gettext_noop("Its namespace %(namespace)s was deleted, and the job's objects with it"),
+)
+
+# People's actions (jobs.services).
+ENQUEUED = declare(
+    "enqueued", gettext_noop("Enqueued in %(queue)s by %(user)s at priority %(priority)s")
+)
+CANCELLED_LEAVING = declare(
+    "cancelled.leaving",
+    gettext_noop(
+        "Cancelled by %(user)s while %(state)s; it holds its quota until the cluster confirms "
+        "its objects are gone"
+    ),
+)
+CANCELLED = declare("cancelled", gettext_noop("Cancelled by %(user)s while %(state)s"))
+RESUBMITTED = declare("resubmitted", gettext_noop("Resubmitted by %(user)s as #%(copy)s"))
+PRIORITY_CHANGED = declare(
+    "priority.changed", gettext_noop("%(user)s changed priority from %(old)s to %(new)s")
+)
+PRIORITY_TO_HEAD = declare(
+    "priority.to_head",
+    gettext_noop("%(user)s moved the job to the head: priority from %(old)s to %(new)s"),
+)
+
+# Why a job waits (jobs.reads.waiting): clauses about "it", put together into the sentence
+# the job and queue pages show.
+WAITING = declare("waiting", gettext_noop("It %(clause)s"))
+WAITING_FITS = declare(
+    "waiting.fits", gettext_noop("fits now: it is dequeued at the next admission cycle")
+)
+WAITING_QUOTA = declare(
+    "waiting.quota",
+    gettext_noop(
+        "waits for %(resource)s in %(where)s: used %(used)s of max %(limit)s; it asks for %(asks)s"
+    ),
+)
+WAITING_CLUSTER = declare(
+    "waiting.cluster",
+    gettext_noop(
+        "waits for %(resource)s in the cluster: used %(used)s of %(limit)s allocatable; it "
+        "asks for %(asks)s"
+    ),
+)
+WAITING_JOBS = declare(
+    "waiting.jobs",
+    *ngettext_noop("%(count)s job (%(jobs)s)", "%(count)s jobs (%(jobs)s)"),
+    count="count",
+)
+WAITING_LEAF_JOBS = declare(
+    "waiting.leaf_jobs",
+    *ngettext_noop("%(count)s %(leaf)s job (%(jobs)s)", "%(count)s %(leaf)s jobs (%(jobs)s)"),
+    count="count",
+)
+WAITING_RECLAIM = declare(
+    "waiting.reclaim",
+    *ngettext_noop(
+        "reclaims %(resource)s for %(leaf)s: the next cycle preempts %(victims)s of "
+        "%(borrowers)s, which uses more than its min",
+        "reclaims %(resource)s for %(leaf)s: the next cycle preempts %(victims)s of "
+        "%(borrowers)s, which use more than their min",
+    ),
+    count="count",
+)
+WAITING_RELEASING = declare(
+    "waiting.releasing",
+    gettext_noop("waits for %(leaving)s to leave the cluster; until then it %(short)s"),
+)
+WAITING_CLOSED = declare(
+    "waiting.closed",
+    gettext_noop("waits for its queue %(queue)s to open: it admits nothing until then"),
+)
+WAITING_AHEAD = declare(
+    "waiting.ahead",
+    *ngettext_noop("%(count)s job ahead", "%(count)s jobs ahead"),
+    count="count",
+)
+WAITING_BEHIND = declare("waiting.behind", gettext_noop("%(ahead)s; %(first)s %(clause)s; %(own)s"))
+WAITING_FIRST = declare("waiting.first", gettext_noop("the first job ahead"))
+WAITING_FIRST_NUMBERED = declare(
+    "waiting.first_numbered", gettext_noop("the first job ahead, #%(job)s,")
+)
+WAITING_OWN_ASK = declare(
+    "waiting.own_ask", gettext_noop("this job asks for %(resource)s %(amount)s")
+)
+WAITING_OWN_FITS = declare("waiting.own_fits", gettext_noop("this job alone would fit now"))
+WAITING_BACKOFF = declare(
+    "waiting.backoff",
+    gettext_noop(
+        "backs off until %(until)s (sooner if capacity frees) after: %(reason)s; tried now, "
+        "it %(clause)s"
+    ),
+)
+WAITING_BEST_EFFORT = declare(
+    "waiting.best_effort", gettext_noop("%(ahead)s, tried anyway (best effort); it %(clause)s")
+)
+WAITING_CREATING = declare(
+    "waiting.creating",
+    gettext_noop("is dequeued and holds its quota; its objects are being created in the cluster"),
+)
+WAITING_PLACING = declare(
+    "waiting.placing",
+    gettext_noop(
+        "is dequeued and holds its quota; the cluster is placing its pods%(last)s. If they "
+        "are not all running by %(deadline)s, it leaves the cluster and waits in its queue "
+        "again"
+    ),
+)
+WAITING_LAST_WORD = declare(
+    "waiting.last_word", gettext_noop(". The cluster's last word: %(message)s")
+)
+WAITING_LAST_WORD_CYCLE = declare(
+    "waiting.last_word_cycle",
+    gettext_noop(". The cluster's last word (scheduling cycle %(cycle)s): %(message)s"),
+)
