@@ -87,7 +87,10 @@ def test_a_backing_off_job_counts_down_to_its_next_try(client, member):
     job = submit(member)
     next_try = (timezone.now() + timedelta(minutes=10)).replace(microsecond=0)
     Job.objects.filter(pk=job.pk).update(
-        state=State.BACKOFF, next_attempt_at=next_try, backoff_reason="no room"
+        state=State.BACKOFF,
+        next_attempt_at=next_try,
+        backoff_reason="no room",
+        last_tried_at=timezone.now(),
     )
     login(client, member)
     client.cookies[ZONE_COOKIE] = "Asia/Shanghai"
