@@ -695,3 +695,8 @@ def test_times_are_in_the_browsers_zone_with_relative_words_and_countdowns(
     expect(row.locator("time[data-relative] .time-seen")).to_have_text(
         re.compile(r"^(now|\d+ (seconds?|minutes?) ago)$")
     )
+    # The exact time kept for screen readers stays inside the table's own scroll box.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    expect(row.locator("time[data-relative] .time-seen")).to_have_count(1)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

@@ -144,3 +144,22 @@ def test_the_usage_charts_name_the_zone_of_their_time_axis(client, member):
     page = client.get(reverse("queue-detail", args=["root-algorithm-video"])).content.decode()
 
     assert '<li class="muted chart-zone">Times in Asia/Shanghai, UTC+08:00.</li>' in page
+
+
+def test_a_job_being_placed_counts_down_to_its_start_timeout(client, member, settings):
+    job = submit(member)
+    clock = (timezone.now() - timedelta(seconds=30)).replace(microsecond=0)
+    Job.objects.filter(pk=job.pk).update(state=State.ADMITTED, start_clock_at=clock)
+    login(client, member)
+    client.cookies[ZONE_COOKIE] = "Asia/Shanghai"
+    deadline = (clock + timedelta(seconds=settings.START_TIMEOUT_SECONDS)).astimezone(
+        ZoneInfo("Asia/Shanghai")
+    )
+
+    page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
+
+    assert (
+        f'Start timeout <time datetime="{deadline.isoformat()}" '
+        f'title="{deadline:%A %Y-%m-%d %H:%M:%S} (Asia/Shanghai, UTC+08:00)" '
+        f'data-countdown="in %s">{deadline:%H:%M:%S}</time>'
+    ) in page
