@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -22,6 +23,8 @@ from ..support.jobs import submit
 from ..support.pages import HTMX, login
 
 pytestmark = pytest.mark.django_db
+
+TEMPLATES = settings.BASE_DIR / "templates"
 
 ENQUEUED = datetime(2026, 11, 27, 11, 13, 0, tzinfo=UTC)
 SHANGHAI_TIME = (
@@ -163,3 +166,16 @@ def test_a_job_being_placed_counts_down_to_its_start_timeout(client, member, set
         f'title="{deadline:%A %Y-%m-%d %H:%M:%S} (Asia/Shanghai, UTC+08:00)" '
         f'data-countdown="in %s">{deadline:%H:%M:%S}</time>'
     ) in page
+
+
+def test_no_template_writes_a_time_by_hand():
+    """Every time on a page goes through {% moment %} (portal/templatetags/times.py), so
+    each names its zone and the browser can write it in words; a page added later too."""
+    by_hand = re.compile(r"<time[\s>]|\|time:|\|date:[\"'][^\"']*[aAfgGhHisPTeOZcrU]")
+    found = [
+        f"{path.relative_to(TEMPLATES)}: {line.strip()}"
+        for path in sorted(TEMPLATES.rglob("*.html"))
+        for line in path.read_text().splitlines()
+        if by_hand.search(line)
+    ]
+    assert found == []
