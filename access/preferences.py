@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zoneinfo
+from datetime import datetime
 from functools import cache
 
 from .models import Preference
@@ -27,3 +28,16 @@ def preference_of(user) -> Preference | None:
     if not user.is_authenticated:
         return None
     return Preference.objects.filter(user_id=user.pk).first()
+
+
+def zone_label(moment: datetime) -> str:
+    """The zone ``moment`` is written in, as a page names it: "Asia/Shanghai, UTC+08:00",
+    or "UTC". Its offset is the one at that moment (summer time included)."""
+    name = str(moment.tzinfo)
+    offset = moment.utcoffset()
+    if offset is None or name == "UTC":
+        return "UTC"
+    minutes = int(offset.total_seconds()) // 60
+    sign = "+" if minutes >= 0 else "-"
+    hours, minutes = divmod(abs(minutes), 60)
+    return f"{name}, UTC{sign}{hours:02d}:{minutes:02d}"

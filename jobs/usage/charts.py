@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.utils import timezone
+from django.utils.dateformat import format as date_format
 
+from access.preferences import zone_label
 from jobs.usage.samples import Point, Range
 from kube.quantity import human, scale
 from queues.quota import Balance
@@ -97,6 +99,7 @@ class Chart:
     pending_beyond: str  # "", or the words for a pending demand above the scale
     y_ticks: list[Tick]
     x_ticks: list[Tick]
+    zone: str  # the time axis's: "Asia/Shanghai, UTC+08:00"
     width: int = WIDTH
     height: int = HEIGHT
     left: int = LEFT
@@ -146,19 +149,29 @@ def y_scale(resource: str, highest: int) -> tuple[int, list[int]]:
 
 
 def _x_ticks(window: Range, since: datetime, until: datetime) -> list[tuple[datetime, str]]:
+    """The time axis's ticks in the zone the page is shown in, on its whole quarter hours,
+    hours or days (its local midnight, not UTC's), labelled as Django writes dates in the
+    page's language ("H:i", "D": Mon, 周一)."""
     every, fmt = {
-        "hour": (timedelta(minutes=15), "%H:%M"),
-        "day": (timedelta(hours=6), "%H:%M"),
-        "week": (timedelta(days=1), "%a"),
+        "hour": (timedelta(minutes=15), "H:i"),
+        "day": (timedelta(hours=6), "H:i"),
+        "week": (timedelta(days=1), "D"),
     }[window.name]
-    local = timezone.localtime(since)
-    start = local.replace(hour=0, minute=0, second=0, microsecond=0)
-    ticks, moment = [], start
-    while moment <= until:
-        if moment >= since:
-            ticks.append((moment, moment.strftime(fmt)))
-        moment += every
-    return ticks
+    zone = timezone.get_current_timezone()
+    day = timezone.localtime(since, zone).date()
+    ticks: list[tuple[datetime, str]] = []
+    while True:
+        # Each day from its own midnight: a day of summer time starts or ends is 23 or 25
+        # hours long, and the ticks stay on its local hours.
+        start = datetime(day.year, day.month, day.day, tzinfo=zone)
+        moment = start
+        while moment.date() == day:
+            if moment > until:
+                return ticks
+            if moment >= since:
+                ticks.append((moment, date_format(moment, fmt)))
+            moment = timezone.localtime(moment + every, zone)
+        day += timedelta(days=1)
 
 
 def chart(
@@ -226,6 +239,7 @@ def chart(
         return " ".join(parts)
 
     last = points[-1] if points else None
+    zone = zone_label(timezone.localtime(until))
     return Chart(
         resource=resource,
         title=f"{resource} of {node} over {window.label}",
@@ -238,6 +252,7 @@ def chart(
         pending_beyond=_beyond(resource, points, top),
         y_ticks=[Tick(y(value), tick_label(resource, value)) for value in y_values],
         x_ticks=[Tick(x(moment), label) for moment, label in _x_ticks(window, since, until)],
+        zone=zone,
     )
 
 

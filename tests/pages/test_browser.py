@@ -14,6 +14,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 import requests
@@ -54,7 +55,14 @@ def console() -> Console:
 
 
 @pytest.fixture
-def page(console):
+def browser_zone() -> str:
+    """The browser's time zone; a test names another with
+    ``@pytest.mark.parametrize("browser_zone", [...])``."""
+    return "UTC"
+
+
+@pytest.fixture
+def page(console, browser_zone):
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
     from playwright.sync_api import sync_playwright
@@ -66,7 +74,9 @@ def page(console):
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
         )
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page = browser.new_page(
+                viewport={"width": 1280, "height": 900}, timezone_id=browser_zone
+            )
             page.set_default_timeout(5_000)
             errors = console.errors
             page.on(
@@ -633,3 +643,91 @@ def cancel_and_close(name: str) -> None:
     job = Job.objects.get(name=name)
     job_cancel(user=job.owner, job=job)
     connection.close()  # this thread's
+
+
+@pytest.fixture
+def backing_off(transactional_db, member):
+    """alice's job, backing off for ten minutes after a try that found no room."""
+    job = submit_document(member, RAY_JOB, name="backs-off")
+    Job.objects.filter(pk=job.pk).update(
+        state=State.BACKOFF,
+        next_attempt_at=timezone.now() + timedelta(minutes=10),
+        backoff_reason="no room in the cluster",
+        last_tried_at=timezone.now(),
+    )
+    return Job.objects.select_related("queue").get(pk=job.pk)
+
+
+@pytest.mark.parametrize("browser_zone", ["Asia/Shanghai"])
+def test_times_are_in_the_browsers_zone_with_relative_words_and_countdowns(
+    live_server, backing_off, page
+):
+    """A browser in Shanghai: the first page tells Caldera its zone and is shown again in
+    it; times are exact on hover and for screen readers, in words ("now", "in 9:59") for
+    the eye; the words move on, and the refreshing part still answers 304."""
+    from playwright.sync_api import expect
+
+    page.goto(live_server.url + "/accounts/login/")
+    expect(page.locator('meta[name="caldera-zone"]')).to_have_attribute("content", "Asia/Shanghai")
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    assert cookies["caldera_tz"] == "Asia/Shanghai"
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill("pw-alice")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator("a.zone")).to_have_text("Times in Asia/Shanghai, UTC+08:00")
+
+    page.clock.install()  # the page's clock, moved on below by the test
+    job_path = f"/jobs/{backing_off.pk}/"
+    page.goto(live_server.url + job_path)
+    shanghai = ZoneInfo("Asia/Shanghai")
+    enqueued = backing_off.enqueued_at.astimezone(shanghai)
+    timeline = page.locator("dl.timeline time").first
+    expect(timeline).to_have_text(f"{enqueued:%Y-%m-%d %H:%M:%S}")
+    expect(timeline).to_have_attribute(
+        "title", f"{enqueued:%A %Y-%m-%d %H:%M:%S} (Asia/Shanghai, UTC+08:00)"
+    )
+
+    event = page.locator("#events tbody time[data-relative]").first
+    said = event.locator(".time-seen")
+    expect(said).to_have_text(re.compile(r"^(now|\d+ seconds ago)$"))
+    expect(said).to_have_attribute("aria-hidden", "true")
+    expect(event.locator(".visually-hidden")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d "))
+    countdown = page.locator("p.waiting .clock time[data-countdown] .time-seen")
+    next_try = backing_off.next_attempt_at.astimezone(shanghai)
+    expect(countdown.locator("xpath=..")).to_have_attribute(
+        "title", re.compile(rf"^\w+ {next_try:%Y-%m-%d %H:%M:%S} \(Asia/Shanghai")
+    )
+    expect(countdown).to_have_text(re.compile(r"^in (10:00|9:\d\d)$"))
+    before, left = said.text_content(), countdown.text_content()
+
+    page.clock.run_for(20_000)
+    expect(said).not_to_have_text(before)
+    expect(said).to_have_text(re.compile(r"^\d+ seconds ago$"))
+    expect(countdown).not_to_have_text(left)
+    expect(countdown).to_have_text(re.compile(r"^in 9:\d\d$"))
+    page.clock.fast_forward("10:00")  # past the next try: the countdown ends
+    expect(countdown).to_have_text("now")
+    expect(said).to_have_text("10 minutes ago")
+
+    # Polled again on the real clock: unchanged answers (304) leave the words standing.
+    page.clock.resume()
+    sent = refreshes(page, job_path, 2)
+    assert 0 in sent, sent
+    expect(event.locator(".time-seen")).to_have_count(1)
+    expect(said).to_have_text("10 minutes ago")
+    expect(countdown).to_have_text("now")
+
+    page.clock.set_system_time(timezone.now())  # back to the real time
+    page.goto(f"{live_server.url}/queues/{backing_off.queue.name}/")
+    row = page.locator("#queue-lists table.pending tbody tr").filter(has_text="backs-off")
+    expect(row.locator("time[data-countdown] .time-seen")).to_have_text(
+        re.compile(r"^in \d+:\d\d$")
+    )
+    expect(row.locator("time[data-relative] .time-seen")).to_have_text(
+        re.compile(r"^(now|\d+ (seconds?|minutes?) ago)$")
+    )
+    # The exact time kept for screen readers stays inside the table's own scroll box.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    expect(row.locator("time[data-relative] .time-seen")).to_have_count(1)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
