@@ -1,0 +1,188 @@
+"""The themes in a real browser: the person's choice and the system's scheme paint the
+pages, and axe-core finds nothing serious on any main page in either theme.
+
+Each check is its own browser context (tests/support/axe.py): the system's scheme is
+emulated there, the person signs in and, for a chosen theme, chooses it on their page.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from jobs.engine.admission.cycle import admission_cycle
+from jobs.reads.estimate import estimates_refresh
+from jobs.services import job_cancel
+from jobs.usage.samples import usage_record
+
+from ..support.axe import (
+    DESKTOP,
+    PHONE,
+    THEMES,
+    Theme,
+    context_options,
+    described,
+    main_pages,
+    serious_violations,
+)
+from ..support.jobs import RAY_JOB, submit_document
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+class Opened:
+    """A page in its own context, its console's errors kept: every one fails the test but
+    the 404 of the page not found and the 400 of the form sent empty, both on purpose."""
+
+    def __init__(self, browser, theme: Theme, viewport: dict) -> None:
+        self.context = browser.new_context(**context_options(theme, viewport))
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(5_000)
+        self.errors: list[str] = []
+        self.page.on(
+            "console",
+            lambda m: m.type == "error" and self.errors.append(f"{self.page.url}: {m.text}"),
+        )
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+    def unexpected(self) -> list[str]:
+        expected = ("404 (Not Found)", "400 (Bad Request)")
+        return [e for e in self.errors if not any(status in e for status in expected)]
+
+
+def signed_in(browser, url: str, theme: Theme, viewport: dict, username: str = "bob"):
+    """A page signed in as ``username``, with ``theme.chosen`` saved on their page."""
+    from playwright.sync_api import expect
+
+    opened = Opened(browser, theme, viewport)
+    page = opened.page
+    page.goto(url + "/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill("pw-" + username)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+    if theme.chosen:
+        choose(page, url, theme.chosen)
+    return opened
+
+
+def choose(page, url: str, theme: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(url + "/account/")
+    label = {"": "As my system", "light": "Light", "dark": "Dark"}[theme]
+    page.get_by_role("group", name="Theme").get_by_label(label, exact=True).check()
+    page.get_by_role("button", name="Save").click()
+    named = f'html[data-theme="{theme}"]' if theme else "html:not([data-theme])"
+    expect(page.locator(named)).to_have_count(1)
+
+
+def background_is_dark(page) -> bool:
+    """Whether the page's background (the root's, which paints the canvas) is dark: its
+    relative luminance below that of middle grey."""
+    red, green, blue = (
+        int(part)
+        for part in re.findall(
+            r"\d+", page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+        )[:3]
+    )
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue < 128
+
+
+@pytest.fixture
+def busy(transactional_db, member, other_member, manager, settings):
+    """What the main pages show when they are in use: a running job with its events, one
+    backing off behind it, one waiting behind that, one cancelled; usage samples for the
+    charts. Made before the browser starts (its event loop would refuse the database)."""
+    settings.BACKOFF_BASE_SECONDS = 600
+    usage_record()
+    first = submit_document(member, RAY_JOB, name="video-first")
+    second = submit_document(member, RAY_JOB, name="video-second")
+    admission_cycle()
+    submit_document(other_member, RAY_JOB, name="video-third")
+    gone = submit_document(other_member, RAY_JOB, name="video-gone")
+    job_cancel(user=other_member, job=gone)
+    estimates_refresh()
+    usage_record()
+    return {"first": first, "second": second}
+
+
+def test_a_dark_choice_or_a_dark_system_paints_the_pages_dark(live_server, busy, browser):
+    url = live_server.url
+    for theme, viewport in ((THEMES[0], DESKTOP), (THEMES[1], PHONE)):
+        opened = signed_in(browser, url, theme, viewport)
+        page = opened.page
+        page.goto(url + "/queues/")
+        assert background_is_dark(page) == (theme.scheme == "dark"), theme
+        # The person's choice wins over the system's, either way round.
+        choose(page, url, "dark" if theme.scheme == "light" else "light")
+        page.goto(url + "/queues/")
+        assert background_is_dark(page) == (theme.scheme == "light"), theme
+        page.goto(url + "/jobs/999999999/")  # an error page too
+        assert background_is_dark(page) == (theme.scheme == "light"), theme
+        choose(page, url, "")  # back to the system's
+        assert background_is_dark(page) == (theme.scheme == "dark"), theme
+        page.goto(url + "/jobs/999999999/")
+        assert page.locator("html").get_attribute("data-theme") is None
+        assert background_is_dark(page) == (theme.scheme == "dark"), theme
+        page.context.clear_cookies()  # signed out: the error page knows no person
+        page.goto(url + "/no-such-page/")
+        assert background_is_dark(page) == (theme.scheme == "dark"), theme
+        assert not opened.unexpected(), opened.errors
+        opened.context.close()
+
+
+@pytest.mark.parametrize("theme", THEMES, ids=[t.name for t in THEMES])
+def test_axe_finds_nothing_serious_on_the_main_pages(live_server, busy, browser, theme):
+    from playwright.sync_api import expect
+
+    url = live_server.url
+    pages = main_pages(job=busy["second"].pk, queue="root-algorithm-video", department="algorithm")
+    found = {}
+    for viewport in (DESKTOP, PHONE):
+        opened = signed_in(browser, url, theme, viewport)
+        page = opened.page
+        for visit in pages:
+            if viewport is PHONE and visit.name not in ("dashboard", "job", "queue"):
+                continue  # the phone's layout differs on these; the rest share the desktop's
+            page.goto(url + visit.path)
+            if visit.invalid:  # sent empty: the form answers with its errors
+                page.get_by_role("button", name="Submit job").click()
+                expect(page.locator(".errors").first).to_be_visible()
+            assert background_is_dark(page) == (theme.name != "light"), visit.name
+            violations = serious_violations(page)
+            if violations:
+                found[f"{visit.name} at {viewport['width']}"] = described(violations)
+        opened.context.close()
+        assert not found, "\n".join(f"{name}:\n{text}" for name, text in found.items())
+        assert not opened.unexpected(), opened.errors
+
+    # The page that signs a person in, before any choice: the system's scheme.
+    opened = Opened(browser, theme, DESKTOP)
+    opened.page.goto(url + "/accounts/login/")
+    violations = serious_violations(opened.page)
+    assert not violations, described(violations)
+    assert not opened.unexpected(), opened.errors
+    opened.context.close()

@@ -1,0 +1,105 @@
+"""axe-core in the browser tests: the main pages a person reads, and what axe finds on one.
+
+``axe.min.js`` beside this file is axe-core's own build (tests/support/README.md: its
+version and source), read from the repository and never fetched. It is evaluated in the
+page through Playwright, which runs it outside the page's Content-Security-Policy: the
+pages keep the policy they are served with (no inline script), so what axe sees is what
+a person gets.
+
+A check is a browser context (``context_options``: viewport, the system's colour scheme,
+later the language) in which a person signs in, may choose a theme on their page, and
+visits ``main_pages``; ``serious_violations`` lists what axe finds serious or critical on
+each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+AXE = Path(__file__).with_name("axe.min.js")
+BLOCKING = ("serious", "critical")
+
+DESKTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+@dataclass(frozen=True)
+class Theme:
+    """How a page comes to be light or dark: the system's scheme (``scheme``, which
+    Playwright emulates as prefers-color-scheme) and the person's choice on their page
+    (``chosen``: "" for none, else "light" or "dark")."""
+
+    name: str
+    scheme: str
+    chosen: str = ""
+
+
+THEMES = [
+    Theme("light", scheme="light"),
+    Theme("dark-system", scheme="dark"),
+    Theme("dark-chosen", scheme="light", chosen="dark"),
+]
+
+
+@dataclass(frozen=True)
+class Visit:
+    """A page to check: its name in a failure, its path, and ``invalid``: a form on it is
+    sent with nothing filled in first, so its errors are checked too."""
+
+    name: str
+    path: str
+    invalid: bool = False
+
+
+def main_pages(*, job: int, queue: str, department: str) -> list[Visit]:
+    """Every main page of a signed-in manager: ``job`` a job's id (one with events),
+    ``queue`` a queue's name, ``department`` a department's."""
+    return [
+        Visit("dashboard", "/"),
+        Visit("jobs", "/jobs/"),
+        Visit("job", f"/jobs/{job}/"),
+        Visit("submit", "/jobs/new/"),
+        Visit("submit with errors", "/jobs/new/", invalid=True),
+        Visit("queues", "/queues/"),
+        Visit("queue", f"/queues/{queue}/"),
+        Visit("quota tree", "/quota/"),
+        Visit("account", "/account/"),
+        Visit("department", f"/departments/{department}/"),
+        Visit("webhooks", f"/departments/{department}/webhooks/"),
+        Visit("not found", "/jobs/999999999/"),
+    ]
+
+
+def context_options(theme: Theme, viewport: dict, *, locale: str = "en-US") -> dict:
+    """Playwright's ``browser.new_context`` arguments for a check: the system's scheme,
+    the viewport, and the browser's language (its Accept-Language)."""
+    return {"color_scheme": theme.scheme, "viewport": viewport, "locale": locale}
+
+
+def serious_violations(page) -> list[dict]:
+    """What axe finds serious or critical on the page as it is now: each violation's
+    ``id``, ``impact``, ``help`` and the ``targets`` (CSS selectors) of its nodes."""
+    if not page.evaluate("() => typeof window.axe === 'object'"):
+        page.evaluate(AXE.read_text(encoding="utf-8"))
+    found = page.evaluate(
+        """async () => {
+            const result = await axe.run(document, {resultTypes: ["violations"]});
+            return result.violations.map((v) => ({
+                id: v.id, impact: v.impact, help: v.help,
+                targets: v.nodes.map((n) => n.target.join(" ")),
+                summaries: v.nodes.map((n) => n.failureSummary),
+            }));
+        }"""
+    )
+    return [v for v in found if v["impact"] in BLOCKING]
+
+
+def described(violations: list[dict]) -> str:
+    """The violations as lines to read in a failing test's message."""
+    lines = []
+    for v in violations:
+        lines.append(f"{v['id']} ({v['impact']}): {v['help']}")
+        for target, summary in zip(v["targets"][:5], v["summaries"][:5], strict=False):
+            lines.append(f"    {target}: {' '.join((summary or '').split())[:300]}")
+    return "\n".join(lines)
