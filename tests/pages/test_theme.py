@@ -99,15 +99,14 @@ def choose(page, url: str, theme: str) -> None:
     expect(page.locator(named)).to_have_count(1)
 
 
-def background_is_dark(page) -> bool:
-    """Whether the page's background (the root's, which paints the canvas) is dark: its
-    relative luminance below that of middle grey."""
-    red, green, blue = (
-        int(part)
-        for part in re.findall(
-            r"\d+", page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
-        )[:3]
+def background_is_dark(page, painted: str = "html") -> bool:
+    """Whether the page's background is dark (its luminance below middle grey): the root's,
+    which paints the canvas on Caldera's pages, or ``painted``'s (the admin paints body)."""
+    colour = page.locator(painted).evaluate(
+        "(element) => getComputedStyle(element).backgroundColor"
     )
+    red, green, blue, *alpha = (float(part) for part in re.findall(r"[\d.]+", colour))
+    assert alpha != [0], f"{painted} has no background of its own"
     return 0.2126 * red + 0.7152 * green + 0.0722 * blue < 128
 
 
@@ -152,6 +151,33 @@ def test_a_dark_choice_or_a_dark_system_paints_the_pages_dark(live_server, busy,
         assert background_is_dark(page) == (theme.scheme == "dark"), theme
         assert not opened.unexpected(), opened.errors
         opened.context.close()
+
+
+def test_the_admin_and_the_api_docs_follow_the_theme_a_person_chose(
+    live_server, transactional_db, staff, browser
+):
+    """They are not Caldera's templates at the top (Django's admin, Swagger UI), so
+    static/page-theme.js names the theme on them from the person's choice."""
+    from playwright.sync_api import expect
+
+    url = live_server.url
+    opened = signed_in(browser, url, THEMES[1], DESKTOP, username="root-admin")  # a dark system
+    page = opened.page
+    page.goto(url + "/admin/")
+    expect(page.locator("html")).to_have_attribute("data-theme", "auto")
+    assert background_is_dark(page, "body")
+    expect(page.locator(".theme-toggle")).to_have_count(0)  # the choice is on the person's page
+    page.goto(url + "/api/docs/")
+    expect(page.locator("html.dark-mode")).to_have_count(1)
+    choose(page, url, "light")
+    page.goto(url + "/admin/")
+    expect(page.locator("html")).to_have_attribute("data-theme", "light")
+    assert not background_is_dark(page, "body")
+    page.goto(url + "/api/docs/")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Caldera API")
+    expect(page.locator("html.dark-mode")).to_have_count(0)
+    assert not opened.unexpected(), opened.errors
+    opened.context.close()
 
 
 @pytest.mark.parametrize("theme", THEMES, ids=[t.name for t in THEMES])
