@@ -22,6 +22,7 @@ from ..support.axe import (
     PHONE,
     THEMES,
     Theme,
+    admin_pages,
     context_options,
     described,
     main_pages,
@@ -212,3 +213,23 @@ def test_axe_finds_nothing_serious_on_the_main_pages(live_server, busy, browser,
     assert not violations, described(violations)
     assert not opened.unexpected(), opened.errors
     opened.context.close()
+
+
+@pytest.mark.parametrize("theme", THEMES, ids=[t.name for t in THEMES])
+def test_axe_finds_nothing_serious_on_calderas_admin_pages(
+    live_server, transactional_db, staff, departments, browser, theme
+):
+    url = live_server.url
+    pages = admin_pages()
+    opened = signed_in(browser, url, theme, DESKTOP, username="root-admin")
+    page = opened.page
+    found = {}
+    for visit in pages:
+        page.goto(url + visit.path)
+        assert background_is_dark(page, "body") == (theme.name != "light"), visit.name
+        violations = serious_violations(page)
+        if violations:
+            found[visit.name] = described(violations)
+    opened.context.close()
+    assert not found, "\n".join(f"{name}:\n{text}" for name, text in found.items())
+    assert not opened.unexpected(), opened.errors

@@ -71,6 +71,19 @@ def main_pages(*, job: int, queue: str, department: str) -> list[Visit]:
     ]
 
 
+def admin_pages() -> list[Visit]:
+    """Caldera's own pages in Django's admin, for staff. Not yet the change forms of a
+    quota node and of a department: their rows of children and members are Django's
+    tabular inlines, whose fields are named only by their column's heading, which axe
+    finds critical (``label``, ``select-name``)."""
+    return [
+        Visit("admin", "/admin/"),
+        Visit("quota nodes", "/admin/queues/quotanode/"),
+        Visit("tree editor", "/admin/queues/quotanode/tree/"),
+        Visit("departments", "/admin/queues/department/"),
+    ]
+
+
 def context_options(theme: Theme, viewport: dict, *, locale: str = "en-US") -> dict:
     """Playwright's ``browser.new_context`` arguments for a check: the system's scheme,
     the viewport, and the browser's language (its Accept-Language)."""
