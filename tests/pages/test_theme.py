@@ -8,7 +8,6 @@ emulated there, the person signs in and, for a chosen theme, chooses it on their
 from __future__ import annotations
 
 import os
-import re
 
 import pytest
 
@@ -21,12 +20,14 @@ from ..support.axe import (
     DESKTOP,
     PHONE,
     THEMES,
-    Theme,
+    Opened,
     admin_pages,
-    context_options,
+    background_is_dark,
+    choose,
     described,
     main_pages,
     serious_violations,
+    signed_in,
 )
 from ..support.jobs import RAY_JOB, submit_document
 
@@ -51,64 +52,6 @@ def browser():
             yield launched
         finally:
             launched.close()
-
-
-class Opened:
-    """A page in its own context, its console's errors kept: every one fails the test but
-    the 404 of the page not found and the 400 of the form sent empty, both on purpose."""
-
-    def __init__(self, browser, theme: Theme, viewport: dict) -> None:
-        self.context = browser.new_context(**context_options(theme, viewport))
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(5_000)
-        self.errors: list[str] = []
-        self.page.on(
-            "console",
-            lambda m: m.type == "error" and self.errors.append(f"{self.page.url}: {m.text}"),
-        )
-        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
-
-    def unexpected(self) -> list[str]:
-        expected = ("404 (Not Found)", "400 (Bad Request)")
-        return [e for e in self.errors if not any(status in e for status in expected)]
-
-
-def signed_in(browser, url: str, theme: Theme, viewport: dict, username: str = "bob"):
-    """A page signed in as ``username``, with ``theme.chosen`` saved on their page."""
-    from playwright.sync_api import expect
-
-    opened = Opened(browser, theme, viewport)
-    page = opened.page
-    page.goto(url + "/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill("pw-" + username)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
-    if theme.chosen:
-        choose(page, url, theme.chosen)
-    return opened
-
-
-def choose(page, url: str, theme: str) -> None:
-    from playwright.sync_api import expect
-
-    page.goto(url + "/account/")
-    label = {"": "As my system", "light": "Light", "dark": "Dark"}[theme]
-    page.get_by_role("group", name="Theme").get_by_label(label, exact=True).check()
-    page.get_by_role("button", name="Save").click()
-    named = f'html[data-theme="{theme}"]' if theme else "html:not([data-theme])"
-    expect(page.locator(named)).to_have_count(1)
-
-
-def background_is_dark(page, painted: str = "html") -> bool:
-    """Whether the page's background is dark (its luminance below middle grey): the root's,
-    which paints the canvas on Caldera's pages, or ``painted``'s (the admin paints body)."""
-    colour = page.locator(painted).evaluate(
-        "(element) => getComputedStyle(element).backgroundColor"
-    )
-    red, green, blue, *alpha = (float(part) for part in re.findall(r"[\d.]+", colour))
-    assert alpha != [0], f"{painted} has no background of its own"
-    return 0.2126 * red + 0.7152 * green + 0.0722 * blue < 128
 
 
 @pytest.fixture
@@ -196,7 +139,7 @@ def test_axe_finds_nothing_serious_on_the_main_pages(live_server, busy, browser,
                 continue  # the phone's layout differs on these; the rest share the desktop's
             page.goto(url + visit.path)
             if visit.invalid:  # sent empty: the form answers with its errors
-                page.get_by_role("button", name="Submit job").click()
+                page.locator("form.submit-form button.primary").click()
                 expect(page.locator(".errors").first).to_be_visible()
             assert background_is_dark(page) == (theme.name != "light"), visit.name
             violations = serious_violations(page)

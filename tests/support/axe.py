@@ -6,14 +6,17 @@ page through Playwright, which runs it outside the page's Content-Security-Polic
 pages keep the policy they are served with (no inline script), so what axe sees is what
 a person gets.
 
-A check is a browser context (``context_options``: viewport, the system's colour scheme,
-later the language) in which a person signs in, may choose a theme on their page, and
-visits ``main_pages``; ``serious_violations`` lists what axe finds serious or critical on
-each.
+A check is a browser context (``Opened``: a viewport, the system's colour scheme and the
+browser's language, ``locale``, which it sends as Accept-Language) in which a person signs
+in and may choose a theme on their page (``signed_in``), then visits ``main_pages`` or
+``admin_pages``; ``serious_violations`` lists what axe finds serious or critical on each.
+The helpers find what they click by its name in the HTML, not by its words, so they work
+in any language.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,3 +119,65 @@ def described(violations: list[dict]) -> str:
         for target, summary in zip(v["targets"][:5], v["summaries"][:5], strict=False):
             lines.append(f"    {target}: {' '.join((summary or '').split())[:300]}")
     return "\n".join(lines)
+
+
+class Opened:
+    """A page in its own browser context, its console's errors kept: each one is
+    ``unexpected`` but the 404 of a page not found and the 400 of a form sent with errors,
+    which the checks ask for on purpose."""
+
+    def __init__(self, browser, theme: Theme, viewport: dict, *, locale: str = "en-US") -> None:
+        self.context = browser.new_context(**context_options(theme, viewport, locale=locale))
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(5_000)
+        self.errors: list[str] = []
+        self.page.on(
+            "console",
+            lambda m: m.type == "error" and self.errors.append(f"{self.page.url}: {m.text}"),
+        )
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+    def unexpected(self) -> list[str]:
+        expected = ("404 (Not Found)", "400 (Bad Request)")
+        return [e for e in self.errors if not any(status in e for status in expected)]
+
+
+def signed_in(
+    browser, url: str, theme: Theme, viewport: dict, username: str = "bob", *, locale="en-US"
+) -> Opened:
+    """A page signed in as ``username`` (password ``pw-<username>``), with
+    ``theme.chosen`` saved on their page."""
+    from playwright.sync_api import expect
+
+    opened = Opened(browser, theme, viewport, locale=locale)
+    page = opened.page
+    page.goto(url + "/accounts/login/")
+    page.locator("#id_username").fill(username)
+    page.locator("#id_password").fill("pw-" + username)
+    page.locator("form[action$='/accounts/login/'] button[type=submit]").click()
+    expect(page.locator("header.topbar nav")).to_be_visible()
+    if theme.chosen:
+        choose(page, url, theme.chosen)
+    return opened
+
+
+def choose(page, url: str, theme: str) -> None:
+    """Saves ``theme`` ("" for the system's, "light" or "dark") on the person's page."""
+    from playwright.sync_api import expect
+
+    page.goto(url + "/account/")
+    page.locator(f"form.preferences input[name=theme][value='{theme}']").check()
+    page.locator("form.preferences button[type=submit]").click()
+    named = f'html[data-theme="{theme}"]' if theme else "html:not([data-theme])"
+    expect(page.locator(named)).to_have_count(1)
+
+
+def background_is_dark(page, painted: str = "html") -> bool:
+    """Whether the page's background is dark (its luminance below middle grey): the root's,
+    which paints the canvas on Caldera's pages, or ``painted``'s (the admin paints body)."""
+    colour = page.locator(painted).evaluate(
+        "(element) => getComputedStyle(element).backgroundColor"
+    )
+    red, green, blue, *alpha = (float(part) for part in re.findall(r"[\d.]+", colour))
+    assert alpha != [0], f"{painted} has no background of its own"
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue < 128
