@@ -82,6 +82,9 @@ def _page(
             "request": request,
             # The top bar's "Log out" and a kept form post with it (no database needed).
             "csrf_token": get_token(request) if viewer is not None else "",
+            # The person's theme, read with who they are (portal.preferences); else the
+            # page follows the system's scheme.
+            "theme": getattr(request, "theme", "") if viewer is not None else "",
             **context,
         },
     )

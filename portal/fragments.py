@@ -16,8 +16,9 @@ render (an open page's bytes and requests a minute: `make bench BENCH_ARGS="--pa
 The hash also covers who asks and how the answer is written for them: the person, their
 rights (staff, and their role in each department), the language and the time zone. Two
 people shown the same bytes still get different validators, so a browser shared between
-them (one logs out, the other in) never reuses the first one's answer. Caldera has one
-theme, in CSS: the bytes do not depend on it.
+them (one logs out, the other in) never reuses the first one's answer. The theme is named
+only on the <html> element of whole pages (data-theme, and caldera.css paints either side);
+a fragment never carries it, so its bytes do not depend on it.
 """
 
 from __future__ import annotations

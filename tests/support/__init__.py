@@ -1,5 +1,6 @@
 """Helpers shared by the test modules (each module imports from here, not from another).
 
+- axe: axe-core (axe.min.js, README.md) on the main pages, in a theme and a viewport
 - cluster: the simulated cluster resized for a block
 - database: a URL of the test database's server
 - identity: the tests' OpenID provider as the tests reach it (identity_provider/ is the
