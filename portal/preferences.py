@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone, translation
 
@@ -28,7 +29,12 @@ class PersonPreferences:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        preference = preference_of(request.user)
+        try:
+            preference = preference_of(request.user)
+        except DatabaseError:
+            # Down, or not answering: pages read as the browser says, and the view's own
+            # read of the database answers 503 (portal.middleware.ServiceUnavailable).
+            preference = None
         if preference is not None and preference.language:
             translation.activate(preference.language)
             request.LANGUAGE_CODE = translation.get_language()
