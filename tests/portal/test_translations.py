@@ -251,6 +251,9 @@ def test_the_api_refuses_in_chinese_when_the_client_asks(member, api):
     missing = client.post("/api/v1/tokens/", {}, format="json")
     assert missing.status_code == 400
     assert missing.json()["name"] == ["该字段是必填项。"]
+    # Caldera's own refusals too.
+    beyond = client.post("/api/v1/tokens/", {"name": "ci", "right": "admin"}, format="json")
+    assert beyond.status_code == 400 and beyond.json() == {"right": ["admin 仅限管理员"]}
 
     english = api(member).post("/api/v1/tokens/", {}, format="json")
     assert english.json()["name"] == ["This field is required."]
