@@ -66,6 +66,7 @@ CATALOGUES := $(wildcard locale/*/LC_MESSAGES/*.po)
 messages: $(CATALOGUES:.po=.mo)
 
 locale/%.mo: locale/%.po
+	@command -v msgfmt >/dev/null || { echo "msgfmt is missing: install GNU gettext (apt-get install gettext)"; exit 1; }
 	msgfmt --check --output-file $@ $<
 
 # After marking words for translation: every marked message of the code and the templates
