@@ -33,8 +33,10 @@ NAMES = {
     "cpu", "gpu", "ms",
 }  # fmt: skip
 
-# Attributes a person reads (or hears, from a screen reader).
-HUMAN_ATTRIBUTES = {"title", "aria-label", "placeholder", "alt"}
+# Attributes a person reads (or hears, from a screen reader, or sees in a dialog); and any
+# ``data-`` attribute holding words for a script to show (not JSON, not a name).
+HUMAN_ATTRIBUTES = {"title", "aria-label", "aria-description", "aria-valuetext", "placeholder",
+                    "alt", "label", "hx-confirm", "hx-prompt"}  # fmt: skip
 # Elements whose text is code, a name or a header as typed, not prose.
 CODE_ELEMENTS = {"code", "pre", "kbd", "samp"}
 VOID_ELEMENTS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
@@ -92,6 +94,16 @@ def untranslated(line: int, contents: str) -> list[tuple[int, str]]:
     ]
 
 
+def shown_by_a_script(name: str, value: str) -> bool:
+    """A ``data-`` attribute with words in it (``data-confirm="Cancel the jobs?"``), not
+    JSON, a URL or one name."""
+    return (
+        name.startswith("data-")
+        and " " in value.strip()
+        and not value.lstrip().startswith(("{", "[", "/", "http"))
+    )
+
+
 class Words(HTMLParser):
     """The words of an HTML text that a person reads: (line, text) of each piece."""
 
@@ -104,7 +116,7 @@ class Words(HTMLParser):
         attributes = dict(attrs)
         line = self.getpos()[0]
         for name, value in attrs:
-            if name in HUMAN_ATTRIBUTES and value:
+            if value and (name in HUMAN_ATTRIBUTES or shown_by_a_script(name, value)):
                 self.found.append((line, value))
         if tag == "input" and attributes.get("type") in {"submit", "button", "reset"}:
             self.found.append((line, attributes.get("value") or ""))
@@ -151,12 +163,12 @@ def test_the_check_finds_unmarked_words_and_passes_marked_ones(tmp_path):
         '<p>{% blocktranslate trimmed %}Ahead: {{ n }}{% endblocktranslate %}</p>\n'
         '{% comment %}Not shown{% endcomment %}<code>ElasticQuotaTree</code> Caldera\n'
         '<a href="{% url "x" %}" title="Open it">{{ job.name }}</a>\n'
-        '<button aria-label="{% translate "Close" %}">×</button>\n'
+        '<button aria-label="{% translate "Close" %}" data-ask="Really cancel?">×</button>\n'
         '{% include "x.html" with empty="No jobs yet." %}\n'
         '{% include "x.html" with empty=_("No jobs yet.") %}<span>Pending</span>\n'
     )  # fmt: skip
     found = [problem.split(": ", 1)[1] for problem in unmarked(page, tmp_path)]
-    assert found == ["Open it", "Pending", '"No jobs yet." (a tag\'s argument)']
+    assert found == ["Open it", "Really cancel?", "Pending", '"No jobs yet." (a tag\'s argument)']
 
 
 def missing_from_catalogue(fresh: Path) -> list[str]:
