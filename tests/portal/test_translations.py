@@ -269,3 +269,13 @@ def test_the_api_refuses_in_chinese_when_the_client_asks(member, api):
 
     english = api(member).post("/api/v1/tokens/", {}, format="json")
     assert english.json()["name"] == ["This field is required."]
+
+
+@pytest.mark.django_db
+def test_a_form_refused_by_the_csrf_check_is_explained_in_chinese(member):
+    browser = Client(enforce_csrf_checks=True, headers={"accept-language": "zh-CN"})
+    browser.force_login(member)
+    answer = browser.post("/account/", {"name": "ci-main", "right": "read"})
+    assert answer.status_code == 403
+    page = answer.content.decode()
+    assert "此表单已过期" in page and "你输入的内容（2 个字段）" in page and "重新发送" in page
