@@ -16,6 +16,8 @@ from django.utils import timezone, translation
 
 from access.preferences import preference_of, zone_named
 
+from .errors import unavailable_component
+
 # Set by static/zone.js to Intl's name of the browser's zone (Asia/Shanghai), read here.
 ZONE_COOKIE = "caldera_tz"
 
@@ -28,7 +30,13 @@ class PersonPreferences:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        preference = preference_of(request.user)
+        try:
+            preference = preference_of(request.user)
+        except Exception as error:
+            # The database is down: the page that follows says so, in the browser's language.
+            if unavailable_component(error) is None:
+                raise
+            preference = None
         if preference is not None and preference.language:
             translation.activate(preference.language)
             request.LANGUAGE_CODE = translation.get_language()
