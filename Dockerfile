@@ -1,5 +1,15 @@
 # Caldera's image: the web server by default; docker-compose.yml runs the Celery worker and
 # beat from the same image with another command.
+
+# The translations, compiled where GNU gettext is installed; the image keeps the
+# compiled catalogues, not gettext.
+FROM python:3.11-slim AS messages
+RUN apt-get update && apt-get install -y --no-install-recommends gettext \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /build
+COPY locale ./locale
+RUN for po in locale/*/LC_MESSAGES/*.po; do msgfmt --check --output-file "${po%.po}.mo" "$po" || exit 1; done
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -26,6 +36,7 @@ COPY jobs ./jobs
 COPY hooks ./hooks
 COPY templates ./templates
 COPY static ./static
+COPY --from=messages /build/locale ./locale
 
 # The `caldera` command, for a shell in a pod; its requests and PyYAML are in the lock above.
 COPY client ./client

@@ -8,6 +8,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from audit.admin import ReadOnly
 from audit.models import AuditEntry
@@ -23,7 +25,7 @@ class TokenAddForm(forms.ModelForm):
     """A token staff make for anyone: the service checks it as it checks a person's own."""
 
     expires_in_days = forms.IntegerField(
-        min_value=1, required=False, help_text="empty: the settings' default"
+        min_value=1, required=False, help_text=_("empty: the settings' default")
     )
 
     class Meta:
@@ -33,16 +35,19 @@ class TokenAddForm(forms.ModelForm):
     def clean(self):
         data = super().clean() or {}
         if not data.get("all_departments") and not data.get("departments"):
-            self.add_error("departments", "choose departments, or tick all departments")
+            self.add_error("departments", _("choose departments, or tick all departments"))
         return data
 
 
-@admin.action(description="Revoke the chosen tokens")
+@admin.action(description=_("Revoke the chosen tokens"))
 def revoke(modeladmin, request, queryset):
     count = 0
     for token in queryset.select_related("user").order_by("id"):
         count += services.token_revoke(token=token, actor=request.user, source=ADMIN)
-    messages.success(request, f"Revoked {count} token{'s' if count != 1 else ''}.")
+    messages.success(
+        request,
+        ngettext("Revoked %(count)d token.", "Revoked %(count)d tokens.", count) % {"count": count},
+    )
 
 
 @admin.register(AccessToken)
@@ -53,7 +58,7 @@ class AccessTokenAdmin(admin.ModelAdmin):
     ]  # fmt: skip
     list_filter = ["kind", "right", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["prefix", "name", "user__username"]
-    search_help_text = "prefix, name or person; or paste a leaked token whole to find it"
+    search_help_text = _("prefix, name or person; or paste a leaked token whole to find it")
     list_select_related = ["user"]
     actions = [revoke]
     readonly_fields = [
@@ -63,7 +68,7 @@ class AccessTokenAdmin(admin.ModelAdmin):
     ]  # fmt: skip
     exclude = ["digest", "expiry_recorded"]
 
-    @admin.display(description="state")
+    @admin.display(description=_("state"))
     def state(self, token: AccessToken) -> str:
         return token.state()
 

@@ -9,6 +9,7 @@ from axes.helpers import get_client_ip_address
 from django.contrib.auth import get_user_model
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
@@ -45,11 +46,14 @@ class DepartmentNames(serializers.Field):
 
     def to_internal_value(self, data):
         if not isinstance(data, list) or not 1 <= len(data) <= MOST_DEPARTMENTS:
-            raise serializers.ValidationError(f"a list of 1 to {MOST_DEPARTMENTS} department names")
+            raise serializers.ValidationError(
+                _("a list of 1 to %(most)d department names") % {"most": MOST_DEPARTMENTS}
+            )
         for name in data:
             if not isinstance(name, str) or len(name) > DEPARTMENT_NAME:
                 raise serializers.ValidationError(
-                    f"department names are strings of at most {DEPARTMENT_NAME} characters"
+                    _("department names are strings of at most %(most)d characters")
+                    % {"most": DEPARTMENT_NAME}
                 )
         return data
 
@@ -297,7 +301,9 @@ class PolicyBody(Body):
     def validate_acts_as(self, username: str):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
-            raise serializers.ValidationError(f"no user is named {username!r}")
+            raise serializers.ValidationError(
+                _("no user is named %(username)r") % {"username": username}
+            )
         return user
 
 

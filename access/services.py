@@ -16,6 +16,7 @@ from typing import cast
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from audit.models import AuditEntry
 from audit.services import audit_record
@@ -108,30 +109,38 @@ def _checked(
     errors: dict[str, str] = {}
     name = asked.name.strip()
     if not name:
-        errors["name"] = "give the token a name, e.g. the pipeline it is for"
+        errors["name"] = _("give the token a name, e.g. the pipeline it is for")
     elif len(name) > NAME_LENGTH:
-        errors["name"] = f"at most {NAME_LENGTH} characters"
+        errors["name"] = _("at most %(most)d characters") % {"most": NAME_LENGTH}
     if asked.right not in RIGHTS:
-        errors["right"] = f"{asked.right!r} is not one of {', '.join(RIGHTS)}"
+        errors["right"] = _("%(right)r is not one of %(rights)s") % {
+            "right": asked.right,
+            "rights": ", ".join(RIGHTS),
+        }
     elif asked.right == Right.ADMIN and not user.is_staff:
-        errors["right"] = "admin is for staff only"
+        errors["right"] = _("admin is for staff only")
     elif hasattr(user, "service_identity") and includes(asked.right, Right.MANAGE):
-        errors["right"] = "a service identity's tokens submit at most"
+        errors["right"] = _("a service identity's tokens submit at most")
     elif maker_scope is not None and not maker_scope.allows(asked.right):
-        errors["right"] = f"the token making it has {maker_scope.right}; a new one cannot have more"
+        errors["right"] = _("the token making it has %(right)s; a new one cannot have more") % {
+            "right": maker_scope.right
+        }
     held = {d.name: d for d in person_departments(user)}
     chosen: list[Department] = []
     if asked.departments is not None:
         unknown = sorted(set(asked.departments) - set(held))
         if unknown:
-            errors["departments"] = f"{', '.join(unknown)}: not a department of {user.username}"
+            errors["departments"] = _("%(names)s: not a department of %(person)s") % {
+                "names": ", ".join(unknown),
+                "person": user.username,
+            }
         elif not asked.departments:
-            errors["departments"] = "name at least one department, or leave it out for all"
+            errors["departments"] = _("name at least one department, or leave it out for all")
         chosen = [held[name] for name in sorted(set(asked.departments) & set(held))]
     if maker_scope is not None and maker_scope.departments is not None:
         if asked.departments is None or any(d.pk not in maker_scope.departments for d in chosen):
             errors.setdefault(
-                "departments", "the token making it names fewer departments; name them"
+                "departments", _("the token making it names fewer departments; name them")
             )
     expires_at: datetime | None = None
     days = (
@@ -139,21 +148,22 @@ def _checked(
     )
     if days is None:
         if not settings.ACCESS_TOKEN_ALLOW_NEVER:
-            errors["expires_in_days"] = (
-                f"tokens here expire; pick 1 to {settings.ACCESS_TOKEN_MAX_DAYS} days"
-            )
+            errors["expires_in_days"] = _("tokens here expire; pick 1 to %(most)d days") % {
+                "most": settings.ACCESS_TOKEN_MAX_DAYS
+            }
     elif not 1 <= days <= settings.ACCESS_TOKEN_MAX_DAYS:
-        errors["expires_in_days"] = f"from 1 to {settings.ACCESS_TOKEN_MAX_DAYS} days"
+        errors["expires_in_days"] = _("from 1 to %(most)d days") % {
+            "most": settings.ACCESS_TOKEN_MAX_DAYS
+        }
     else:
         expires_at = timezone.now() + timedelta(days=days)
     live = AccessToken.objects.filter(user=user, revoked_at=None).exclude(
         expires_at__lte=timezone.now()
     )
     if live.count() >= settings.ACCESS_TOKENS_PER_PERSON:
-        errors["name"] = (
-            f"{user.username} holds {settings.ACCESS_TOKENS_PER_PERSON} live tokens, the most "
-            "allowed; revoke one first"
-        )
+        errors["name"] = _(
+            "%(person)s holds %(count)d live tokens, the most allowed; revoke one first"
+        ) % {"person": user.username, "count": settings.ACCESS_TOKENS_PER_PERSON}
     if errors:
         raise TokenInvalid(errors)
     return chosen, expires_at

@@ -18,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import translation
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.models import AuditEntry
@@ -35,23 +36,25 @@ NEVER = "never"
 
 def _days_label(days: int | None) -> str:
     if days is None:
-        return "never"
-    return f"{days} days" if days != 366 else "1 year"
+        return str(_("never"))
+    if days == 366:
+        return str(_("1 year"))
+    return ngettext("%(days)d day", "%(days)d days", days) % {"days": days}
 
 
 class TokenForm(forms.Form):
     """A token as a person asks for it on a page; ``asked()`` hands it to the service,
     which checks it (``services.token_create``) as it checks the API's."""
 
-    name = forms.CharField(max_length=services.NAME_LENGTH, help_text="what it is for")
+    name = forms.CharField(max_length=services.NAME_LENGTH, help_text=_("what it is for"))
     right = forms.ChoiceField(widget=forms.RadioSelect)
     scope = forms.ChoiceField(
-        choices=[(ALL, "All my departments, and later ones"), (CHOSEN, "Only these:")],
+        choices=[(ALL, _("All my departments, and later ones")), (CHOSEN, _("Only these:"))],
         initial=ALL,
         widget=forms.RadioSelect,
     )
     departments = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
-    expires = forms.ChoiceField(label="Expires after")
+    expires = forms.ChoiceField(label=_("Expires after"))
 
     def __init__(self, *args, user, departments: list[Department] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -204,7 +207,9 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     ):
         raise Http404("no such token")
     services.token_revoke(token=token, actor=request.user, source=PAGE)
-    messages.success(request, f"Revoked {token.prefix}… ({token.name}).")
+    messages.success(
+        request, _("Revoked %(prefix)s… (%(name)s).") % {"prefix": token.prefix, "name": token.name}
+    )
     if owner is not None and token.user != request.user:
         return redirect("department", owner.department.name)
     return redirect("account")
@@ -214,17 +219,24 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def tokens_revoke_all(request: HttpRequest) -> HttpResponse:
     count = services.tokens_revoke_all(user=request.user, actor=request.user, source=PAGE)
-    messages.success(request, f"Revoked {count} token{'s' if count != 1 else ''}.")
+    messages.success(
+        request,
+        ngettext("Revoked %(count)d token.", "Revoked %(count)d tokens.", count) % {"count": count},
+    )
     return redirect("account")
 
 
 class IdentityForm(forms.Form):
     name = forms.CharField(
         max_length=40,
-        help_text="lowercase letters, digits and -; it becomes svc-<department>-<name>",
+        label=_("Name"),
+        help_text=_("lowercase letters, digits and -; it becomes svc-<department>-<name>"),
     )
     description = forms.CharField(
-        max_length=identities.DESCRIPTION, required=False, help_text="what its pipelines do"
+        label=_("Description"),
+        max_length=identities.DESCRIPTION,
+        required=False,
+        help_text=_("what its pipelines do"),
     )
 
 
@@ -292,7 +304,7 @@ def identity_create(request: HttpRequest, name: str) -> HttpResponse:
                 for reason in reasons:
                     form.add_error(field, reason)
         else:
-            messages.success(request, f"Created {identity.user.username}.")
+            messages.success(request, _("Created %(name)s.") % {"name": identity.user.username})
             return redirect("department", department.name)
     return _department_page(request, department, identity_form=form)
 

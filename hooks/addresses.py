@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -69,10 +70,10 @@ def address_refusal(address: IPAddress) -> str | None:
         return None
     if _public(address):
         return None
-    return (
-        f"{address} is a private, loopback, link-local or reserved address "
+    return _(
+        "%(address)s is a private, loopback, link-local or reserved address "
         "(WEBHOOK_ALLOWED_NETWORKS does not allow it)"
-    )
+    ) % {"address": address}
 
 
 def url_parts(url: str) -> tuple[str, str, int, str]:
@@ -82,19 +83,21 @@ def url_parts(url: str) -> tuple[str, str, int, str]:
     allowed = ("https", "http") if settings.WEBHOOK_ALLOW_HTTP else ("https",)
     if scheme not in allowed:
         raise UrlRefused(
-            "only https URLs are allowed"
+            _("only https URLs are allowed")
             if scheme == "http"
-            else f"the URL must start with {' or '.join(s + '://' for s in allowed)}"
+            else _("the URL must start with https://")
+            if allowed == ("https",)
+            else _("the URL must start with https:// or http://")
         )
     if parts.username is not None or parts.password is not None:
-        raise UrlRefused("the URL may not carry a user name or password")
+        raise UrlRefused(_("the URL may not carry a user name or password"))
     host = parts.hostname
     if not host:
-        raise UrlRefused("the URL names no host")
+        raise UrlRefused(_("the URL names no host"))
     try:
         port = parts.port or (443 if scheme == "https" else 80)
     except ValueError:
-        raise UrlRefused("the URL's port is not a number from 1 to 65535") from None
+        raise UrlRefused(_("the URL's port is not a number from 1 to 65535")) from None
     target = parts.path or "/"
     if parts.query:
         target += "?" + parts.query
@@ -110,7 +113,9 @@ def resolve(host: str, port: int) -> list[IPAddress]:
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as error:
-        raise UrlRefused(f"{host} does not resolve: {error}") from None
+        raise UrlRefused(
+            _("%(host)s does not resolve: %(error)s") % {"host": host, "error": error}
+        ) from None
     # getaddrinfo's IPv6 answers may carry a zone (fe80::1%eth0); the zone is not the address.
     return list(
         dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found)
@@ -139,9 +144,13 @@ def addresses_check(host: str, addresses: list[IPAddress]) -> None:
     """UrlRefused naming the first of the addresses ``host`` resolved to that a delivery
     may not connect to; nothing when it may connect to every one."""
     if not addresses:
-        raise UrlRefused(f"{host} does not resolve")
+        raise UrlRefused(_("%(host)s does not resolve") % {"host": host})
     literal = _literal(host)
     for address in addresses:
         refusal = address_refusal(address)
         if refusal is not None:
-            raise UrlRefused(refusal if literal else f"{host} resolves to {refusal}")
+            raise UrlRefused(
+                refusal
+                if literal
+                else _("%(host)s resolves to %(refusal)s") % {"host": host, "refusal": refusal}
+            )

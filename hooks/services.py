@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import F, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from jobs.engine.locks import advisory_lock
 from jobs.engine.triggers import SENDER, BrokerRequest
@@ -73,14 +74,19 @@ def webhook_create(
             # Locked, so that two requests at once cannot both take the last place.
             Department.objects.select_for_update().filter(pk=department.pk).first()
             limit, held = settings.WEBHOOKS_PER_DEPARTMENT, department.webhooks.count()
-            owner = f"department {department.name}"
+            owner = _("department %(name)s") % {"name": department.name}
         else:
             assert job is not None
             job = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
             limit, held = settings.WEBHOOKS_PER_JOB, job.webhooks.count()
-            owner = f"job #{job.pk}"
+            owner = _("job #%(id)d") % {"id": job.pk}
         if held >= limit:
-            raise WebhookInvalid({"url": f"{owner} has {held} webhooks, the most it may have"})
+            raise WebhookInvalid(
+                {
+                    "url": _("%(owner)s has %(count)d webhooks, the most it may have")
+                    % {"owner": owner, "count": held}
+                }
+            )
         hook = Webhook.objects.create(
             department=department,
             job=job,

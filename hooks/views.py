@@ -12,6 +12,7 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from . import selectors, services
@@ -22,9 +23,9 @@ DELIVERIES_ON_PAGE = 20
 
 class WebhookForm(forms.Form):
     url = forms.CharField(
-        label="URL", max_length=2000, help_text="https://…, where each event is POSTed"
+        label=_("URL"), max_length=2000, help_text=_("https://…, where each event is POSTed")
     )
-    description = forms.CharField(max_length=200, required=False)
+    description = forms.CharField(label=_("Description"), max_length=200, required=False)
 
 
 def _page(request, department, *, form=None, made=None, status=200) -> HttpResponse:

@@ -23,6 +23,8 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from jobs.engine.locks import is_contention
@@ -36,9 +38,10 @@ RETRY_AFTER_SECONDS = 10
 # A transaction that lost to others' locks was already tried again (jobs.engine.locks.retrying);
 # the same request a moment later finds the rows free.
 BUSY_RETRY_AFTER_SECONDS = 1
-BUSY_DETAIL = "busy: other changes to the same jobs went first; try again"
 DATABASE = "database"
 BROKER = "broker"
+# The component's name in a person's words (the API's ``component`` stays the code).
+COMPONENT_NAMES = {DATABASE: gettext_lazy("database"), BROKER: gettext_lazy("broker")}
 # The errors that mean "the service did not answer", not "the request was wrong".
 UNAVAILABLE: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     (
@@ -105,12 +108,13 @@ def bad_request(request: HttpRequest, errors: Mapping[str, list[str]]) -> HttpRe
     """400 naming each field and its reasons."""
     if is_api(request):
         return JsonResponse(dict(errors), status=400)
-    return _page(request, 400, "Bad request", "The request could not be used:", errors=errors)
+    return _page(request, 400, _("Bad request"), _("The request could not be used:"), errors=errors)
 
 
 def service_unavailable(request: HttpRequest, component: str) -> HttpResponse:
     """503 with the component that is down and when to try again."""
-    detail = f"the {component} is not answering; try again shortly"
+    name = COMPONENT_NAMES.get(component, component)
+    detail = _("the %(component)s is not answering; try again shortly") % {"component": name}
     if is_api(request):
         response: HttpResponse = JsonResponse(
             {"detail": detail, "component": component}, status=503
@@ -119,9 +123,12 @@ def service_unavailable(request: HttpRequest, component: str) -> HttpResponse:
         response = _page(
             request,
             503,
-            "Temporarily unavailable",
-            f"Caldera cannot reach its {component} right now. Nothing you submitted "
-            "before is lost.",
+            _("Temporarily unavailable"),
+            _(
+                "Caldera cannot reach its %(component)s right now. Nothing you submitted "
+                "before is lost."
+            )
+            % {"component": name},
             retry_after=RETRY_AFTER_SECONDS,
             who=False,
         )
@@ -133,13 +140,14 @@ def busy(request: HttpRequest) -> HttpResponse:
     """503 for a request whose transaction kept losing to others' locks: nothing of it was
     committed, and the same request shortly succeeds."""
     if is_api(request):
-        response: HttpResponse = JsonResponse({"detail": BUSY_DETAIL, "reason": "busy"}, status=503)
+        detail = _("busy: other changes to the same jobs went first; try again")
+        response: HttpResponse = JsonResponse({"detail": detail, "reason": "busy"}, status=503)
     else:
         response = _page(
             request,
             503,
-            "Busy",
-            BUSY_DETAIL[:1].upper() + BUSY_DETAIL[1:] + ". Nothing was changed.",
+            _("Busy"),
+            _("Other changes to the same jobs went first; try again. Nothing was changed."),
             who=False,
         )
     response["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
@@ -153,19 +161,24 @@ def _detail(
     than a script)."""
     if is_api(request):
         return JsonResponse({"detail": detail}, status=status)
-    return _page(request, status, title, sentence or detail[:1].upper() + detail[1:] + ".")
+    return _page(
+        request,
+        status,
+        title,
+        sentence or _("%(detail)s.") % {"detail": detail[:1].upper() + detail[1:]},
+    )
 
 
 def bad_request_handler(request: HttpRequest, exception: Exception) -> HttpResponse:
     """handler400: a view's BadRequest says what was wrong (``offset: must be at most
     ...``); a suspicious request (a bad Host, too many fields) is told no more than that."""
     if isinstance(exception, BadRequest) and str(exception):
-        return _detail(request, 400, str(exception), "Bad request")
-    return _detail(request, 400, "the request is malformed", "Bad request")
+        return _detail(request, 400, str(exception), _("Bad request"))
+    return _detail(request, 400, _("the request is malformed"), _("Bad request"))
 
 
 def permission_denied_handler(request: HttpRequest, exception: Exception) -> HttpResponse:
-    return _detail(request, 403, "you do not have permission to do this", "Forbidden")
+    return _detail(request, 403, _("you do not have permission to do this"), _("Forbidden"))
 
 
 def not_found_handler(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -174,11 +187,14 @@ def not_found_handler(request: HttpRequest, exception: Exception) -> HttpRespons
     return _detail(
         request,
         404,
-        "not found",
-        "Not found",
-        sentence=f"There is nothing at {request.path} that you may see: it may have been "
-        "removed, or belong to a department you are not in. The navigation above leads to "
-        "your jobs and queues.",
+        _("not found"),
+        _("Not found"),
+        sentence=_(
+            "There is nothing at %(path)s that you may see: it may have been removed, or "
+            "belong to a department you are not in. The navigation above leads to your jobs "
+            "and queues."
+        )
+        % {"path": request.path},
     )
 
 
@@ -193,7 +209,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     Passwords and files are not kept."""
     if is_api(request):
         return JsonResponse(
-            {"detail": "the CSRF check failed: send the session's CSRF token, or use a token"},
+            {"detail": _("the CSRF check failed: send the session's CSRF token, or use a token")},
             status=403,
         )
     if request.headers.get("HX-Request") == "true":
@@ -205,21 +221,31 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
         if not any(word in name.lower() for word in _NOT_KEPT)
     ]
     signed_in = _viewer(request) is not None
+    # Whole sentences each (word order differs between languages).
     if not kept:
-        what = "Nothing was changed; open the page again and repeat what you did."
+        message = _(
+            "Caldera could not trust this form: the page it came from is older than your "
+            "sign-in (you signed in or out since, perhaps in another tab). Nothing was "
+            "changed; open the page again and repeat what you did."
+        )
     elif signed_in:
-        what = "Nothing was changed. What you typed is kept below: check it and send it again."
+        message = _(
+            "Caldera could not trust this form: the page it came from is older than your "
+            "sign-in (you signed in or out since, perhaps in another tab). Nothing was "
+            "changed. What you typed is kept below: check it and send it again."
+        )
     else:
-        what = (
-            "Nothing was changed, and you are signed out: sign in (in another tab), then send "
-            "what you typed again from here."
+        message = _(
+            "Caldera could not trust this form: the page it came from is older than your "
+            "sign-in (you signed in or out since, perhaps in another tab). Nothing was "
+            "changed, and you are signed out: sign in (in another tab), then send what you "
+            "typed again from here."
         )
     return _page(
         request,
         403,
-        "This form is out of date",
-        "Caldera could not trust this form: the page it came from is older than your "
-        "sign-in (you signed in or out since, perhaps in another tab). " + what,
+        _("This form is out of date"),
+        message,
         kept=kept,
         typed=[(name, value) for name, value in kept if value.strip()],  # what to list
         kept_action=request.get_full_path(),
@@ -255,4 +281,4 @@ def server_error_handler(request: HttpRequest) -> HttpResponse:
     component = unavailable_component(sys.exc_info()[1])
     if component is not None:
         return service_unavailable(request, component)
-    return _detail(request, 500, "an internal error occurred; it has been logged", "Error")
+    return _detail(request, 500, _("an internal error occurred; it has been logged"), _("Error"))

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 from rest_framework import exceptions, status
 from rest_framework.parsers import (
     BaseParser,
@@ -43,9 +44,15 @@ def text_problem(value: str, *, free_text: bool) -> str | None:
         return None
     code = ord(found.group())
     if 0xD800 <= code <= 0xDFFF:
-        return f"contains an unpaired surrogate (U+{code:04X}), which is not valid Unicode"
-    allowed = "; only tab, line feed and carriage return are allowed" if free_text else ""
-    return f"contains the control character U+{code:04X}{allowed}"
+        return _("contains an unpaired surrogate (U+%(code)04X), which is not valid Unicode") % {
+            "code": code
+        }
+    if free_text:
+        return _(
+            "contains the control character U+%(code)04X; only tab, line feed and carriage "
+            "return are allowed"
+        ) % {"code": code}
+    return _("contains the control character U+%(code)04X") % {"code": code}
 
 
 def pairs_problem(pairs: Iterable[tuple[str, str]], *, free_text: bool) -> tuple[str, str] | None:
@@ -57,7 +64,7 @@ def pairs_problem(pairs: Iterable[tuple[str, str]], *, free_text: bool) -> tuple
     for name, value in pairs:
         reason = text_problem(name, free_text=False)
         if reason is not None:
-            return printable(name), f"the name {reason}"
+            return printable(name), _("the name %(reason)s") % {"reason": reason}
         reason = text_problem(value, free_text=free_text)
         if reason is not None:
             return name, reason
@@ -110,6 +117,10 @@ def _containers_clean(data: object) -> bool:
     return True
 
 
+def too_deep() -> str:
+    return _("is nested deeper than %(most)d levels") % {"most": MAX_JSON_DEPTH}
+
+
 def _first_problem(data: object) -> tuple[str, str] | None:
     """The walk that names the field: with an explicit stack, so the depth limit, not the
     interpreter's, decides."""
@@ -117,7 +128,7 @@ def _first_problem(data: object) -> tuple[str, str] | None:
     while stack:
         value, path, depth = stack.pop()
         if depth > MAX_JSON_DEPTH:
-            return "body", f"is nested deeper than {MAX_JSON_DEPTH} levels"
+            return "body", too_deep()
         if isinstance(value, str):
             reason = text_problem(value, free_text=True)
             if reason is not None:
@@ -127,7 +138,7 @@ def _first_problem(data: object) -> tuple[str, str] | None:
             for key, item in value.items():
                 reason = text_problem(key, free_text=False)
                 if reason is not None:
-                    return path or "body", f"a key {reason}"
+                    return path or "body", _("a key %(reason)s") % {"reason": reason}
                 children.append((item, f"{path}.{key}" if path else key, depth + 1))
             stack.extend(reversed(children))  # popped in document order
         elif isinstance(value, list):
@@ -149,10 +160,8 @@ class CheckedJSONParser(JSONParser):
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
-            raise exceptions.ValidationError(
-                {"body": [f"is nested deeper than {MAX_JSON_DEPTH} levels"]}
-            ) from None
-        return _storable(data, "must be a JSON object")
+            raise exceptions.ValidationError({"body": [too_deep()]}) from None
+        return _storable(data, _("must be a JSON object"))
 
 
 def _storable(data: object, not_an_object: str) -> dict:
@@ -184,16 +193,22 @@ class CheckedYAMLParser(BaseParser):
         limit = settings.YAML_BODY_MAX_BYTES
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
-            raise BodyTooLarge({"body": [f"is larger than YAML_BODY_MAX_BYTES ({limit} bytes)"]})
+            raise BodyTooLarge(
+                {
+                    "body": [
+                        _("is larger than YAML_BODY_MAX_BYTES (%(limit)d bytes)") % {"limit": limit}
+                    ]
+                }
+            )
         try:
             text = raw.decode(settings.DEFAULT_CHARSET)
         except UnicodeDecodeError:
-            raise exceptions.ValidationError({"body": ["is not UTF-8 text"]}) from None
+            raise exceptions.ValidationError({"body": [_("is not UTF-8 text")]}) from None
         try:
             data = load_one(text)
         except YamlRefused as refused:
             raise exceptions.ValidationError({refused.field: [str(refused)]}) from None
-        return _storable(data, "must be a YAML mapping")
+        return _storable(data, _("must be a YAML mapping"))
 
 
 class CheckedXYAMLParser(CheckedYAMLParser):

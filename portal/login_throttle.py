@@ -41,6 +41,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from .device_cookie import carries_device_cookie, remember_sign_in
 
@@ -116,13 +117,23 @@ class LoginThrottle(AxesDatabaseHandler):
 
 
 def lockout_message(minutes: int, *, everywhere: bool) -> str:
-    again = f"{minutes} minute{'s' if minutes != 1 else ''}"
     if everywhere:
-        return (
+        return ngettext(
             "Too many failed logins for this username from many addresses. You can still "
-            f"log in from a browser you have logged in with before, or here in {again}."
-        )
-    return f"Too many failed logins for this username from this address. Try again in {again}."
+            "log in from a browser you have logged in with before, or here in %(minutes)d "
+            "minute.",
+            "Too many failed logins for this username from many addresses. You can still "
+            "log in from a browser you have logged in with before, or here in %(minutes)d "
+            "minutes.",
+            minutes,
+        ) % {"minutes": minutes}
+    return ngettext(
+        "Too many failed logins for this username from this address. Try again in "
+        "%(minutes)d minute.",
+        "Too many failed logins for this username from this address. Try again in "
+        "%(minutes)d minutes.",
+        minutes,
+    ) % {"minutes": minutes}
 
 
 def lockout_response(

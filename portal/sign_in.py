@@ -34,6 +34,7 @@ from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.generic import View
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
@@ -310,7 +311,11 @@ class LocalAccounts(ModelBackend):
 
 
 def _refused(request: HttpRequest, reason: str) -> HttpResponse:
-    messages.error(request, f"Sign-in through {settings.OIDC_PROVIDER_NAME} failed: {reason}.")
+    messages.error(
+        request,
+        _("Sign-in through %(provider)s failed: %(reason)s.")
+        % {"provider": settings.OIDC_PROVIDER_NAME, "reason": reason},
+    )
     return redirect(settings.LOGIN_URL)
 
 
@@ -342,7 +347,7 @@ class ProviderCallback(OIDCAuthenticationCallbackView):
         try:
             return super().get(request)
         except SuspiciousOperation:  # a state this browser's session did not start
-            request.sign_in_failure = (
+            request.sign_in_failure = _(
                 "the sign-in was started in another browser or has expired; please sign in again"
             )
             return self.login_failure()
@@ -351,14 +356,17 @@ class ProviderCallback(OIDCAuthenticationCallbackView):
         request = self.request
         user = getattr(self, "user", None)
         if user is not None and not user.is_active:
-            reason = "your account is deactivated in Caldera"
+            reason = _("your account is deactivated in Caldera")
         elif request.GET.get("error"):
             described = request.GET.get("error_description")
-            reason = f"the identity provider answered {request.GET['error']!r}" + (
-                f" ({described})" if described else ""
-            )
+            reason = _("the identity provider answered %(error)r") % {"error": request.GET["error"]}
+            if described:
+                reason = _("%(reason)s (%(description)s)") % {
+                    "reason": reason,
+                    "description": described,
+                }
         else:
-            reason = getattr(request, "sign_in_failure", "the identity provider sent no code")
+            reason = getattr(request, "sign_in_failure", _("the identity provider sent no code"))
         return _refused(request, reason)
 
 

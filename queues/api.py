@@ -6,6 +6,7 @@ import re
 
 from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -31,7 +32,7 @@ class JsonText:
 
     def to_internal_value(self, data):
         if type(data) is not str:
-            raise serializers.ValidationError("must be a string")
+            raise serializers.ValidationError(_("must be a string"))
         return super().to_internal_value(data)  # type: ignore[misc]  # the field mixed with
 
 
@@ -146,12 +147,16 @@ class DepartmentSerializer(Body):
     def validate_quota_node(self, value: str) -> QuotaNode:
         node = QuotaNode.objects.filter(path=value, active=True).first()
         if node is None:
-            raise serializers.ValidationError(f"{value!r} is not a node of the quota tree")
+            raise serializers.ValidationError(
+                _("%(path)r is not a node of the quota tree") % {"path": value}
+            )
         return node
 
     def validate_name(self, value: str) -> str:
         if Department.objects.filter(name=value).exists():
-            raise serializers.ValidationError(f"a department named {value!r} exists")
+            raise serializers.ValidationError(
+                _("a department named %(name)r exists") % {"name": value}
+            )
         return value
 
 

@@ -11,15 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Right(models.TextChoices):
     """A token's rights, each including the ones before it."""
 
-    READ = "read", "read: lists, pages' data, logs"
-    SUBMIT = "submit", "submit: read, and submit, cancel and resubmit one's own jobs"
-    MANAGE = "manage", "manage: everything the person may do in the departments"
-    ADMIN = "admin", "admin: the person's staff rights too"
+    READ = "read", _("read: lists, pages' data, logs")
+    SUBMIT = "submit", _("submit: read, and submit, cancel and resubmit one's own jobs")
+    MANAGE = "manage", _("manage: everything the person may do in the departments")
+    ADMIN = "admin", _("admin: the person's staff rights too")
 
 
 RIGHTS: list[str] = list(Right.values)  # in order: each includes those before it

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db import transaction
 from django.db.models import Prefetch
+from django.utils.translation import gettext_lazy as _
 
 from audit.models import AuditEntry
 
@@ -24,16 +25,20 @@ User = get_user_model()
 # What each role may do; shown on the department's page.
 ROLE_RIGHTS = [
     (
-        "Members",
-        "submit jobs to the department's queues, follow them, cancel their own jobs and "
-        "lower their own jobs' priority.",
+        _("Members"),
+        _(
+            "submit jobs to the department's queues, follow them, cancel their own jobs and "
+            "lower their own jobs' priority."
+        ),
     ),
     (
-        "Managers",
-        "do what members do, and also raise a job's priority (jump it ahead in its queue) "
-        "and cancel any job of the department.",
+        _("Managers"),
+        _(
+            "do what members do, and also raise a job's priority (jump it ahead in its queue) "
+            "and cancel any job of the department."
+        ),
     ),
-    ("Staff", "may do everything in every department, and edit the quota tree here."),
+    (_("Staff"), _("may do everything in every department, and edit the quota tree here.")),
 ]
 
 
@@ -41,8 +46,8 @@ class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 1
     autocomplete_fields = ["user"]
-    verbose_name = "member or manager"
-    verbose_name_plural = "members and managers"
+    verbose_name = _("member or manager")
+    verbose_name_plural = _("members and managers")
 
     def get_queryset(self, request):
         # Managers first ("manager" < "member"), then by name.
@@ -76,11 +81,11 @@ class DepartmentAdmin(AuditHistoryMixin, admin.ModelAdmin):
         names = [m.user.username for m in department.membership_set.all() if m.role == role]
         return ", ".join(names) or "—"
 
-    @admin.display(description="managers")
+    @admin.display(description=_("managers"))
     def managers_list(self, department: Department) -> str:
         return self._people(department, Membership.Role.MANAGER)
 
-    @admin.display(description="members")
+    @admin.display(description=_("members"))
     def members_list(self, department: Department) -> str:
         return self._people(department, Membership.Role.MEMBER)
 
@@ -122,7 +127,7 @@ class DepartmentAdmin(AuditHistoryMixin, admin.ModelAdmin):
                 departments.membership_delete(
                     membership=membership, actor=request.user, source=ADMIN
                 )
-        for membership in [*formset.new_objects, *(m for m, _ in formset.changed_objects)]:
+        for membership in [*formset.new_objects, *(m for m, _fields in formset.changed_objects)]:
             departments.membership_set(
                 department=department,
                 username=membership.user.username,

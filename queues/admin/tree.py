@@ -19,6 +19,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext_lazy as _
 
 from audit.models import AuditEntry
 from kube.quantity import format_quantity, human
@@ -153,22 +154,22 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
         def resources(node: QuotaNode) -> list[str]:
             return sorted(shown_resources(node, usage.get(node.path, {})))
 
-        @admin.display(description="min (guaranteed)")
+        @admin.display(description=_("min (guaranteed)"))
         def min_column(node: QuotaNode) -> str:
             return _lines(resources(node), node.min, format_quantity)
 
-        @admin.display(description="max (ceiling)")
+        @admin.display(description=_("max (ceiling)"))
         def max_column(node: QuotaNode) -> str:
             return _lines(resources(node), node.max, format_quantity)
 
-        @admin.display(description="used now")
+        @admin.display(description=_("used now"))
         def used_column(node: QuotaNode) -> str:
             used = usage.get(node.path, {})
             return _lines(resources(node), {r: used.get(r, 0) for r in resources(node)}, human)
 
         trouble = selectors.namespace_trouble()
 
-        @admin.display(description="namespaces")
+        @admin.display(description=_("namespaces"))
         def namespaces_column(node: QuotaNode) -> str:
             return format_html_join(
                 ", ",
@@ -178,7 +179,7 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
 
         return ["tree_name", min_column, max_column, used_column, namespaces_column, "active"]
 
-    @admin.display(description="node")
+    @admin.display(description=_("node"))
     def tree_name(self, node: QuotaNode) -> str:
         # Indented by caldera-admin.css from data-depth: the Content-Security-Policy
         # refuses a style attribute.
@@ -187,29 +188,29 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
             min(node.depth, MAX_INDENT),
             node.path,
             node.name,
-            "" if node.active else " (retired)",
+            "" if node.active else _(" (retired)"),
         )
 
-    @admin.display(description="namespaces")
+    @admin.display(description=_("namespaces"))
     def namespaces_display(self, node: QuotaNode) -> str:
         return ", ".join(node.namespaces)
 
-    @admin.display(description="min (guaranteed)")
+    @admin.display(description=_("min (guaranteed)"))
     def min_display(self, node: QuotaNode) -> str:
         return _lines(sorted(node.min), node.min, format_quantity) or NONE
 
-    @admin.display(description="max (ceiling)")
+    @admin.display(description=_("max (ceiling)"))
     def max_display(self, node: QuotaNode) -> str:
         return _lines(sorted(node.max), node.max, format_quantity) or NONE
 
-    @admin.display(description="parent")
+    @admin.display(description=_("parent"))
     def parent_link(self, node: QuotaNode) -> str:
         if node.parent is None:
-            return "— (the root)"
+            return str(_("— (the root)"))
         url = reverse("admin:queues_quotanode_change", args=[node.parent_id])
         return format_html('<a href="{}">{}</a>', url, node.parent.path)
 
-    @admin.display(description="used now (admitted and running jobs)")
+    @admin.display(description=_("used now (admitted and running jobs)"))
     def usage(self, node: QuotaNode) -> str:
         used = selectors.node_usage().get(node.path, {})
         rows = [
@@ -246,7 +247,7 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
         except services.TreeError as error:
             # Another admin changed the tree between the form's check and this save.
             children.applied = []
-            messages.error(request, f"Not saved: {error}")
+            messages.error(request, _("Not saved: %(error)s") % {"error": error})
             return
         for change in children.applied:
             messages.info(request, change.describe())
@@ -339,8 +340,11 @@ def _read_upload(upload) -> tuple[str, dict[str, list[str]]]:
 
 def _report(request, changes: list[services.NodeChange]) -> None:
     if not changes:
-        messages.info(request, "The quota tree already matched the YAML: nothing changed.")
+        messages.info(request, _("The quota tree already matched the YAML: nothing changed."))
         return
-    messages.success(request, f"The quota tree was applied: {services.count_nodes(changes)}.")
+    messages.success(
+        request,
+        _("The quota tree was applied: %(nodes)s.") % {"nodes": services.count_nodes(changes)},
+    )
     for change in changes:
         messages.info(request, change.describe())

@@ -13,13 +13,17 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from kube.quantity import format_resources
 
 from .. import services
 from ..models import QuotaNode
 
-RESOURCE_HELP = "One resource per line, as in the tree's YAML: 'cpu: 12', 'memory: 12Gi'."
+RESOURCE_HELP = gettext_lazy(
+    "One resource per line, as in the tree's YAML: 'cpu: 12', 'memory: 12Gi'."
+)
 TEXT_FIELDS = {"min": "min_text", "max": "max_text", "namespaces": "namespaces_text"}
 
 
@@ -35,7 +39,10 @@ def parse_resources_text(text: str) -> dict[str, str]:
             continue
         name, sep, value = line.partition(":")
         if not sep or not name.strip() or not value.strip():
-            raise forms.ValidationError(f"line {number}: write 'resource: quantity', got {line!r}")
+            raise forms.ValidationError(
+                _("line %(number)d: write 'resource: quantity', got %(line)r")
+                % {"number": number, "line": line}
+            )
         result[name.strip()] = value.strip()
     return result
 
@@ -47,16 +54,20 @@ class NodeValuesForm(forms.ModelForm):
     """
 
     min_text = forms.CharField(
-        label="Min (guaranteed)", widget=forms.Textarea(attrs={"rows": 4}), required=False,
+        label=gettext_lazy("Min (guaranteed)"), widget=forms.Textarea(attrs={"rows": 4}),
+        required=False,
         help_text=RESOURCE_HELP,
     )  # fmt: skip
     max_text = forms.CharField(
-        label="Max (ceiling)", widget=forms.Textarea(attrs={"rows": 4}), required=False,
+        label=gettext_lazy("Max (ceiling)"), widget=forms.Textarea(attrs={"rows": 4}),
+        required=False,
         help_text=RESOURCE_HELP,
     )  # fmt: skip
     namespaces_text = forms.CharField(
-        label="Namespaces", required=False,
-        help_text="Leaves only: the Kubernetes namespaces bound to this node, comma-separated.",
+        label=gettext_lazy("Namespaces"), required=False,
+        help_text=gettext_lazy(
+            "Leaves only: the Kubernetes namespaces bound to this node, comma-separated."
+        ),
     )  # fmt: skip
 
     class Meta:
@@ -97,7 +108,7 @@ class QuotaNodeForm(NodeValuesForm):
 class ChildForm(NodeValuesForm):
     name = forms.CharField(
         max_length=63,
-        help_text="Renaming moves the node: its old path and queue are retired.",
+        help_text=gettext_lazy("Renaming moves the node: its old path and queue are retired."),
     )
 
     def __init__(self, *args, **kwargs):
@@ -145,8 +156,11 @@ class ChildrenFormSet(forms.BaseInlineFormSet):
                 for reason in reasons:
                     _route(key, reason, owners, node_form)
             raise forms.ValidationError(
-                f"Nothing was saved: the change would break the rules of the tree at "
-                f"{self.instance.path} (see the messages in place)."
+                _(
+                    "Nothing was saved: the change would break the rules of the tree at "
+                    "%(path)s (see the messages in place)."
+                )
+                % {"path": self.instance.path}
             ) from None
         self.document = document
 
@@ -221,7 +235,7 @@ def _route(key: str, reason: str, owners: dict, node_form: forms.BaseForm) -> No
     for prefix in sorted(by_prefix, key=len, reverse=True):
         if key.startswith(prefix + "."):
             form = by_prefix[prefix]
-            part, _, rest = key[len(prefix) + 1 :].partition(".")
+            part, _dot, rest = key[len(prefix) + 1 :].partition(".")
             field = TEXT_FIELDS.get(part, part)
             message = f"{rest}: {reason}" if rest else reason
             if field in form.fields:

@@ -731,3 +731,32 @@ def test_times_are_in_the_browsers_zone_with_relative_words_and_countdowns(
     page.reload()
     expect(row.locator("time[data-relative] .time-seen")).to_have_count(1)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+@pytest.mark.parametrize(("width", "height"), [(1366, 900), (390, 844)])
+def test_a_browser_asking_for_chinese_signs_in_and_reads_its_pages_in_chinese(
+    live_server, transactional_db, member, page, console, width, height
+):
+    from playwright.sync_api import expect
+
+    console.allow(r"404 \(Not Found\)")  # the missing page, asked for on purpose
+    page.set_extra_http_headers({"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.5"})
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(live_server.url + "/accounts/login/")
+    expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
+    page.get_by_label("用户名").fill("alice")
+    page.get_by_label("密码").fill("pw-alice")
+    page.get_by_role("button", name="登录").click()
+    expect(page.get_by_role("link", name="仪表板")).to_be_visible()
+
+    page.goto(live_server.url + "/account/")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("你的账户")
+    expect(page.get_by_role("button", name="创建令牌")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    screenshot(page, f"account-zh-{width}.png")
+
+    page.goto(live_server.url + "/no/such/page/")
+    expect(page.get_by_role("heading", level=1)).to_have_text("未找到")
+    expect(page.get_by_role("link", name="返回仪表板")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.get_by_role("button", name="退出登录").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("登录")

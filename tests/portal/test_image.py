@@ -29,32 +29,49 @@ from ..support.polling import wait_for
 DOCKERFILE = REPO / "Dockerfile"
 
 
-def instructions() -> list[tuple[str, str]]:
-    """The Dockerfile's instructions, continuation lines joined: (keyword, argument)."""
-    joined, current = [], ""
+def instructions(stage: str | None = None) -> list[tuple[str, str]]:
+    """The instructions of one of the Dockerfile's stages (``FROM ... AS stage``; by default
+    the last, the image itself), continuation lines joined: (keyword, argument)."""
+    stages: dict[str | None, list[tuple[str, str]]] = {}
+    joined: list[tuple[str, str]] = []
+    current = ""
     for line in DOCKERFILE.read_text().splitlines():
         if line.lstrip().startswith("#") or not line.strip():
             continue
         current += line.rstrip("\\").strip() + " "
         if not line.rstrip().endswith("\\"):
             keyword, _, argument = current.strip().partition(" ")
+            if keyword.upper() == "FROM":
+                joined = stages[argument.partition(" AS ")[2] or None] = []
             joined.append((keyword.upper(), argument))
             current = ""
-    return joined
+    return stages[stage] if stage is not None else joined
 
 
-def image_tree(root: Path) -> Path:
-    """The application's files where the image has them: WORKDIR, then each COPY."""
+def image_tree(root: Path, stage: str | None = None) -> Path:
+    """The application's files where the image (or an earlier ``stage``) has them: WORKDIR,
+    then each COPY; a COPY from an earlier stage builds that stage first, in its own
+    directory, running its steps but those installing system packages (the tests' machine
+    has them: .ci/run)."""
     workdir = Path("/")
-    for keyword, argument in instructions():
+    for keyword, argument in instructions(stage):
         if keyword == "WORKDIR":
             workdir = Path(argument)
+        elif keyword == "RUN" and stage is not None and not argument.startswith("apt-get"):
+            built = run_step(argument, root / workdir.relative_to("/"), {"HOME": str(root)})
+            assert built.returncode == 0, built.stdout + built.stderr[-2000:]
         elif keyword == "COPY":
             *sources, target = shlex.split(argument)
+            origin = REPO
+            if sources[0].startswith("--from="):
+                earlier = sources.pop(0).removeprefix("--from=")
+                image_tree(root.parent / f"stage-{earlier}", earlier)
+                origin = root.parent / f"stage-{earlier}"
+                sources = [str(Path(source).relative_to("/")) for source in sources]
             assert not any(s.startswith("--") for s in sources), argument
             destination = root / (workdir / target).relative_to("/")
             for source in sources:
-                path = REPO / source
+                path = origin / source
                 if path.is_dir():
                     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
                     shutil.copytree(path, destination, ignore=ignore, dirs_exist_ok=True)
@@ -136,6 +153,8 @@ def test_the_image_tree_builds_passes_its_deploy_checks_migrates_and_serves(
     try:
         answers = {path: wait_for_answer(port, path)[:2] for path in ("/livez", "/readyz")}
         login = wait_for_answer(port, "/accounts/login/", proto="https")
+        # The catalogues compiled in the image's first stage: the page in the asker's language.
+        chinese = wait_for_answer(port, "/accounts/login/", proto="https", language="zh-CN")
     finally:
         server.terminate()
         server.wait(timeout=20)
@@ -144,13 +163,16 @@ def test_the_image_tree_builds_passes_its_deploy_checks_migrates_and_serves(
         "/readyz": (200, {"database": "ok", "broker": "ok"}),
     }
     assert login[0] == 200 and "Strict-Transport-Security" in login[2]
+    assert '<html lang="zh-hans"' in chinese[1].decode() and "登录" in chinese[1].decode()
 
 
-def wait_for_answer(port: int, path: str, proto: str = "http", seconds: float = 60.0):
+def wait_for_answer(
+    port: int, path: str, proto: str = "http", seconds: float = 60.0, language: str = "en"
+):
     """(status, body, headers) of one request, once the server listens."""
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}{path}",
-        headers={"Host": "localhost", "X-Forwarded-Proto": proto},
+        headers={"Host": "localhost", "X-Forwarded-Proto": proto, "Accept-Language": language},
     )
 
     def ask():
