@@ -732,6 +732,7 @@ def test_times_are_in_the_browsers_zone_with_relative_words_and_countdowns(
     expect(row.locator("time[data-relative] .time-seen")).to_have_count(1)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
 
+
 @pytest.mark.parametrize(("width", "height"), [(1366, 900), (390, 844)])
 def test_a_browser_asking_for_chinese_signs_in_and_reads_its_pages_in_chinese(
     live_server, transactional_db, member, page, console, width, height
