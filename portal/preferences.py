@@ -17,7 +17,6 @@ from django.utils import timezone, translation
 
 from access.preferences import preference_of, zone_named
 
-
 # Set by static/zone.js to Intl's name of the browser's zone (Asia/Shanghai), read here.
 ZONE_COOKIE = "caldera_tz"
 
