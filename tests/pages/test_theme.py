@@ -8,6 +8,7 @@ emulated there, the person signs in and, for a chosen theme, chooses it on their
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -124,24 +125,47 @@ def test_the_admin_and_the_api_docs_follow_the_theme_a_person_chose(
     opened.context.close()
 
 
-@pytest.mark.parametrize("theme", THEMES, ids=[t.name for t in THEMES])
-def test_axe_finds_nothing_serious_on_the_main_pages(live_server, busy, browser, theme):
+# Each theme in English, and the two ways to be dark again in Chinese (a browser that asks
+# for it): every main page in both languages and both themes.
+LOOKS = [(theme, "en-US") for theme in THEMES] + [(THEMES[0], "zh-CN"), (THEMES[1], "zh-CN")]
+# The screenshots in docs/screenshots (and the README): these pages, in every look above.
+SHOWN = ("dashboard", "job", "queue", "jobs")
+
+
+def shot(page, visit: str, theme, locale: str, viewport: dict) -> None:
+    """With CALDERA_SCREENSHOT_DIR set, the page as it looks now, for docs/screenshots."""
+    folder = os.environ.get("CALDERA_SCREENSHOT_DIR")
+    if folder and visit in SHOWN:
+        language = "zh" if locale.startswith("zh") else "en"
+        name = f"{visit}-{theme.name}-{language}-{viewport['width']}.png"
+        page.screenshot(path=str(Path(folder) / name))
+
+
+@pytest.mark.parametrize(
+    ("theme", "locale"), LOOKS, ids=[f"{theme.name}-{locale}" for theme, locale in LOOKS]
+)
+def test_axe_finds_nothing_serious_on_the_main_pages(live_server, busy, browser, theme, locale):
     from playwright.sync_api import expect
 
     url = live_server.url
     pages = main_pages(job=busy["second"].pk, queue="root-algorithm-video", department="algorithm")
     found = {}
     for viewport in (DESKTOP, PHONE):
-        opened = signed_in(browser, url, theme, viewport)
+        opened = signed_in(browser, url, theme, viewport, locale=locale)
         page = opened.page
         for visit in pages:
-            if viewport is PHONE and visit.name not in ("dashboard", "job", "queue"):
+            if viewport is PHONE and visit.name not in ("dashboard", "job", "queue", "jobs"):
                 continue  # the phone's layout differs on these; the rest share the desktop's
             page.goto(url + visit.path)
             if visit.invalid:  # sent empty: the form answers with its errors
                 page.locator("form.submit-form button.primary").click()
                 expect(page.locator(".errors").first).to_be_visible()
             assert background_is_dark(page) == (theme.name != "light"), visit.name
+            assert page.locator("html").get_attribute("lang") == (
+                "zh-hans" if locale.startswith("zh") else "en"
+            ), visit.name
+            assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+            shot(page, visit.name, theme, locale, viewport)
             violations = serious_violations(page)
             if violations:
                 found[f"{visit.name} at {viewport['width']}"] = described(violations)
