@@ -83,6 +83,9 @@ def test_a_job_page_speaks_chinese(client, member):
         assert words in page
     for words in ("Cancel job", "Submit a copy", "Namespace", "Events", "Manifest"):
         assert words not in page
+    assert "暂无估计" in page  # how its start is estimated
+    log = client.get(reverse("job-log", args=[job.pk]), **CHINESE).content.decode()
+    assert "作业尚未开始：它在队列中等待，准入后才会创建其 head Pod。" in log
 
 
 def test_the_submit_form_speaks_chinese_with_examples_that_read_as_examples(client, member):
