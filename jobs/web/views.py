@@ -400,7 +400,12 @@ def job_list(request: HttpRequest) -> HttpResponse:
             for name in listing.SORTS
         },
         "group_urls": [
-            (value, count, query.narrowed(value).url(path)) for value, count in page.groups
+            (
+                State(value).label if query.group == "state" else value,
+                count,
+                query.narrowed(value).url(path),
+            )
+            for value, count in page.groups
         ],
     }
     return render(request, "jobs/job_list.html", context)

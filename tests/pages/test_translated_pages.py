@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.translation import trans_real
 
 from ..support.jobs import PYTORCH_JOB, RAY_JOB, submit, submit_document
-from ..support.pages import RAY_FORM, login
+from ..support.pages import RAY_FORM, confirmed, login
 
 pytestmark = pytest.mark.django_db
 
@@ -71,6 +71,9 @@ def test_the_job_list_its_filters_and_bulk_form_speak_chinese(client, member):
     for words in ("Name contains", "Filter", "Apply to the selected jobs", "1 job", "Queued"):
         assert words not in page
     assert "应用到全部 1 个匹配的作业" in page
+    grouped = chinese(client, reverse("job-list") + "?group=state")
+    assert 'aria-label="按状态统计的作业"' in grouped.content.decode()
+    assert "排队中 1" in text(grouped)  # a group is named by its state's label
     # Job kinds and runtimes are names from the cluster, not words to translate.
     assert "KubeRay RayJob" in page
 
@@ -158,6 +161,16 @@ def test_the_bulk_question_is_asked_in_chinese_with_the_right_counts(
     assert "其中 3 个是其他人的作业。" in page
     assert "Cancel" not in page and "Go back" not in page
     assert "取消 4 个作业" in page  # the confirming button, short
+
+
+def test_what_an_action_did_is_said_in_chinese(client, member):
+    job = submit(member, name="my-training")
+    login(client, member)
+
+    answer = confirmed(client, reverse("job-cancel", args=[job.pk]), {}, follow=True, **CHINESE)
+
+    assert "作业已取消。" in text(answer)
+    assert "Job cancelled." not in text(answer)
 
 
 def test_the_pages_stay_in_english_for_an_english_browser(client, member):
