@@ -28,8 +28,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
-from django.utils.translation import pgettext_lazy as context_lazy
+from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 from django_stubs_ext import StrOrPromise
 
 from jobs.document.schema import priority_read
@@ -71,7 +70,7 @@ class Action:
 
 ACTION = {
     "cancel": Action(
-        context_lazy("bulk action", "Cancel"),
+        pgettext_lazy("bulk action", "Cancel"),
         gettext_lazy("%(count)s cancelled"),
         gettext_lazy("Cancel %(jobs)s of %(people)s in %(queues)s?"),
         gettext_lazy("Cancel %(job)s?"),
@@ -79,7 +78,7 @@ ACTION = {
         gettext_lazy("Cancel job #%(number)s"),
     ),
     "priority": Action(
-        context_lazy("bulk action", "Set priority"),
+        pgettext_lazy("bulk action", "Set priority"),
         gettext_lazy("%(count)s re-prioritised"),
         gettext_lazy("Set the priority of %(jobs)s of %(people)s in %(queues)s to %(priority)s?"),
         gettext_lazy("Set the priority of %(job)s to %(priority)s?"),
@@ -87,7 +86,7 @@ ACTION = {
         gettext_lazy("Set the priority of job #%(number)s to %(priority)s"),
     ),
     "move-to-head": Action(
-        context_lazy("bulk action", "Move to head"),
+        pgettext_lazy("bulk action", "Move to head"),
         gettext_lazy("%(count)s moved to the head"),
         gettext_lazy("Move %(jobs)s of %(people)s in %(queues)s to the head of the queue?"),
         gettext_lazy("Move %(job)s to the head of the queue?"),
@@ -95,7 +94,7 @@ ACTION = {
         gettext_lazy("Move job #%(number)s to the head of the queue"),
     ),
     "resubmit": Action(
-        context_lazy("bulk action", "Resubmit (finished jobs)"),
+        pgettext_lazy("bulk action", "Resubmit (finished jobs)"),
         gettext_lazy("%(count)s resubmitted"),
         gettext_lazy("Resubmit %(jobs)s of %(people)s in %(queues)s as new jobs of yours?"),
         gettext_lazy("Resubmit %(job)s as a new job of yours?"),

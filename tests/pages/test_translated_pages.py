@@ -64,13 +64,17 @@ def test_the_dashboard_speaks_chinese(client, member):
 
 def test_the_job_list_its_filters_and_bulk_form_speak_chinese(client, member):
     submit(member, name="sweep-0")
-    page = text(chinese(login(client, member), reverse("job-list")))
+    response = chinese(login(client, member), reverse("job-list"))
+    page = text(response)
 
     for words in ("名称包含", "所有者", "筛选", "清除", "应用到选中的作业", "1 个作业", "排队中"):
         assert words in page
     for words in ("Name contains", "Filter", "Apply to the selected jobs", "1 job", "Queued"):
         assert words not in page
     assert "应用到全部 1 个匹配的作业" in page
+    actions = re.search(r'<select name="action".*?</select>', response.content.decode(), re.S)[0]
+    for action in ("取消", "设置优先级", "移到队首", "重新提交（已结束的作业）"):
+        assert f">{action}</option>" in actions
     grouped = chinese(client, reverse("job-list") + "?group=state")
     assert 'aria-label="按状态统计的作业"' in grouped.content.decode()
     assert "排队中 1" in text(grouped)  # a group is named by its state's label
