@@ -12,6 +12,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import translation
 from django.utils.translation import trans_real
 
 from ..support.jobs import PYTORCH_JOB, RAY_JOB, submit, submit_document
@@ -33,6 +34,14 @@ def _compiled_catalogue():
         call_command("compilemessages", locale=["zh_Hans"], verbosity=0)
     trans_real._translations = {}
     trans_real._default = None
+
+
+@pytest.fixture(autouse=True)
+def _default_language_after():
+    """A page asked for in Chinese leaves the language active in this thread; the tests that
+    run next here read words outside a request, in the default language."""
+    yield
+    translation.deactivate()
 
 
 def text(response) -> str:
