@@ -27,6 +27,9 @@ from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
+from django_stubs_ext import StrOrPromise
 
 from jobs.document.schema import priority_read
 from jobs.document.validation import JobInvalid
@@ -51,25 +54,57 @@ NAMED = 8  # the confirmation names this many of the people, and of the queues, 
 
 @dataclass(frozen=True)
 class Action:
-    label: str  # on the page's form
-    done: str  # what the answer says of the jobs it changed
-    ask: str  # the question asked first; {jobs} names the jobs, {priority} the new priority
+    """An action's words, each a whole sentence in the reader's language (word order differs
+    between languages, so no sentence is put together from translated pieces): ``%(jobs)s``
+    names counted jobs ("111 jobs"), ``%(people)s`` and ``%(queues)s`` the people and queues
+    counted, ``%(job)s`` one job, ``%(number)s`` its number, ``%(priority)s`` the new
+    priority, ``%(count)s`` how many it changed."""
+
+    label: StrOrPromise  # on the page's form
+    done: StrOrPromise  # what the answer says of the jobs it changed
+    ask: StrOrPromise  # the question asked first, of many jobs
+    ask_one: StrOrPromise  # the question asked first, of one job
+    button: StrOrPromise  # the confirming button, of many jobs
+    button_one: StrOrPromise  # the confirming button, of one job
 
 
 ACTION = {
-    "cancel": Action("Cancel", "cancelled", "Cancel {jobs}?"),
+    "cancel": Action(
+        pgettext_lazy("bulk action", "Cancel"),
+        gettext_lazy("%(count)s cancelled"),
+        gettext_lazy("Cancel %(jobs)s of %(people)s in %(queues)s?"),
+        gettext_lazy("Cancel %(job)s?"),
+        gettext_lazy("Cancel %(jobs)s"),
+        gettext_lazy("Cancel job #%(number)s"),
+    ),
     "priority": Action(
-        "Set priority", "re-prioritised", "Set the priority of {jobs} to {priority}?"
+        pgettext_lazy("bulk action", "Set priority"),
+        gettext_lazy("%(count)s re-prioritised"),
+        gettext_lazy("Set the priority of %(jobs)s of %(people)s in %(queues)s to %(priority)s?"),
+        gettext_lazy("Set the priority of %(job)s to %(priority)s?"),
+        gettext_lazy("Set the priority of %(jobs)s to %(priority)s"),
+        gettext_lazy("Set the priority of job #%(number)s to %(priority)s"),
     ),
     "move-to-head": Action(
-        "Move to head", "moved to the head", "Move {jobs} to the head of the queue?"
+        pgettext_lazy("bulk action", "Move to head"),
+        gettext_lazy("%(count)s moved to the head"),
+        gettext_lazy("Move %(jobs)s of %(people)s in %(queues)s to the head of the queue?"),
+        gettext_lazy("Move %(job)s to the head of the queue?"),
+        gettext_lazy("Move %(jobs)s to the head of the queue"),
+        gettext_lazy("Move job #%(number)s to the head of the queue"),
     ),
     "resubmit": Action(
-        "Resubmit (finished jobs)", "resubmitted", "Resubmit {jobs} as new jobs of yours?"
+        pgettext_lazy("bulk action", "Resubmit (finished jobs)"),
+        gettext_lazy("%(count)s resubmitted"),
+        gettext_lazy("Resubmit %(jobs)s of %(people)s in %(queues)s as new jobs of yours?"),
+        gettext_lazy("Resubmit %(job)s as a new job of yours?"),
+        gettext_lazy("Resubmit %(jobs)s as new jobs of yours"),
+        gettext_lazy("Resubmit job #%(number)s as a new job of yours"),
     ),
 }
 ACTIONS = tuple(ACTION)
 NOT_VISIBLE = "no such job"
+YOU = ""  # the asking person among the people a plan counts: no user name is empty
 COPIES_NAMED = 10  # the summary names this many of the copies a resubmit queued
 
 
@@ -82,13 +117,21 @@ class BulkOutcome:
 
     def summary(self) -> str:
         """ "12 cancelled; 3 refused: members cancel only their own jobs"."""
-        parts = [f"{len(self.done)} {ACTION[self.action].done}"]
+        parts = [ACTION[self.action].done % {"count": len(self.done)}]
         if self.copies:
             shown = [f"#{copy}" for copy in list(self.copies.values())[:COPIES_NAMED]]
             more = len(self.copies) - len(shown)
-            parts[0] += f" as {', '.join(shown)}" + (f" and {more} more" if more else "")
-        parts += [f"{len(ids)} refused: {reason}" for reason, ids in self.refused.items()]
-        return "; ".join(parts)
+            copies = {"done": parts[0], "copies": _(", ").join(shown), "more": more}
+            parts[0] = (
+                _("%(done)s as %(copies)s and %(more)s more") % copies
+                if more
+                else _("%(done)s as %(copies)s") % copies
+            )
+        parts += [
+            _("%(count)s refused: %(reason)s") % {"count": len(ids), "reason": reason}
+            for reason, ids in self.refused.items()
+        ]
+        return _("; ").join(parts)
 
 
 def jobs_chosen(user, ids: Iterable[object]) -> tuple[list[Job], list[int]]:
@@ -211,21 +254,32 @@ class BulkPlan:
 
     def question(self) -> str:
         """ "Cancel 111 jobs of 3 people in 2 queues?"."""
+        action = ACTION[self.action]
         if self.one is not None:
             owner = self.one.owner.get_username()
-            whose = "yours" if owner == self.user_name else f"{owner}'s"
-            jobs = f"{self.one.name} #{self.one.pk} ({whose}, in {self.one.queue.name})"
-        else:
-            jobs = (
-                f"{_counted(self.count, 'job')} of {_counted(len(self.people), 'person', 'people')}"
-                f" in {_counted(len(self.queues), 'queue')}"
+            named = {"name": self.one.name, "number": self.one.pk, "queue": self.one.queue.name}
+            job = (
+                _("%(name)s #%(number)s (yours, in %(queue)s)") % named
+                if owner == self.user_name
+                else _("%(name)s #%(number)s (%(owner)s's, in %(queue)s)")
+                % (named | {"owner": owner})
             )
-        return ACTION[self.action].ask.format(jobs=jobs, priority=self.priority)
+            return action.ask_one % {"job": job, "priority": self.priority}
+        return action.ask % {
+            "jobs": _jobs(self.count),
+            "people": ngettext("%(count)s person", "%(count)s people", len(self.people))
+            % {"count": len(self.people)},
+            "queues": ngettext("%(count)s queue", "%(count)s queues", len(self.queues))
+            % {"count": len(self.queues)},
+            "priority": self.priority,
+        }
 
     def button(self) -> str:
         """The confirming button's words: the question, short ("Cancel 111 jobs")."""
-        jobs = f"job #{self.one.pk}" if self.one is not None else _counted(self.count, "job")
-        return ACTION[self.action].ask.format(jobs=jobs, priority=self.priority).rstrip("?")
+        action = ACTION[self.action]
+        if self.one is not None:
+            return action.button_one % {"number": self.one.pk, "priority": self.priority}
+        return action.button % {"jobs": _jobs(self.count), "priority": self.priority}
 
     def people_named(self) -> str:
         return _named(self.people)
@@ -234,15 +288,19 @@ class BulkPlan:
         return _named(self.queues)
 
 
-def _counted(count: int, one: str, many: str = "") -> str:
-    return f"{count} {one if count == 1 else many or one + 's'}"
+def _jobs(count: int) -> str:
+    """ "111 jobs", counted in the reader's language."""
+    return ngettext("%(count)s job", "%(count)s jobs", count) % {"count": count}
 
 
 def _named(counts: tuple[tuple[str, int], ...]) -> str:
     """ "carol (40), you (30) and 2 more" (the largest first)."""
-    shown = ", ".join(f"{name} ({count})" for name, count in counts[:NAMED])
+    shown = _(", ").join(
+        _("%(name)s (%(count)s)") % {"name": _("you") if name == YOU else name, "count": count}
+        for name, count in counts[:NAMED]
+    )
     more = len(counts) - NAMED
-    return shown + (f" and {more} more" if more > 0 else "")
+    return _("%(names)s and %(more)s more") % {"names": shown, "more": more} if more > 0 else shown
 
 
 def bulk_plan(*, user, action: str, jobs: Sequence[Job], priority: object = None) -> BulkPlan:
@@ -257,7 +315,7 @@ def bulk_plan(*, user, action: str, jobs: Sequence[Job], priority: object = None
         priority=priority,
         job_ids=tuple(job.pk for job in jobs),
         one=jobs[0] if len(jobs) == 1 else None,
-        people=tuple(("you" if name == me else name, n) for name, n in owners.most_common()),
+        people=tuple((YOU if name == me else name, n) for name, n in owners.most_common()),
         queues=tuple(Counter(job.queue.name for job in jobs).most_common()),
         others=sum(n for name, n in owners.items() if name != me),
     )

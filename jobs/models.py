@@ -12,6 +12,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import BrinIndex, GinIndex
 from django.db import connection, models
 from django.db.models import Q
+from django.utils.translation import pgettext_lazy
 
 from access.models import AccessToken
 from queues.models import Queue
@@ -34,15 +35,15 @@ class State(models.TextChoices):
     its objects gone, so capacity is never counted twice (``HOLDING``).
     """
 
-    QUEUED = "queued"
-    BACKOFF = "backoff"
-    ADMITTED = "admitted"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    PREEMPTED = "preempted"
-    STOPPING = "stopping"
+    QUEUED = "queued", pgettext_lazy("job state", "Queued")
+    BACKOFF = "backoff", pgettext_lazy("job state", "Backoff")
+    ADMITTED = "admitted", pgettext_lazy("job state", "Admitted")
+    RUNNING = "running", pgettext_lazy("job state", "Running")
+    SUCCEEDED = "succeeded", pgettext_lazy("job state", "Succeeded")
+    FAILED = "failed", pgettext_lazy("job state", "Failed")
+    CANCELLED = "cancelled", pgettext_lazy("job state", "Cancelled")
+    PREEMPTED = "preempted", pgettext_lazy("job state", "Preempted")
+    STOPPING = "stopping", pgettext_lazy("job state", "Stopping")
 
 
 PENDING = (State.QUEUED, State.BACKOFF)

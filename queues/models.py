@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from . import quota
 
@@ -51,8 +52,8 @@ class Queue(models.Model):
     """The one queue of a leaf node, named after its path (``root-algorithm-video``)."""
 
     class Policy(models.TextChoices):
-        PRIORITY = "Priority", "Priority (strict: the head blocks the queue)"
-        BEST_EFFORT = "BestEffort", "BestEffort (skip a head that does not fit)"
+        PRIORITY = "Priority", _("Priority (strict: the head blocks the queue)")
+        BEST_EFFORT = "BestEffort", _("BestEffort (skip a head that does not fit)")
 
     node = models.OneToOneField(QuotaNode, on_delete=models.PROTECT, related_name="queue")
     name = models.CharField(max_length=500, unique=True)

@@ -17,6 +17,7 @@ import sys
 import psycopg
 import pytest
 from django.conf import settings as django_settings
+from django.utils import timezone, translation
 
 from portal.throttling import LIMITS
 
@@ -51,6 +52,17 @@ def _api_limits_out_of_reach(settings):
     test sends: only tests/api/test_throttling.py, which sets them low, is about them."""
     for limit in LIMITS:
         setattr(settings, limit.setting, "1000000/min")
+
+
+@pytest.fixture(autouse=True)
+def _default_language_and_zone():
+    """A request read in Chinese or in another zone leaves them active in its thread (the
+    test client runs in the test's): every test starts, and leaves, in the defaults."""
+    translation.activate(django_settings.LANGUAGE_CODE)
+    timezone.deactivate()
+    yield
+    translation.activate(django_settings.LANGUAGE_CODE)
+    timezone.deactivate()
 
 
 @pytest.fixture(autouse=True)

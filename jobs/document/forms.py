@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from jobs.document.fields import path
@@ -26,18 +28,24 @@ from jobs.models import kind_shape
 GPU = "nvidia.com/gpu"
 # The resources the form asks for, per pod: (resource, input suffix, label, example).
 RESOURCES = (
-    ("cpu", "cpu", "CPU", "4"),
-    ("memory", "memory", "Memory", "4Gi"),
-    (GPU, "gpu", "GPU", ""),
+    ("cpu", "cpu", gettext_lazy("CPU"), "4"),
+    ("memory", "memory", gettext_lazy("Memory"), "4Gi"),
+    (GPU, "gpu", gettext_lazy("GPU"), ""),
 )
 # What the form asks of every head or master pod (a pod of no resources cannot be placed).
 HEAD_REQUIRED = ("cpu", "memory")
 # The API's words that read as code on a form, and a person's for them: a pod's resources
 # missing is said as what to fill in.
 _FORM_WORDS = (
-    ("is required: a mapping such as", "give the pod's CPU and memory"),
-    ('is required: {"resources"', "give the pod's CPU and memory"),
+    ("is required: a mapping such as", gettext_lazy("give the pod's CPU and memory")),
+    ('is required: {"resources"', gettext_lazy("give the pod's CPU and memory")),
 )
+# The API's reasons a form shows most, in the reader's language (the API words them for
+# programs; the others are shown as the API gives them).
+_REASONS = {
+    "is required": gettext_lazy("is required"),
+    "is required (or give a script to run)": gettext_lazy("is required (or give a script to run)"),
+}
 MAX_GROUPS = 8  # worker groups one form offers; the API takes more
 # The fields the form has an input for, in the order it shows them, and those it has none
 # for (jobs.document.shape).
@@ -124,39 +132,39 @@ class SubmitForm:
         for declared, form in ASKED:
             choices = offered.get(declared.name, ()) if form.choices is None else form.choices
             if form.blank:
-                choices = [("", form.blank), *choices]
+                choices = [("", str(form.blank)), *choices]
             asked[form.section].append(
                 _declared(
                     self.fields[declared.name],
                     declared.name,
-                    form.label,
+                    str(form.label),
                     type=form.type,
                     placeholder=form.placeholder,
                     choices=choices if form.type == "select" else (),
                     value=form.value,
                     wide=form.wide,
-                    **({} if form.help is None else {"help": form.help}),
+                    **({} if form.help is None else {"help": str(form.help)}),
                 )
             )
-        job = Section("Job", "", asked["Job"])
+        job = Section(_("Job"), "", asked["Job"])
         head = Section(
-            "Head (Ray) / master (PyTorch): one pod",
+            _("Head (Ray) / master (PyTorch): one pod"),
             "head",
             name="head",
             inputs=[
                 Input(
                     f"head_{suffix}",
                     f"head.resources.{resource}",
-                    f"{label} ({resource})" if resource == GPU else label,
+                    f"{label} ({resource})" if resource == GPU else str(label),
                     placeholder=example,
-                    help="optional" if resource == GPU else "",
+                    help=_("optional") if resource == GPU else "",
                     required=resource in HEAD_REQUIRED,
                 )
                 for resource, suffix, label, example in RESOURCES
             ],
         )
         groups = [self._group_section(index) for index in range(self.groups)]
-        scheduling = Section("Scheduling", "", asked["Scheduling"])
+        scheduling = Section(_("Scheduling"), "", asked["Scheduling"])
         return [job, head, *groups, scheduling]
 
     def _group_section(self, index: int) -> Section:
@@ -164,32 +172,43 @@ class SubmitForm:
         g, key = group.fields, f"workers[{index}]"
         prefix = group_prefix(index)
         inputs = [
-            _declared(g["name"], f"{prefix}_name", "Name", help="", placeholder="small-group"),
-            _declared(g["replicas"], f"{prefix}_replicas", "Replicas", type="number", value="1"),
+            _declared(g["name"], f"{prefix}_name", _("Name"), help="", placeholder="small-group"),
+            _declared(g["replicas"], f"{prefix}_replicas", _("Replicas"), type="number", value="1"),
             _declared(
                 g["max_replicas"],
                 f"{prefix}_max_replicas",
-                "Max replicas (optional)",
+                _("Max replicas (optional)"),
                 type="number",
-                help="Ray on KubeRay only: the group autoscales between Replicas and this. "
-                "Quota counts Replicas, the pods it starts with, and the autoscaler "
-                "(500m CPU, 512Mi).",
+                help=_(
+                    "Ray on KubeRay only: the group autoscales between Replicas and this. "
+                    "Quota counts Replicas, the pods it starts with, and the autoscaler "
+                    "(500m CPU, 512Mi)."
+                ),
             ),
         ]
         inputs += [
-            Input(f"{prefix}_{suffix}", "", f"{label} per pod", placeholder=example)
+            Input(
+                f"{prefix}_{suffix}",
+                "",
+                _("%(resource)s per pod") % {"resource": label},
+                placeholder=example,
+            )
             for resource, suffix, label, example in RESOURCES
         ]
         for item, name in zip(inputs, ("name", "replicas", "max_replicas"), strict=False):
             item.path = path(key, name)
         for item, (resource, *_rest) in zip(inputs[3:], RESOURCES, strict=True):
             item.path = path(key, f"resources.{resource}")
-        legend = "Worker group" if index == 0 else f"Worker group {index + 1}"
+        legend = (
+            _("Worker group")
+            if index == 0
+            else _("Worker group %(number)s") % {"number": index + 1}
+        )
         return Section(
             legend,
             key,
             inputs,
-            note="leave CPU, memory and GPU empty for none",
+            note=_("leave CPU, memory and GPU empty for none"),
             group=index,
             name=prefix,
         )
@@ -265,7 +284,7 @@ class SubmitForm:
                 item = by_path[prefix]
                 reasons = [f"{where[len(prefix) :].lstrip('.')}: {reason}" for reason in reasons]
             if item is not None:
-                item.errors.extend(reasons)
+                item.errors.extend(str(_REASONS.get(reason, reason)) for reason in reasons)
                 continue
             section = next((s for s in sections if _within(where, s.path)), None)
             if section is None and where == "workers":
@@ -314,8 +333,8 @@ def _in_words(reason: str) -> str:
     """An error of a pod's resources as the form says it."""
     for start, words in _FORM_WORDS:
         if reason.startswith(start):
-            return words
-    return reason
+            return str(words)
+    return str(_REASONS.get(reason, reason))
 
 
 def form_data(document: Mapping) -> tuple[dict[str, str], list[str]]:
@@ -340,7 +359,7 @@ def form_data(document: Mapping) -> tuple[dict[str, str], list[str]]:
         left_out += _fill_resources(data, prefix, group.get("resources") or {}, where)
     data["groups"] = str(max(min(len(workers), MAX_GROUPS), 1))
     if len(workers) > MAX_GROUPS:
-        left_out.append(f"worker groups after the first {MAX_GROUPS}")
+        left_out.append(_("worker groups after the first %(count)s") % {"count": MAX_GROUPS})
     fields = bound(JobIn).fields
     for declared, missing in NOT_ASKED:
         value = document.get(declared.name)

@@ -28,6 +28,9 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.core.validators import RegexValidator
+from django.utils.functional import lazy
+from django.utils.translation import gettext, gettext_lazy, gettext_noop
+from django_stubs_ext import StrOrPromise
 from rest_framework import serializers
 
 from jobs.cluster.spec import DEFAULT_RUN_SECONDS
@@ -104,15 +107,15 @@ class FormInput:
     """How the submit page asks for a field. The input's help, bounds and whether it keeps
     surrounding spaces come from the field's reader unless it says otherwise."""
 
-    label: str
+    label: StrOrPromise  # in the reader's language when the form is made
     section: str = "Job"  # the form's "Job" or "Scheduling"
     type: str = "text"  # text, number, select, textarea
     placeholder: str = ""
-    help: str | None = None  # None: the reader's help_text
+    help: StrOrPromise | None = None  # None: the reader's help_text
     wide: bool = False  # a line of its own
     value: str = ""  # what an empty form shows
     choices: Sequence[tuple[str, str]] | None = None  # a select's; None: the form is given them
-    blank: str = ""  # a select's choice of nothing, so named
+    blank: StrOrPromise = ""  # a select's choice of nothing, so named
     codec: Codec = TEXT
     at_end: bool = False  # below the other inputs of its section (a large text area)
 
@@ -123,7 +126,7 @@ class NoInput:
     and a copied job whose value is not what the API reads without it is told that the
     form leaves out ``words`` (the API takes it)."""
 
-    words: str
+    words: StrOrPromise
     errors_on: str
 
 
@@ -175,18 +178,26 @@ def _worker_groups() -> serializers.Field:
     )
 
 
+def _words(text: str, **values: object) -> StrOrPromise:
+    """``text`` (marked with gettext_noop) in the reader's language, filled with ``values``,
+    when it is read rather than when this module is loaded."""
+    return lazy(lambda: gettext(text) % values, str)()
+
+
 FIELDS: tuple[JobField, ...] = (
     JobField(
         "queue",
         partial(Text, required=True, help_text="leaf path (root/algorithm/video) or queue name"),
-        FormInput("Queue", type="select", help=""),
+        FormInput(gettext_lazy("Queue"), type="select", help=""),
         column=None,
         document=lambda job: job.queue.node.path,
     ),
     JobField(
         "kind",
         partial(Choice, Job.Kind.choices, required=True),
-        FormInput("Kind", type="select", choices=Job.Kind.choices, value=Job.Kind.RAY),
+        FormInput(
+            gettext_lazy("Kind"), type="select", choices=Job.Kind.choices, value=Job.Kind.RAY
+        ),
         spec=_as_is,
     ),
     JobField(
@@ -197,7 +208,12 @@ FIELDS: tuple[JobField, ...] = (
             check=False,
             help_text="default: the first runtime this cluster offers for the kind",
         ),
-        FormInput("Runs on", type="select", blank="the cluster's default for the kind", help=""),
+        FormInput(
+            gettext_lazy("Runs on"),
+            type="select",
+            blank=gettext_lazy("the cluster's default for the kind"),
+            help="",
+        ),
         spec=_as_is,
     ),
     JobField(
@@ -209,7 +225,14 @@ FIELDS: tuple[JobField, ...] = (
             validators=[RegexValidator(DNS_LABEL.pattern)],  # declared; JobIn.read checks it
             help_text=f"lowercase letters, digits and '-', at most {NAME_MAX} characters",
         ),
-        FormInput("Name", placeholder="rayjob-video"),
+        FormInput(
+            gettext_lazy("Name"),
+            placeholder="rayjob-video",
+            help=_words(
+                gettext_noop("lowercase letters, digits and '-', at most %(count)s characters"),
+                count=NAME_MAX,
+            ),
+        ),
         spec=_as_is,
     ),
     JobField(
@@ -219,14 +242,18 @@ FIELDS: tuple[JobField, ...] = (
             required=True,
             help_text="[registry[:port]/]path[:tag][@digest]: rayproject/ray:2.36.1",
         ),
-        FormInput("Image", placeholder="rayproject/ray:2.36.1"),
+        FormInput(
+            gettext_lazy("Image"),
+            placeholder="rayproject/ray:2.36.1",
+            help=gettext_lazy("[registry[:port]/]path[:tag][@digest]: rayproject/ray:2.36.1"),
+        ),
         spec=_as_is,
     ),
     JobField(
         "entrypoint",
         partial(Text, limit=10_000, help_text="Ray: the command to run"),
         FormInput(
-            "Entrypoint (Ray)",
+            gettext_lazy("Entrypoint (Ray)"),
             help="",
             wide=True,
             placeholder="python /home/ray/samples/sample_code.py",
@@ -238,7 +265,7 @@ FIELDS: tuple[JobField, ...] = (
         "command",
         partial(Command, help_text="PyTorch: a list of arguments or one shell-style string"),
         FormInput(
-            "Command (PyTorch, shell-style)",
+            gettext_lazy("Command (PyTorch, shell-style)"),
             help="",
             wide=True,
             placeholder="torchrun --nproc-per-node 1 train.py",
@@ -251,7 +278,7 @@ FIELDS: tuple[JobField, ...] = (
         "script",
         partial(Text, limit=MAX_SCRIPT_BYTES, strip=False, help_text="mounted as a ConfigMap"),
         FormInput(
-            "Script (optional, mounted as main.py in the head/master pod)",
+            gettext_lazy("Script (optional, mounted as main.py in the head/master pod)"),
             type="textarea",
             help="",
             wide=True,
@@ -269,7 +296,7 @@ FIELDS: tuple[JobField, ...] = (
             default="main.py",
             validators=[RegexValidator(FILE_NAME.pattern)],  # declared; JobIn.read checks it
         ),
-        NoInput("the script's file name", errors_on="script"),
+        NoInput(gettext_lazy("the script's file name"), errors_on="script"),
         # Its file name goes with a script, and without one it names nothing.
         document=lambda job: job.script_filename if job.script else "",
         omit_empty=True,
@@ -294,7 +321,14 @@ FIELDS: tuple[JobField, ...] = (
         partial(
             priority_field, default=0, help_text="higher runs first; members submit at 0 or below"
         ),
-        FormInput("Priority", section="Scheduling", type="number", value="0", codec=NUMBER),
+        FormInput(
+            gettext_lazy("Priority"),
+            section="Scheduling",
+            type="number",
+            value="0",
+            help=gettext_lazy("higher runs first; members submit at 0 or below"),
+            codec=NUMBER,
+        ),
         spec=_as_is,
     ),
     JobField(
@@ -310,12 +344,14 @@ FIELDS: tuple[JobField, ...] = (
             "cluster runs the job this long (60 s when not given)",
         ),
         FormInput(
-            "Expected run time (seconds)",
+            gettext_lazy("Expected run time (seconds)"),
             section="Scheduling",
             type="number",
             placeholder="600",
-            help="if you know it: start estimates use it, and the simulated cluster runs the "
-            "job this long (60 s if blank)",
+            help=gettext_lazy(
+                "if you know it: start estimates use it, and the simulated cluster runs the "
+                "job this long (60 s if blank)"
+            ),
             codec=NUMBER,
         ),
         omit_empty=True,
@@ -328,7 +364,7 @@ FIELDS: tuple[JobField, ...] = (
             help_text='Ray on kuberay: requirements for the runtime environment, ["torch==2.4.0"]',
         ),
         FormInput(
-            "Pip packages (Ray on KubeRay, space-separated)",
+            gettext_lazy("Pip packages (Ray on KubeRay, space-separated)"),
             help="",
             wide=True,
             placeholder="torch==2.4.0 pandas",
@@ -341,7 +377,7 @@ FIELDS: tuple[JobField, ...] = (
         "env",
         partial(Env, help_text='{"NAME": "value"}'),
         FormInput(
-            "Environment variables (one NAME=value a line)",
+            gettext_lazy("Environment variables (one NAME=value a line)"),
             type="textarea",
             help="",
             wide=True,

@@ -23,6 +23,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from jobs.cluster import get_backend
 from jobs.engine.admission.inputs import HEADS_PER_QUEUE as WINDOW
@@ -173,32 +175,67 @@ def describe(
     if start is None:
         return Estimate(
             None,
-            "no estimate: no running job is expected to end and make room for it",
+            _("no estimate: no running job is expected to end and make room for it"),
         )
     if start.at <= computed_at:
-        return Estimate(start.at, "now: it fits, and is dequeued at the next admission cycle")
+        return Estimate(start.at, _("now: it fits, and is dequeued at the next admission cycle"))
     if start.at <= now:
         expected = timezone.localtime(start.at)
-        return Estimate(start.at, f"any moment: it was expected by {expected:%H:%M:%S}")
-    parts = [f"{ahead} job{'s' if ahead != 1 else ''} ahead"] if ahead else []
-    if start.ends:
-        by = timezone.localtime(start.last_end)
-        parts.append(
-            f"{start.ends} running job{'s' if start.ends != 1 else ''} expected to end by "
-            f"{by:%H:%M}"
+        return Estimate(
+            start.at,
+            _("any moment: it was expected by %(time)s") % {"time": f"{expected:%H:%M:%S}"},
         )
-    return Estimate(start.at, f"about {_duration(start.at - now)}: {', '.join(parts)}")
+    # Each case a whole sentence in the reader's language, not pieces put together.
+    words = {"duration": _duration(start.at - now), "ahead": ahead, "ends": start.ends}
+    if start.ends:
+        words["by"] = f"{timezone.localtime(start.last_end):%H:%M}"
+    if ahead and start.ends:
+        basis = ngettext(
+            "about %(duration)s: %(ahead)s job ahead, %(ends)s running jobs expected to end "
+            "by %(by)s",
+            "about %(duration)s: %(ahead)s jobs ahead, %(ends)s running jobs expected to end "
+            "by %(by)s",
+            ahead,
+        )
+        if start.ends == 1:
+            basis = ngettext(
+                "about %(duration)s: %(ahead)s job ahead, 1 running job expected to end by %(by)s",
+                "about %(duration)s: %(ahead)s jobs ahead, 1 running job expected to end by %(by)s",
+                ahead,
+            )
+    elif start.ends:
+        basis = ngettext(
+            "about %(duration)s: %(ends)s running job expected to end by %(by)s",
+            "about %(duration)s: %(ends)s running jobs expected to end by %(by)s",
+            start.ends,
+        )
+    elif ahead:
+        basis = ngettext(
+            "about %(duration)s: %(ahead)s job ahead",
+            "about %(duration)s: %(ahead)s jobs ahead",
+            ahead,
+        )
+    else:
+        basis = _("about %(duration)s")
+    return Estimate(start.at, basis % words)
+
+
+def _too_far(ahead: int, depth: int) -> str:
+    return _("no estimate: %(ahead)s jobs ahead, past %(depth)s") % {
+        "ahead": f"{ahead:,}",
+        "depth": f"{depth:,}",
+    }
 
 
 def _duration(span: timedelta) -> str:
     seconds = span.total_seconds()
     if seconds < 90:
-        return f"{max(round(seconds), 1)} s"
+        return _("%(count)s s") % {"count": max(round(seconds), 1)}
     if seconds < 90 * 60:
-        return f"{round(seconds / 60)} min"
+        return _("%(count)s min") % {"count": round(seconds / 60)}
     if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
-    return f"{seconds / 86400:.1f} days".replace(".0 days", " days")
+        return _("%(count)s h") % {"count": f"{seconds / 3600:.1f}".removesuffix(".0")}
+    return _("%(count)s days") % {"count": f"{seconds / 86400:.1f}".removesuffix(".0")}
 
 
 def estimates_refresh(*, now: datetime | None = None) -> int:
@@ -250,10 +287,12 @@ def estimates(jobs: Sequence, positions: Mapping[int, int]) -> dict[int, Estimat
             start = None if row.at is None else Start(row.at, row.ends, row.last_end)
             answers[key] = describe(start, now=now, ahead=ahead, computed_at=row.computed_at)
         elif ahead >= depth:
-            answers[key] = Estimate(None, f"no estimate: {ahead:,} jobs ahead, past {depth:,}")
+            answers[key] = Estimate(None, _too_far(ahead, depth))
         else:
             answers[key] = Estimate(
-                None, f"no estimate yet: one is made every {settings.ESTIMATE_SECONDS:g} s"
+                None,
+                _("no estimate yet: one is made every %(seconds)s s")
+                % {"seconds": f"{settings.ESTIMATE_SECONDS:g}"},
             )
     return answers
 
@@ -309,7 +348,7 @@ def estimate_newcomers(newcomers: Sequence[Newcomer], *, now: datetime) -> list[
     answers = []
     for n in newcomers:
         if n.ahead >= depth:
-            answers.append(Estimate(None, f"no estimate: {n.ahead:,} jobs ahead, past {depth:,}"))
+            answers.append(Estimate(None, _too_far(n.ahead, depth)))
             continue
         line = lines[n.leaf]
         ahead = next(i for i, w in enumerate(line.jobs) if w.key == n.key)

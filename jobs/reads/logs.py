@@ -15,6 +15,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from jobs.cluster import LogUnavailable, PodLog, get_backend
 from jobs.document.params import Integer, params
@@ -53,13 +54,19 @@ def job_log(
     head = head_group(job.kind)
     if job.state in PENDING:
         raise LogUnavailable(
-            f"The job has not started: it waits in its queue, and its {head} pod is created "
-            "when it is admitted."
+            _(
+                "The job has not started: it waits in its queue, and its %(head)s pod is "
+                "created when it is admitted."
+            )
+            % {"head": head}
         )
     if job.is_terminal and job.started_at is None and job.dequeued_at is None:
         raise LogUnavailable(
-            f"The job has no log: it ended ({job.state}) while it waited in its queue, where "
-            "it has no pods."
+            _(
+                "The job has no log: it ended (%(state)s) while it waited in its queue, "
+                "where it has no pods."
+            )
+            % {"state": str(job.get_state_display()).lower()}
         )
     try:
         return get_backend().pod_log(
@@ -79,15 +86,15 @@ def job_log(
 def _missing(job: Job, head: str) -> str:
     """Why the job has no main pod, from where the job stands."""
     if job.state == State.ADMITTED:
-        return (
-            f"The job's {head} pod has not been created yet: the cluster is making the job's pods."
-        )
+        return _(
+            "The job's %(head)s pod has not been created yet: the cluster is making the job's pods."
+        ) % {"head": head}
     if job.state in IN_CLUSTER:
-        return (
-            f"The job's {head} pod is not there: the cluster may be replacing it. Its log "
+        return _(
+            "The job's %(head)s pod is not there: the cluster may be replacing it. Its log "
             "shows again once it runs."
-        )
-    return (
-        f"The job's {head} pod is gone, and its log with it: the cluster removes a job's "
+        ) % {"head": head}
+    return _(
+        "The job's %(head)s pod is gone, and its log with it: the cluster removes a job's "
         "pods once it has ended or left the cluster."
-    )
+    ) % {"head": head}

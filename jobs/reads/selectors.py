@@ -17,6 +17,7 @@ from typing import cast
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
+from django.utils.translation import gettext as _
 
 from jobs.cluster.kinds import RESOURCES
 from jobs.cluster.manifests.common import LABEL_JOB_ID
@@ -182,8 +183,12 @@ class Cycles:
     def label(self) -> str:
         """ "Scheduling cycle 3", or "Scheduling cycles 3 to 60, 58 times"."""
         if self.times == 1:
-            return f"Scheduling cycle {self.last}"
-        return f"Scheduling cycles {self.first} to {self.last}, {self.times} times"
+            return _("Scheduling cycle %(cycle)s") % {"cycle": self.last}
+        return _("Scheduling cycles %(first)s to %(last)s, %(times)s times") % {
+            "first": self.first,
+            "last": self.last,
+            "times": self.times,
+        }
 
 
 def _said(events: list[JobEvent]) -> tuple:

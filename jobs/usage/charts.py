@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 from django.utils.dateformat import format as date_format
+from django.utils.translation import gettext as _
 
 from access.preferences import zone_label
 from jobs.usage.samples import Point, Range
@@ -242,7 +243,8 @@ def chart(
     zone = zone_label(timezone.localtime(until))
     return Chart(
         resource=resource,
-        title=f"{resource} of {node} over {window.label}",
+        title=_("%(resource)s of %(node)s over %(range)s")
+        % {"resource": resource, "node": node, "range": window.label},
         summary=_summary(resource, points, last),
         used_area=area(),
         used_line=line(lambda p: p.used),
@@ -261,20 +263,35 @@ def _beyond(resource: str, points: Sequence[Point], top: int) -> str:
     peak = max((p.pending for p in points), default=0)
     if peak <= top:
         return ""
-    return f"pending demand off the top, up to {human(resource, peak)}"
+    return _("pending demand off the top, up to %(peak)s") % {"peak": human(resource, peak)}
 
 
 def _summary(resource: str, points: Sequence[Point], last: Point | None) -> str:
     if last is None:
-        return "No samples in this range yet."
+        return _("No samples in this range yet.")
 
     def h(units: int) -> str:
         return human(resource, units)
 
-    limit = "no limit" if last.max is None else f"max {h(last.max)}"
-    return (
-        f"Used {h(last.used)} at the last sample (highest {h(max(p.used for p in points))}), "
-        f"min {h(last.min)}, {limit}; pending demand {h(last.pending)} "
-        f"(highest {h(max(p.pending for p in points))}); "
-        f"up to {max(p.admitted for p in points)} jobs admitted."
-    )
+    figures = {
+        "used": h(last.used),
+        "used_highest": h(max(p.used for p in points)),
+        "min": h(last.min),
+        "pending": h(last.pending),
+        "pending_highest": h(max(p.pending for p in points)),
+        "admitted": max(p.admitted for p in points),
+    }
+    if last.max is None:
+        return (
+            _(
+                "Used %(used)s at the last sample (highest %(used_highest)s), min %(min)s, "
+                "no limit; pending demand %(pending)s (highest %(pending_highest)s); "
+                "up to %(admitted)s jobs admitted."
+            )
+            % figures
+        )
+    return _(
+        "Used %(used)s at the last sample (highest %(used_highest)s), min %(min)s, "
+        "max %(max)s; pending demand %(pending)s (highest %(pending_highest)s); "
+        "up to %(admitted)s jobs admitted."
+    ) % (figures | {"max": h(last.max)})

@@ -21,6 +21,8 @@ from typing import cast
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django_stubs_ext import StrOrPromise
 
 from jobs.document.params import Choice, Text, params
 from jobs.document.validation import JobInvalid
@@ -111,15 +113,20 @@ class Range:
     name: str
     span: timedelta
     bucket: timedelta
-    label: str  # "the last hour"
+    label: StrOrPromise  # "the last hour"
+    title: StrOrPromise  # "Hour", on the chart's range links
 
 
 RANGES = {
     r.name: r
     for r in (
-        Range("hour", timedelta(hours=1), timedelta(minutes=1), "the last hour"),  # 60
-        Range("day", timedelta(days=1), timedelta(minutes=5), "the last day"),  # 288
-        Range("week", timedelta(days=7), timedelta(minutes=30), "the last week"),  # 336
+        Range(
+            "hour", timedelta(hours=1), timedelta(minutes=1), _("the last hour"), _("Hour")
+        ),  # 60
+        Range("day", timedelta(days=1), timedelta(minutes=5), _("the last day"), _("Day")),  # 288
+        Range(
+            "week", timedelta(days=7), timedelta(minutes=30), _("the last week"), _("Week")
+        ),  # 336
     )
 }
 DEFAULT_RANGE = "day"

@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET
 
 from jobs.document.params import HtmxHttpRequest, page_query
@@ -136,6 +137,7 @@ def usage_chart(
         "ranges": [
             {
                 "name": name,
+                "title": samples.RANGES[name].title,
                 "url": _query_without(request, range=name) + "#usage-history",
                 "current": name == window.name,
             }
@@ -163,11 +165,13 @@ def usage_chart(
 
 def _duration(seconds: int) -> str:
     """``5 minutes``, ``1 hour``, ``90 seconds``."""
-    for unit, size in (("hour", 3600), ("minute", 60), ("second", 1)):
-        if seconds % size == 0:
-            count = seconds // size
-            return f"{count} {unit}{'' if count == 1 else 's'}"
-    return f"{seconds} seconds"
+    if seconds % 3600 == 0:
+        count = seconds // 3600
+        return ngettext("%(count)s hour", "%(count)s hours", count) % {"count": count}
+    if seconds % 60 == 0:
+        count = seconds // 60
+        return ngettext("%(count)s minute", "%(count)s minutes", count) % {"count": count}
+    return ngettext("%(count)s second", "%(count)s seconds", seconds) % {"count": seconds}
 
 
 @login_required

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 
 from jobs.bulk import BulkPlan
 from jobs.document.params import HtmxHttpRequest
@@ -32,9 +33,11 @@ def ask_first(request: HtmxHttpRequest, plan: BulkPlan, *, back: str) -> HttpRes
         if not plan.typed_word or typed == plan.typed_word:
             return None
         status = 400
+        words = {"number": plan.typed_word, "typed": repr(typed[:40])}
         errors["typed"] = [
-            f"type {plan.typed_word}, the number of jobs, to confirm"
-            + (f"; {typed[:40]!r} is not it" if typed else "")
+            _("type %(number)s, the number of jobs, to confirm; %(typed)s is not it") % words
+            if typed
+            else _("type %(number)s, the number of jobs, to confirm") % words
         ]
     elif confirm:
         status = 409

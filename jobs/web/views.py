@@ -20,8 +20,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+from django_stubs_ext import StrOrPromise
 
 from jobs import bulk, services
 from jobs.cluster import ClusterUnavailable, LogUnavailable
@@ -78,7 +81,7 @@ def _resource_rows(node, used: Mapping[str, int]) -> list[dict]:
             {
                 "name": name,
                 "min": human(name, minimum[name]) if name in minimum else "",
-                "max": human(name, limit) if limit is not None else "no limit",
+                "max": human(name, limit) if limit is not None else _("no limit"),
                 "used": human(name, used.get(name, 0), like=limit or minimum.get(name)),
                 "min_units": minimum.get(name, 0),
                 "max_units": limit or 0,
@@ -103,7 +106,7 @@ def _path_rows(told: waiting.Waiting | None, request: Mapping[str, int]) -> list
                 "resource": r,
                 "asks": human(r, request.get(r, 0), like),
                 "min": "" if row.min is None else human(r, row.min),
-                "max": "no limit" if row.max is None else human(r, row.max),
+                "max": _("no limit") if row.max is None else human(r, row.max),
                 "used": human(r, row.used, like),
                 "borrowed": human(r, row.borrowed, like) if row.borrowed else "",
                 "lent": human(r, row.lent, like) if row.lent else "",
@@ -161,7 +164,7 @@ def _submit_form(request: HttpRequest, queues: list, data: Mapping | None = None
     ]
     return SubmitForm(
         request.POST if request.method == "POST" else data,
-        queues=[(q.node.path, q.name) for q in queues] or [("", "(no queue you can submit to)")],
+        queues=[(q.node.path, q.name) for q in queues] or [("", _("(no queue you can submit to)"))],
         runtimes=runtimes,
     )
 
@@ -190,7 +193,11 @@ def job_submit(request: HttpRequest) -> HttpResponse:
             form.place(invalid.errors)
             status = 400
         else:
-            messages.success(request, f"Job {job.name} #{job.pk} submitted to {job.queue.name}.")
+            messages.success(
+                request,
+                _("Job %(name)s #%(number)s submitted to %(queue)s.")
+                % {"name": job.name, "number": job.pk, "queue": job.queue.name},
+            )
             return redirect("job-detail", pk=job.pk)
     context = {
         "form": form,
@@ -297,14 +304,14 @@ def job_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     try:
         job = services.job_cancel(user=request.user, job=job)
     except (services.JobPermissionDenied, services.JobConflict) as error:
-        messages.error(request, f"Cannot cancel: {error}")
+        messages.error(request, _("Cannot cancel: %(reason)s") % {"reason": error})
     else:
         messages.success(
             request,
             # Words that stay true once it has stopped: its state, below, follows it.
-            "Cancel requested: the job stops as the cluster removes its objects."
+            _("Cancel requested: the job stops as the cluster removes its objects.")
             if job.is_leaving
-            else "Job cancelled.",
+            else _("Job cancelled."),
         )
     return redirect("job-detail", pk=job.pk)
 
@@ -319,11 +326,14 @@ def job_priority(request: HttpRequest, pk: int) -> HttpResponse:
             user=request.user, job=job, priority=request.POST.get("priority", "")
         )
     except JobInvalid as invalid:  # not an integer, or out of range, as the service reads it
-        messages.error(request, f"Cannot change the priority: {invalid}.")
+        messages.error(request, _("Cannot change the priority: %(reason)s.") % {"reason": invalid})
     except (services.JobPermissionDenied, services.JobConflict) as error:
-        messages.error(request, f"Cannot change the priority: {error}")
+        messages.error(request, _("Cannot change the priority: %(reason)s") % {"reason": error})
     else:
-        messages.success(request, f"Priority changed from {old} to {job.priority}.")
+        messages.success(
+            request,
+            _("Priority changed from %(old)s to %(new)s.") % {"old": old, "new": job.priority},
+        )
     return redirect("job-detail", pk=job.pk)
 
 
@@ -338,10 +348,12 @@ def job_move_to_head(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     try:
         job = services.job_move_to_head(user=request.user, job=job)
     except (services.JobPermissionDenied, services.JobConflict) as error:
-        messages.error(request, f"Cannot move the job: {error}")
+        messages.error(request, _("Cannot move the job: %(reason)s") % {"reason": error})
     else:
         messages.success(
-            request, f"Moved to the head of its queue (priority {old} to {job.priority})."
+            request,
+            _("Moved to the head of its queue (priority %(old)s to %(new)s).")
+            % {"old": old, "new": job.priority},
         )
     return redirect("job-detail", pk=job.pk)
 
@@ -392,7 +404,12 @@ def job_list(request: HttpRequest) -> HttpResponse:
             for name in listing.SORTS
         },
         "group_urls": [
-            (value, count, query.narrowed(value).url(path)) for value, count in page.groups
+            (
+                State(value).label if query.group == "state" else value,
+                count,
+                query.narrowed(value).url(path),
+            )
+            for value, count in page.groups
         ],
     }
     return render(request, "jobs/job_list.html", context)
@@ -416,7 +433,9 @@ def _grouped(query: listing.JobQuery, page: listing.JobListPage, positions: dict
 
 
 # The bulk form sent with no row ticked: what to do, in the page's words rather than the API's.
-NOTHING_TICKED = "Nothing was changed: tick the jobs to act on, or apply to all matching."
+NOTHING_TICKED = gettext_lazy(
+    "Nothing was changed: tick the jobs to act on, or apply to all matching."
+)
 
 
 @login_required
@@ -441,7 +460,9 @@ def job_bulk(request: HtmxHttpRequest) -> HttpResponse:
             jobs, unseen = bulk.jobs_chosen(request.user, request.POST.getlist("ids"))
         plan = bulk.bulk_plan(user=request.user, action=action, jobs=jobs, priority=priority)
     except JobInvalid as invalid:
-        return _back_with_error(request, back, f"Nothing was changed: {invalid}")
+        return _back_with_error(
+            request, back, _("Nothing was changed: %(reason)s") % {"reason": invalid}
+        )
     # Ids that name no job the user may see are only reported: there is nothing to ask about.
     if jobs and (asked := confirm.ask_first(request, plan, back=back)):
         return asked
@@ -452,7 +473,7 @@ def job_bulk(request: HtmxHttpRequest) -> HttpResponse:
     return redirect(back)
 
 
-def _back_with_error(request: HtmxHttpRequest, back: str, text: str) -> HttpResponse:
+def _back_with_error(request: HtmxHttpRequest, back: str, text: StrOrPromise) -> HttpResponse:
     """Back to the list, which shows ``text``; asked by htmx (the dialog's question), the
     whole page goes back rather than the list landing inside the dialog."""
     messages.error(request, text)
@@ -521,7 +542,10 @@ def _log_context(job: Job) -> dict:
     except LogUnavailable as error:
         context |= {"reason": str(error), "status": 409}
     except ClusterUnavailable as error:
-        context |= {"reason": f"The cluster did not answer: {error}", "status": 503}
+        context |= {
+            "reason": _("The cluster did not answer: %(reason)s") % {"reason": error},
+            "status": 503,
+        }
     return context
 
 
