@@ -136,6 +136,9 @@ def test_the_admin_shows_times_in_the_persons_zone(client, staff, member):
     assert "11:13 a.m." not in page
     # The admin's "you are N hours ahead" note compares the browser with this offset.
     assert 'data-admin-utc-offset="28800"' in page
+    # Its first page in a browser of another zone asks again in that zone, as Caldera's do.
+    assert '<meta name="caldera-zone" content="Asia/Shanghai" data-follow-browser>' in page
+    assert "/static/zone.js" in page
 
 
 def test_the_usage_charts_name_the_zone_of_their_time_axis(client, member):
