@@ -27,10 +27,10 @@ from ..support.paths import REPO
 
 CATALOGUE = REPO / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 
-# Words that stay as they are in every language: names of products and units.
+# Words that stay as they are in every language: names of products, formats and units.
 NAMES = {
     "Caldera", "Ray", "PyTorch", "KubeRay", "Volcano", "Kubernetes", "Swagger",
-    "cpu", "gpu", "ms",
+    "CSV", "cpu", "gpu", "ms",
 }  # fmt: skip
 
 # Attributes a person reads (or hears, from a screen reader, or sees in a dialog); and any
