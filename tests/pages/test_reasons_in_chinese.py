@@ -25,7 +25,7 @@ from ..support.pages import login
 
 pytestmark = pytest.mark.django_db
 
-QUOTA_REASON = "root/algorithm/video 的配额不足：cpu 请求 12，空闲 2（已用 12，最大使用量 max 14）"
+QUOTA_REASON = "root/algorithm/video 的配额不足：cpu 请求 12，空闲 2（已用 12，上限 14）"
 
 
 @pytest.fixture(autouse=True)

@@ -50,7 +50,7 @@ def test_a_quota_shortfall_says_in_english_what_it_stores_and_in_chinese_the_sam
     )
     chinese = _in_chinese(phrase)
     assert chinese == (
-        "root/algorithm/video 的配额不足：cpu 请求 12，空闲 2（已用 12，最大使用量 max 14）"
+        "root/algorithm/video 的配额不足：cpu 请求 12，空闲 2（已用 12，上限 14）"
     )
     assert CLUSTER.message() == (
         "Insufficient cluster capacity: memory requested 8Gi, free 4Gi (used 60Gi of "
