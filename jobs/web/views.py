@@ -368,6 +368,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "runtimes": Job.Runtime.choices,
         "sorts": listing.SORTS,
         "form": request.GET,
+        "filters_active": sum(1 for name in listing.FILTER.names if request.GET.get(name)),
         "chosen": {
             name: {v for raw in request.GET.getlist(name) for v in raw.split(",") if v}
             for name in ("state", "kind", "runtime")

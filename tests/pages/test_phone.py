@@ -74,3 +74,31 @@ def test_the_first_tab_offers_to_skip_to_the_content(live_server, busy):
             assert page.evaluate("document.activeElement.id") == "content"
         finally:
             browser.close()
+
+
+def test_the_jobs_filters_fold_on_a_phone_and_stay_open_at_a_desk(live_server, busy):
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844})
+            log_in(page, live_server.url, "alice")
+            page.goto(live_server.url + "/jobs/?state=queued")
+            # Folded: the first job is on the first screen, the filter's summary above it.
+            expect(page.locator("details.filter-fold")).not_to_have_attribute("open", "")
+            expect(page.locator("details.filter-fold > summary")).to_contain_text("1")
+            first_job = page.locator("table.job-list tbody tr").first
+            assert first_job.bounding_box()["y"] < 844
+            page.locator("details.filter-fold > summary").click()
+            expect(page.get_by_label("Name contains")).to_be_visible()
+            # A filter with an error stays open, so that its error is read.
+            page.goto(live_server.url + "/jobs/?priority_min=high")
+            expect(page.locator("details.filter-fold")).to_have_attribute("open", "")
+            # At a desk the filters are always open, and no summary stands above them.
+            page.set_viewport_size({"width": 1366, "height": 900})
+            page.goto(live_server.url + "/jobs/")
+            expect(page.get_by_label("Name contains")).to_be_visible()
+            expect(page.locator("details.filter-fold > summary")).to_be_hidden()
+        finally:
+            browser.close()

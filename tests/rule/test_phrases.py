@@ -49,9 +49,7 @@ def test_a_quota_shortfall_says_in_english_what_it_stores_and_in_chinese_the_sam
         "Insufficient quota in root/algorithm/video: cpu requested 12, free 2 (used 12 of max 14)"
     )
     chinese = _in_chinese(phrase)
-    assert chinese == (
-        "root/algorithm/video 的配额不足：cpu 请求 12，空闲 2（已用 12，上限 14）"
-    )
+    assert chinese == ("root/algorithm/video 的配额不足：cpu 请求 12，空闲 2（已用 12，上限 14）")
     assert CLUSTER.message() == (
         "Insufficient cluster capacity: memory requested 8Gi, free 4Gi (used 60Gi of "
         "allocatable 64Gi)"
