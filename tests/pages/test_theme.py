@@ -128,17 +128,22 @@ def test_the_admin_and_the_api_docs_follow_the_theme_a_person_chose(
 # Each theme in English, and the two ways to be dark again in Chinese (a browser that asks
 # for it): every main page in both languages and both themes.
 LOOKS = [(theme, "en-US") for theme in THEMES] + [(THEMES[0], "zh-CN"), (THEMES[1], "zh-CN")]
-# The screenshots in docs/screenshots (and the README): these pages, in every look above.
-SHOWN = ("dashboard", "job", "queue", "jobs")
+# The screenshots in docs/screenshots (and the README): (page, theme, language, width).
+SHOWN = {
+    *((page, "light", "en", 1366) for page in ("dashboard", "jobs", "job", "queue")),
+    *((page, "dark-system", "zh", 1366) for page in ("dashboard", "jobs", "job", "queue")),
+    ("job", "light", "zh", 390), ("queue", "light", "zh", 390),
+    ("job", "dark-system", "en", 390), ("jobs", "dark-system", "en", 390),
+}  # fmt: skip
 
 
 def shot(page, visit: str, theme, locale: str, viewport: dict) -> None:
     """With CALDERA_SCREENSHOT_DIR set, the page as it looks now, for docs/screenshots."""
     folder = os.environ.get("CALDERA_SCREENSHOT_DIR")
-    if folder and visit in SHOWN:
-        language = "zh" if locale.startswith("zh") else "en"
-        name = f"{visit}-{theme.name}-{language}-{viewport['width']}.png"
-        page.screenshot(path=str(Path(folder) / name))
+    language = "zh" if locale.startswith("zh") else "en"
+    look = (visit, theme.name, language, viewport["width"])
+    if folder and look in SHOWN:
+        page.screenshot(path=str(Path(folder) / ("-".join(map(str, look)) + ".png")))
 
 
 @pytest.mark.parametrize(
