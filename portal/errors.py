@@ -254,7 +254,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
 
 
 # What static/csrf.js shows when a part of a page was refused for an out-of-date token.
-RENEWED = (
+RENEWED = gettext_lazy(
     "Nothing was changed: this page was older than your sign-in (you signed in or out "
     "since, perhaps in another tab). It has been brought up to date; do it again."
 )
@@ -266,9 +266,10 @@ def _renewed(request: HttpRequest) -> HttpResponse:
     and a part that only shows something (the submit form's preview) asks again by
     itself. Nothing is sent again without the person: the token is no secret from them,
     and a page of another site cannot read this answer."""
-    response = HttpResponse(RENEWED, status=403, content_type="text/plain; charset=utf-8")
+    said = str(RENEWED)
+    response = HttpResponse(said, status=403, content_type="text/plain; charset=utf-8")
     response["HX-Trigger"] = json.dumps(
-        {"caldera:csrf-renewed": {"token": get_token(request), "message": RENEWED}}
+        {"caldera:csrf-renewed": {"token": get_token(request), "message": said}}
     )
     return response
 
