@@ -203,8 +203,8 @@ def submission_key_check(*, user, key: IdempotencyKey | None, now: datetime) -> 
     if found.digest != key.digest:
         at = found.created_at.astimezone(UTC).isoformat(timespec="seconds")
         raise SubmissionKeyConflict(
-            f"{IDEMPOTENCY_HEADER} {key.key!r} was used for another request at "
-            f"{at.replace('+00:00', 'Z')}; use a new key"
+            _("%(header)s %(key)s was used for another request at %(at)s; use a new key")
+            % {"header": IDEMPOTENCY_HEADER, "key": repr(key.key), "at": at.replace("+00:00", "Z")}
         )
     jobs = Job.objects.select_related("queue__node", "owner").in_bulk(found.job_ids)
     raise AlreadySubmitted([jobs[pk] for pk in found.job_ids if pk in jobs])
@@ -236,7 +236,10 @@ def submission_once(
         )
         if claimed is None:  # a twin committed it after our check
             submission_key_check(user=user, key=key, now=now)
-            raise JobConflict(f"{IDEMPOTENCY_HEADER} {key.key!r} is in use; try again")
+            raise JobConflict(
+                _("%(header)s %(key)s is in use; try again")
+                % {"header": IDEMPOTENCY_HEADER, "key": repr(key.key)}
+            )
 
         def record(jobs: list[Job]) -> None:
             SubmissionKey.objects.filter(pk=claimed).update(job_ids=[job.pk for job in jobs])

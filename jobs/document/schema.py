@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -46,13 +47,32 @@ from jobs.document.validation import (
     pods_request,
     runtimes_offered,
 )
-from jobs.models import KINDS, Job, kind_shape
+from jobs.models import KINDS, Job, KindShape, kind_shape
 from kube.quantity import (
     MAX_UNITS,
     ResourceList,
     add,
     parse_resources,
 )
+
+# The sentences a field of the other kind is refused with, made of jobs.models.KINDS'
+# words and declared here whole for the catalogue (a translator reads sentences, not
+# articles); one that is not declared is answered in English.
+_OTHER_KIND = (
+    gettext_noop("Ray jobs take an entrypoint, not a command"),
+    gettext_noop("PyTorch jobs take a command, not an entrypoint"),
+    gettext_noop("Ray jobs have a head, not a master"),
+    gettext_noop("PyTorch jobs have a master, not a head"),
+)
+
+
+def other_kind(shape: KindShape, other: KindShape) -> tuple[str, str]:
+    """Why ``other``'s launch field and its leading pod are refused in a ``shape`` job, in
+    English: one of _OTHER_KIND's sentences each, translated where they are said."""
+    return (
+        f"{shape.name} jobs take {shape.launch_words}, not {other.launch_words}",
+        f"{shape.name} jobs have {shape.head_words}, not {other.head_words}",
+    )
 
 
 @dataclass
@@ -165,18 +185,11 @@ class JobIn(Reader):
             if not launch and not script:
                 refuse(errors, path(key, shape.launch), _("is required (or give a script to run)"))
             for other in shape.others():
+                takes, has = other_kind(shape, other)
                 if data.get(other.launch):
-                    refuse(
-                        errors,
-                        path(key, other.launch),
-                        f"{shape.name} jobs take {shape.launch_words}, not {other.launch_words}",
-                    )
+                    refuse(errors, path(key, other.launch), _(takes))
                 if data.get(other.head) is not None:
-                    refuse(
-                        errors,
-                        path(key, other.head),
-                        f"{shape.name} jobs have {shape.head_words}, not {other.head_words}",
-                    )
+                    refuse(errors, path(key, other.head), _(has))
 
         runtime = values["runtime"]
         head_field = shape.head

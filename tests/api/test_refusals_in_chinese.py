@@ -11,7 +11,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from jobs.models import Job
+from jobs.document.schema import _OTHER_KIND, other_kind
+from jobs.models import KINDS, Job
 from queues.models import QuotaNode
 
 from ..pages.test_translated_pages import (  # noqa: F401  (autouse: compiled, reset after)
@@ -40,6 +41,7 @@ BROKEN = {
     "head": {"resources": {"cpu": "4 cores", "memory": "4G"}},
     "workers": [{"name": "small-group", "replicas": -1, "resources": {"cpu": "4"}}],
     "colour": "blue",
+    "command": ["python", "train.py"],
 }
 BROKEN_IN_ENGLISH = {
     "image": ["is required"],
@@ -48,6 +50,7 @@ BROKEN_IN_ENGLISH = {
     ],
     "workers[0].replicas": ["must be between 0 and 1000, got -1"],
     "colour": ["unknown field"],
+    "command": ["Ray jobs take an entrypoint, not a command"],
 }
 
 
@@ -76,6 +79,7 @@ def test_a_refused_document_answers_its_reasons_in_chinese_under_the_same_paths(
     ]
     assert answer["workers[0].replicas"] == ["必须在 0 到 1000 之间，实际为 -1"]
     assert answer["colour"] == ["未知字段"]
+    assert answer["command"] == ["Ray 作业使用入口命令（entrypoint），而不是 command"]
     in_chinese(answer)
     assert not Job.objects.exists()
 
@@ -172,3 +176,10 @@ def test_the_submit_form_still_says_what_to_fill_in_and_in_chinese(client, membe
     errors = response.context["errors"]
     assert errors["head"] == ["请填写该 Pod 的 CPU 和内存"]
     assert errors["name"] == ["必填"]
+
+
+def test_every_sentence_refusing_the_other_kind_s_field_is_declared_for_translation():
+    """Those sentences are made of each kind's words; a kind added later needs its own."""
+    for shape in KINDS.values():
+        for other in shape.others():
+            assert set(other_kind(shape, other)) <= set(_OTHER_KIND)
