@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from jobs.cluster import get_backend
 from jobs.document.idempotency import IDEMPOTENCY_HEADER, IdempotencyKey
@@ -143,13 +144,18 @@ def _namespace_queue(native: NativeJob) -> str:
             native.where["queue"] = native.where["namespace"]
             return found.node.path
     labels = ", ".join(QUEUE_LABELS)
-    raise JobInvalid(
-        {
-            "queue": "the object names no queue: give it a label (" + labels + "), send "
+    if native.namespace:
+        reason = _(
+            "the object names no queue: give it a label (%(labels)s), send "
+            "?queue= (caldera submit --queue), or a namespace a queue's leaf binds "
+            "(no queue binds %(namespace)s)"
+        ) % {"labels": labels, "namespace": native.namespace}
+    else:
+        reason = _(
+            "the object names no queue: give it a label (%(labels)s), send "
             "?queue= (caldera submit --queue), or a namespace a queue's leaf binds"
-            + (f" (no queue binds {native.namespace})" if native.namespace else "")
-        }
-    )
+        ) % {"labels": labels}
+    raise JobInvalid({"queue": reason})
 
 
 def job_namespace(queue: Queue) -> str:
@@ -197,8 +203,8 @@ def submission_key_check(*, user, key: IdempotencyKey | None, now: datetime) -> 
     if found.digest != key.digest:
         at = found.created_at.astimezone(UTC).isoformat(timespec="seconds")
         raise SubmissionKeyConflict(
-            f"{IDEMPOTENCY_HEADER} {key.key!r} was used for another request at "
-            f"{at.replace('+00:00', 'Z')}; use a new key"
+            _("%(header)s %(key)s was used for another request at %(at)s; use a new key")
+            % {"header": IDEMPOTENCY_HEADER, "key": repr(key.key), "at": at.replace("+00:00", "Z")}
         )
     jobs = Job.objects.select_related("queue__node", "owner").in_bulk(found.job_ids)
     raise AlreadySubmitted([jobs[pk] for pk in found.job_ids if pk in jobs])
@@ -230,7 +236,10 @@ def submission_once(
         )
         if claimed is None:  # a twin committed it after our check
             submission_key_check(user=user, key=key, now=now)
-            raise JobConflict(f"{IDEMPOTENCY_HEADER} {key.key!r} is in use; try again")
+            raise JobConflict(
+                _("%(header)s %(key)s is in use; try again")
+                % {"header": IDEMPOTENCY_HEADER, "key": repr(key.key)}
+            )
 
         def record(jobs: list[Job]) -> None:
             SubmissionKey.objects.filter(pk=claimed).update(job_ids=[job.pk for job in jobs])
@@ -352,13 +361,18 @@ def job_preview_batch(
 def submission_keys_prune(*, now: datetime | None = None) -> int:
     """Delete the submission keys older than the window (beat runs it); how many."""
     old = SubmissionKey.objects.filter(created_at__lt=_window_start(now or timezone.now()))
-    deleted, _ = old.delete()
+    deleted, _by_model = old.delete()
     return deleted
 
 
 def batch_size_check(count: int) -> None:
     if not 1 <= count <= BATCH_MAX:
-        raise JobInvalid({"jobs": f"must hold 1 to {BATCH_MAX} jobs, got {count}"})
+        raise JobInvalid(
+            {
+                "jobs": _("must hold 1 to %(most)s jobs, got %(count)s")
+                % {"most": BATCH_MAX, "count": count}
+            }
+        )
 
 
 def _submit_target(user, name: str, found: tuple | None, roles: dict | None = None) -> tuple:
@@ -374,7 +388,9 @@ def _submit_target(user, name: str, found: tuple | None, roles: dict | None = No
         if scope_refusal is not None:
             raise JobPermissionDenied(scope_refusal)
     if queue is None or role in (None, queue_selectors.READER) or not queue.active:
-        raise JobInvalid({"queue": f"{name!r} is not a queue you can submit to"})
+        raise JobInvalid(
+            {"queue": _("%(name)s is not a queue you can submit to") % {"name": repr(name)}}
+        )
     return queue, path_nodes, role
 
 
@@ -391,23 +407,38 @@ def _job_for(
     ``nodes`` are the cluster's node shapes (``ClusterBackend.nodes``)."""
     queue, path_nodes, role = target
     if draft.priority > 0 and role == queue_selectors.MEMBER:
-        reason = "members submit at priority 0 or below; ask a manager to raise it"
         refusal = queue_selectors.scope_refusal(user, queue, Right.MANAGE)
-        raise JobInvalid({"priority": f"{reason} ({refusal})" if refusal else reason})
+        if refusal:
+            reason = _(
+                "members submit at priority 0 or below; ask a manager to raise it (%(refusal)s)"
+            ) % {"refusal": refusal}
+        else:
+            reason = _("members submit at priority 0 or below; ask a manager to raise it")
+        raise JobInvalid({"priority": reason})
     too_big = exceeds_max(leaf=queue.node.path, request=draft.request, tree=path_nodes)
     if too_big is not None:
-        raise JobInvalid({"request": f"can never be admitted: {too_big.message()}"})
+        raise JobInvalid(
+            {
+                "request": _("can never be admitted: %(reason)s")
+                % {"reason": too_big.phrase().text()}
+            }
+        )
     pods = job_pods(kind=draft.kind, runtime=draft.runtime, head=draft.head, workers=draft.workers)
     nowhere = unplaceable(
         pods=pods, nodes=nodes, path_nodes=path_nodes.values(), request=draft.request
     )
     if nowhere is not None:
-        raise JobInvalid({nowhere.field: f"can never run: {nowhere.reason}"})
+        raise JobInvalid(
+            {nowhere.field: _("can never run: %(reason)s") % {"reason": nowhere.phrase.text()}}
+        )
     if draft.namespace and draft.namespace != job_namespace(queue):
         raise JobInvalid(
             {
-                "namespace": f"the queue {queue.node.path} runs its jobs in the namespace "
-                f"{job_namespace(queue)}; leave it out or name that one"
+                "namespace": _(
+                    "the queue %(queue)s runs its jobs in the namespace %(namespace)s; "
+                    "leave it out or name that one"
+                )
+                % {"queue": queue.node.path, "namespace": job_namespace(queue)}
             }
         )
     return Job(

@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
+from .said import Said, gettext_noop
+
 # Each suffix as the fraction (numerator, denominator) it multiplies by: integers only, so
 # parsing is exact and costs no Fraction objects (a batch parses thousands).
 _SUFFIXES = {
@@ -44,9 +46,10 @@ MAX_EXPONENT = 30
 
 
 class QuantityError(ValueError):
-    """A quantity or resource name that cannot be used; ``field`` says where, ``reason`` why."""
+    """A quantity or resource name that cannot be used; ``field`` says where, ``reason`` why
+    (a ``Said``: English, translated where it is answered)."""
 
-    def __init__(self, reason: str, field: str = ""):
+    def __init__(self, reason: Said, field: str = ""):
         super().__init__(f"{field}: {reason}" if field else reason)
         self.field = field
         self.reason = reason
@@ -60,16 +63,27 @@ def scale(resource: str) -> int:
 def parse_quantity(resource: str, value: object) -> int:
     """Parse ``value`` as a Kubernetes quantity of ``resource`` into integer base units."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise QuantityError(f"{value!r} is not a quantity", resource)
+        raise QuantityError(
+            Said(gettext_noop("%(value)s is not a quantity"), value=repr(value)), resource
+        )
     if isinstance(value, int) and abs(value) > MAX_UNITS:
-        raise QuantityError("is too large to be a quantity", resource)
+        raise QuantityError(Said(gettext_noop("is too large to be a quantity")), resource)
     text = str(value).strip()
     if len(text) > MAX_QUANTITY_LENGTH:
-        raise QuantityError(f"is longer than {MAX_QUANTITY_LENGTH} characters", resource)
+        raise QuantityError(
+            Said(gettext_noop("is longer than %(limit)s characters"), limit=MAX_QUANTITY_LENGTH),
+            resource,
+        )
     match = _QUANTITY.match(text)
     if not match:
         raise QuantityError(
-            f"{text!r} is not a Kubernetes quantity (examples: 500m, 2, 1.5, 4Gi, 4G)", resource
+            Said(
+                gettext_noop(
+                    "%(value)s is not a Kubernetes quantity (examples: 500m, 2, 1.5, 4Gi, 4G)"
+                ),
+                value=repr(text),
+            ),
+            resource,
         )
     sign, digits = (-1, match["number"][1:]) if match["number"][0] == "-" else (1, match["number"])
     whole, _, fraction = digits.lstrip("+").partition(".")
@@ -78,7 +92,14 @@ def parse_quantity(resource: str, value: object) -> int:
     if match["exponent"] is not None:
         exponent = int(match["exponent"])
         if abs(exponent) > MAX_EXPONENT:
-            raise QuantityError(f"{text!r} has an exponent beyond ±{MAX_EXPONENT}", resource)
+            raise QuantityError(
+                Said(
+                    gettext_noop("%(value)s has an exponent beyond ±%(limit)s"),
+                    value=repr(text),
+                    limit=MAX_EXPONENT,
+                ),
+                resource,
+            )
         if exponent >= 0:
             numerator *= 10**exponent
         else:
@@ -87,13 +108,22 @@ def parse_quantity(resource: str, value: object) -> int:
     numerator *= times * scale(resource)
     denominator *= per
     if numerator < 0:
-        raise QuantityError(f"{text!r} is negative", resource)
+        raise QuantityError(Said(gettext_noop("%(value)s is negative"), value=repr(text)), resource)
     units, rest = divmod(numerator, denominator)
     if rest:
         smallest = "1m" if resource == "cpu" else "1"
-        raise QuantityError(f"{text!r} is finer than the smallest unit ({smallest})", resource)
+        raise QuantityError(
+            Said(
+                gettext_noop("%(value)s is finer than the smallest unit (%(smallest)s)"),
+                value=repr(text),
+                smallest=smallest,
+            ),
+            resource,
+        )
     if units > MAX_UNITS:
-        raise QuantityError(f"{text!r} is too large", resource)
+        raise QuantityError(
+            Said(gettext_noop("%(value)s is too large"), value=repr(text)), resource
+        )
     return units
 
 
@@ -102,11 +132,16 @@ def parse_resources(field: str, raw: object) -> ResourceList:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
-        raise QuantityError("must be a mapping of resource name to quantity", field)
+        raise QuantityError(
+            Said(gettext_noop("must be a mapping of resource name to quantity")), field
+        )
     parsed: ResourceList = {}
     for name, value in raw.items():
         if not isinstance(name, str) or not _RESOURCE_NAME.match(name) or len(name) > 253:
-            raise QuantityError(f"{name!r} is not a valid resource name", field)
+            raise QuantityError(
+                Said(gettext_noop("%(name)s is not a valid resource name"), name=repr(name)), field
+            )
+
         try:
             parsed[name] = parse_quantity(name, value)
         except QuantityError as error:

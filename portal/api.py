@@ -14,6 +14,7 @@ from access.services import TokenInvalid
 from jobs.document.validation import JobInvalid
 from jobs.services import JobConflict, JobPermissionDenied, SubmissionKeyConflict
 from kube.quantity import QuantityError
+from queues.phrases import in_language
 from queues.services import TreeError
 
 from .throttling import LimitReached
@@ -29,7 +30,7 @@ def exception_handler(exc, context):
     if isinstance(exc, (JobInvalid, TreeError, TokenInvalid)):
         exc = exceptions.ValidationError(exc.errors)
     elif isinstance(exc, QuantityError):
-        exc = exceptions.ValidationError({exc.field or "body": [exc.reason]})
+        exc = exceptions.ValidationError({exc.field or "body": [in_language(exc.reason)]})
     elif isinstance(exc, JobPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc))
     elif isinstance(exc, (JobConflict, SubmissionKeyConflict)):

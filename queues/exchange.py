@@ -8,6 +8,7 @@ carry the same numbers for clusters that schedule with Volcano.
 from __future__ import annotations
 
 import yaml
+from django.utils.translation import gettext as _
 
 from kube.names import ANNOTATION_QUEUE_PATH, LABEL_MANAGED_BY, MANAGER
 from kube.quantity import format_resources
@@ -56,7 +57,9 @@ def tree_load(text: str) -> object:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise services.TreeError({"document": f"not valid YAML: {error}"}) from None
+        raise services.TreeError(
+            {"document": _("not valid YAML: %(error)s") % {"error": error}}
+        ) from None
 
 
 def volcano_queues() -> list[dict]:

@@ -43,6 +43,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext, gettext_noop, ngettext, pgettext
 
 from kube.quantity import human
+from kube.said import Said
 
 
 @dataclass(frozen=True)
@@ -455,3 +456,12 @@ WAITING_LAST_WORD_CYCLE = declare(
     "waiting.last_word_cycle",
     gettext_noop(". The cluster's last word (scheduling cycle %(cycle)s): %(message)s"),
 )
+
+
+def in_language(reason: str) -> str:
+    """A rule module's refusal (``kube.said.Said``) in the active language, at the moment
+    it becomes an API error or a form's message; any other text as it is."""
+    if not isinstance(reason, Said):
+        return reason
+    template = gettext(reason.template)
+    return template % reason.values if reason.values else template

@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from kube.quantity import PODS, ResourceList, add, human
+from kube.said import Said, gettext_noop
 
 from . import phrases
 from .phrases import Phrase
@@ -49,17 +50,29 @@ def _ancestors(path: str) -> tuple[str, ...]:
 
 def validate_tree(nodes: Iterable[Node]) -> list[str]:
     """Every broken invariant of docs/architecture.md section 4, as messages naming node and
-    numbers."""
+    numbers: English ``Said`` text, which the tree's import says in the client's language
+    where it refuses (``queues.phrases.in_language``), this module being a pure rule."""
     by_path = {node.path: node for node in nodes}
     children: dict[str, list[Node]] = {path: [] for path in by_path}
     errors: list[str] = []
     roots = [node for node in by_path.values() if node.parent is None]
     if len(roots) != 1:
-        errors.append(f"the tree must have exactly one root, found {len(roots)}")
+        errors.append(
+            Said(
+                gettext_noop("the tree must have exactly one root, found %(count)s"),
+                count=len(roots),
+            )
+        )
     for node in by_path.values():
         if node.parent is not None:
             if node.parent not in by_path:
-                errors.append(f"{node.path}: parent {node.parent} does not exist")
+                errors.append(
+                    Said(
+                        gettext_noop("%(path)s: parent %(parent)s does not exist"),
+                        path=node.path,
+                        parent=node.parent,
+                    )
+                )
             else:
                 children[node.parent].append(node)
     namespace_owner: dict[str, str] = {}
@@ -68,15 +81,26 @@ def validate_tree(nodes: Iterable[Node]) -> list[str]:
             high = node.max.get(resource)
             if high is not None and low > high:
                 errors.append(
-                    f"{node.path}: min {resource} {human(resource, low)} is above "
-                    f"max {human(resource, high)}"
+                    Said(
+                        gettext_noop("%(path)s: min %(resource)s %(min)s is above max %(max)s"),
+                        path=node.path,
+                        resource=resource,
+                        min=human(resource, low),
+                        max=human(resource, high),
+                    )
                 )
         kids = children[node.path]
         if kids:
             if node.namespaces:
                 errors.append(
-                    f"{node.path}: only leaves bind namespaces, but it has children "
-                    f"and namespaces {', '.join(node.namespaces)}"
+                    Said(
+                        gettext_noop(
+                            "%(path)s: only leaves bind namespaces, but it has children "
+                            "and namespaces %(namespaces)s"
+                        ),
+                        path=node.path,
+                        namespaces=", ".join(node.namespaces),
+                    )
                 )
             summed: ResourceList = {}
             for kid in kids:
@@ -85,22 +109,45 @@ def validate_tree(nodes: Iterable[Node]) -> list[str]:
                 own = node.min.get(resource, 0)
                 if kids_min > own:
                     errors.append(
-                        f"{node.path}: children's min {resource} sum to "
-                        f"{human(resource, kids_min)}, above its own min {human(resource, own)}"
+                        Said(
+                            gettext_noop(
+                                "%(path)s: children's min %(resource)s sum to %(sum)s, "
+                                "above its own min %(min)s"
+                            ),
+                            path=node.path,
+                            resource=resource,
+                            sum=human(resource, kids_min),
+                            min=human(resource, own),
+                        )
                     )
             for kid in kids:
                 for resource, limit in sorted(node.max.items()):
                     kid_max = kid.max.get(resource)
                     if kid_max is not None and kid_max > limit:
                         errors.append(
-                            f"{kid.path}: max {resource} {human(resource, kid_max)} is above "
-                            f"its parent {node.path}'s max {human(resource, limit)}"
+                            Said(
+                                gettext_noop(
+                                    "%(path)s: max %(resource)s %(max)s is above "
+                                    "its parent %(parent)s's max %(limit)s"
+                                ),
+                                path=kid.path,
+                                resource=resource,
+                                max=human(resource, kid_max),
+                                parent=node.path,
+                                limit=human(resource, limit),
+                            )
                         )
         for namespace in node.namespaces:
             if namespace in namespace_owner:
                 errors.append(
-                    f"namespace {namespace} is bound to both {namespace_owner[namespace]} "
-                    f"and {node.path}"
+                    Said(
+                        gettext_noop(
+                            "namespace %(namespace)s is bound to both %(first)s and %(second)s"
+                        ),
+                        namespace=namespace,
+                        first=namespace_owner[namespace],
+                        second=node.path,
+                    )
                 )
             namespace_owner[namespace] = node.path
     return errors

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from audit.models import AuditEntry
 from audit.services import audit_record, describe_changes
@@ -14,6 +15,7 @@ from kube.quantity import QuantityError, ResourceList, format_resources, parse_r
 
 from . import quota, signals
 from .models import Queue, QuotaNode
+from .phrases import in_language
 
 Action = AuditEntry.Action
 ObjectType = AuditEntry.ObjectType
@@ -48,28 +50,28 @@ def tree_parse(document: object) -> ParsedTree:
     """Read an ElasticQuotaTree object (as JSON/YAML data) into nodes with exact quantities."""
     errors: dict[str, str] = {}
     if not isinstance(document, Mapping):
-        raise TreeError({"body": "must be an ElasticQuotaTree object"})
+        raise TreeError({"body": _("must be an ElasticQuotaTree object")})
     if document.get("apiVersion", API_VERSION) != API_VERSION:
-        errors["apiVersion"] = f"must be {API_VERSION}"
+        errors["apiVersion"] = _("must be %(value)s") % {"value": API_VERSION}
     if document.get("kind", KIND) != KIND:
-        errors["kind"] = f"must be {KIND}"
+        errors["kind"] = _("must be %(value)s") % {"value": KIND}
     spec = document.get("spec")
     root = spec.get("root") if isinstance(spec, Mapping) else None
     if not isinstance(root, Mapping):
-        errors["spec.root"] = "is required and must be an object"
+        errors["spec.root"] = _("is required and must be an object")
         raise TreeError(errors)
     nodes: list[quota.Node] = []
     leaves: set[str] = set()
 
     def visit(raw: object, field: str, parent: str | None) -> None:
         if not isinstance(raw, Mapping):
-            errors[field] = "must be an object"
+            errors[field] = _("must be an object")
             return
         name = raw.get("name")
         if not isinstance(name, str) or not _NODE_NAME.match(name) or len(name) > 63:
-            errors[f"{field}.name"] = (
-                f"{name!r} is not a valid node name (lowercase letters, digits, '-', '.', '_')"
-            )
+            errors[f"{field}.name"] = _(
+                "%(name)s is not a valid node name (lowercase letters, digits, '-', '.', '_')"
+            ) % {"name": repr(name)}
             return
         path = f"{parent}/{name}" if parent else name
         resources = {}
@@ -77,16 +79,16 @@ def tree_parse(document: object) -> ParsedTree:
             try:
                 resources[key] = parse_resources(f"{field}.{key}", raw.get(key))
             except QuantityError as error:
-                errors[error.field] = error.reason
+                errors[error.field] = in_language(error.reason)
         namespaces = raw.get("namespaces") or []
         if not isinstance(namespaces, list) or not all(
             isinstance(ns, str) and _NAMESPACE.match(ns) and len(ns) <= 63 for ns in namespaces
         ):
-            errors[f"{field}.namespaces"] = "must be a list of Kubernetes namespace names"
+            errors[f"{field}.namespaces"] = _("must be a list of Kubernetes namespace names")
             namespaces = []
         children = raw.get("children") or []
         if not isinstance(children, list):
-            errors[f"{field}.children"] = "must be a list"
+            errors[f"{field}.children"] = _("must be a list")
             children = []
         nodes.append(
             quota.Node(
@@ -103,7 +105,9 @@ def tree_parse(document: object) -> ParsedTree:
             child_name = child.get("name") if isinstance(child, Mapping) else None
             if isinstance(child_name, str):  # else visit() says why (a list is unhashable)
                 if child_name in seen:
-                    errors[f"{field}.children[{index}].name"] = f"{child_name!r} appears twice"
+                    errors[f"{field}.children[{index}].name"] = _("%(name)s appears twice") % {
+                        "name": repr(child_name)
+                    }
                     continue
                 seen.add(child_name)
             visit(child, f"{field}.children[{index}]", path)
@@ -113,7 +117,7 @@ def tree_parse(document: object) -> ParsedTree:
         raise TreeError(errors)
     problems = quota.validate_tree(nodes)
     if problems:
-        raise TreeError({"spec.root": problems})
+        raise TreeError({"spec.root": [in_language(problem) for problem in problems]})
     return ParsedTree(nodes=nodes, leaves=leaves)
 
 
@@ -243,8 +247,11 @@ def _refuse_retiring_busy(paths: list[str]) -> None:
         raise TreeError(
             {
                 "spec.root": [
-                    f"cannot retire {path}: it has {count} queued or admitted jobs; "
-                    "cancel or finish them first"
+                    _(
+                        "cannot retire %(path)s: it has %(count)s queued or admitted jobs; "
+                        "cancel or finish them first"
+                    )
+                    % {"path": path, "count": count}
                     for path, count in sorted(busy.items())
                 ]
             }
@@ -331,11 +338,13 @@ def tree_find(document: Mapping, path: str) -> dict:
     node = document["spec"]["root"]
     names = path.split("/")
     if not node or node.get("name") != names[0]:
-        raise TreeError({"path": f"{path!r} is not a node of the quota tree"})
+        raise TreeError({"path": _("%(path)r is not a node of the quota tree") % {"path": path}})
     for name in names[1:]:
         node = next((kid for kid in node.get("children", []) if kid["name"] == name), None)
         if node is None:
-            raise TreeError({"path": f"{path!r} is not a node of the quota tree"})
+            raise TreeError(
+                {"path": _("%(path)r is not a node of the quota tree") % {"path": path}}
+            )
     return node
 
 

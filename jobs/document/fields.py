@@ -21,6 +21,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
 from django.core.validators import RegexValidator
+from django.utils.translation import gettext as _
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.fields import SkipField, empty
@@ -38,6 +39,7 @@ from jobs.document.validation import (
     JobInvalid,
 )
 from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
+from queues.phrases import in_language
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DIGITS = re.compile(r"-?\d+")
@@ -96,6 +98,12 @@ def read_field(
         return INVALID
 
 
+def resources_required() -> str:
+    """The reason a pod's resources are missing, in the active language (a form says it in
+    a person's words instead)."""
+    return _("is required: a mapping such as %(example)s") % {"example": RESOURCES_EXAMPLE}
+
+
 def refuse(errors: dict, key: str, reason: str) -> None:
     """Record ``reason`` as the (only) problem of ``key``."""
     errors[key] = [reason]
@@ -108,12 +116,12 @@ def _text(data: object, *, required: bool, limit: int, strip: bool) -> str:
     if data is empty or data is None:
         data = ""
     if not isinstance(data, str):
-        raise ValidationError("must be a string")
+        raise ValidationError(_("must be a string"))
     value = data.strip() if strip else data
     if required and not value:
-        raise ValidationError("is required")
+        raise ValidationError(_("is required"))
     if len(value.encode()) > limit:
-        raise ValidationError(f"is longer than {limit} bytes")
+        raise ValidationError(_("is longer than %(limit)s bytes") % {"limit": limit})
     return value
 
 
@@ -146,8 +154,11 @@ class ImageReference(Text):
         value = super().run_validation(data)
         if value and not self._reference.match(value):
             raise ValidationError(
-                f"{value[:80]!r} is not an image reference ([registry[:port]/]path[:tag]"
-                f"[@digest], such as {IMAGE_EXAMPLE})"
+                _(
+                    "%(value)s is not an image reference ([registry[:port]/]path[:tag]"
+                    "[@digest], such as %(example)s)"
+                )
+                % {"value": repr(value[:80]), "example": IMAGE_EXAMPLE}
             )
         return value
 
@@ -164,7 +175,8 @@ class Choice(serializers.ChoiceField):
         value = _text(data, required=self.required, limit=500, strip=True)
         if self.check and value and value not in self.choices:
             raise ValidationError(
-                f"must be one of {', '.join(map(str, self.choices))}, got {value!r}"
+                _("must be one of %(choices)s, got %(value)s")
+                % {"choices": ", ".join(map(str, self.choices)), "value": repr(value)}
             )
         return value
 
@@ -190,17 +202,24 @@ class Integer(serializers.IntegerField):
             raise SkipField()  # optional, and absent: the body does without it
         if data is empty or (data is None and self.nulls):
             if self.fallback is None:
-                raise ValidationError("is required")
+                raise ValidationError(_("is required"))
             return self.fallback
         if isinstance(data, bool) or not isinstance(data, int):
             text = data.strip() if isinstance(data, str) else None
             if not (self.strings and text is not None and _DIGITS.fullmatch(text)):
-                raise ValidationError(f"must be an integer, got {data!r}")
+                raise ValidationError(
+                    _("must be an integer, got %(value)s") % {"value": repr(data)}
+                )
             if len(text) > MAX_INTEGER_DIGITS:  # int() would refuse 4,300 digits
-                raise ValidationError(f"must be between {low} and {high}")
+                raise ValidationError(
+                    _("must be between %(low)s and %(high)s") % {"low": low, "high": high}
+                )
             data = int(text)
         if not low <= data <= high:
-            raise ValidationError(f"must be between {low} and {high}, got {data}")
+            raise ValidationError(
+                _("must be between %(low)s and %(high)s, got %(value)s")
+                % {"low": low, "high": high, "value": data}
+            )
         return data
 
 
@@ -223,12 +242,19 @@ class Number(serializers.FloatField):
         if isinstance(data, str) and _DECIMAL.fullmatch(data):
             data = float(data)
         if isinstance(data, bool) or not isinstance(data, int | float) or data != data:
-            raise ValidationError(f"must be a number, got {data!r}")
+            raise ValidationError(_("must be a number, got %(value)s") % {"value": repr(data)})
         low, high = cast(float, self.min_value), cast(float, self.max_value)  # given both
         if not low <= data <= high:
             # An integer past a float's range has no :g spelling.
-            shown = f"{data:g}" if abs(data) < 1e300 else "a larger number"
-            raise ValidationError(f"must be between {low:g} and {high:g}, got {shown}")
+            bounds = {"low": f"{low:g}", "high": f"{high:g}"}
+            if abs(data) >= 1e300:
+                raise ValidationError(
+                    _("must be between %(low)s and %(high)s, got a larger number") % bounds
+                )
+            raise ValidationError(
+                _("must be between %(low)s and %(high)s, got %(value)s")
+                % (bounds | {"value": f"{data:g}"})
+            )
         return data
 
 
@@ -245,10 +271,12 @@ class Command(serializers.ListField):
             try:
                 return shlex.split(data)
             except ValueError as error:
-                raise ValidationError(f"cannot be split into arguments: {error}") from None
+                raise ValidationError(
+                    _("cannot be split into arguments: %(error)s") % {"error": error}
+                ) from None
         if isinstance(data, list) and all(isinstance(arg, str) for arg in data):
             return list(data)
-        raise ValidationError("must be a list of strings or a shell-style string")
+        raise ValidationError(_("must be a list of strings or a shell-style string"))
 
 
 class Pip(serializers.ListField):
@@ -261,15 +289,21 @@ class Pip(serializers.ListField):
         if data is empty or data is None or data == []:
             return []
         if not isinstance(data, list):
-            raise ValidationError('must be a list of requirements, such as ["torch==2.4.0"]')
+            raise ValidationError(_('must be a list of requirements, such as ["torch==2.4.0"]'))
         if len(data) > MAX_PIP:
-            raise ValidationError(f"at most {MAX_PIP} requirements, got {len(data)}")
+            raise ValidationError(
+                _("at most %(limit)s requirements, got %(count)s")
+                % {"limit": MAX_PIP, "count": len(data)}
+            )
         packages, errors = [], {}
         for index, item in enumerate(data):
             if not isinstance(item, str) or not item.strip():
-                errors[f"[{index}]"] = ["must be a requirement such as torch==2.4.0"]
+                errors[f"[{index}]"] = [_("must be a requirement such as torch==2.4.0")]
             elif len(item) > 200 or any(c.isspace() for c in item.strip()):
-                errors[f"[{index}]"] = [f"{item!r} is not one requirement (no spaces, 200 at most)"]
+                errors[f"[{index}]"] = [
+                    _("%(value)s is not one requirement (no spaces, 200 at most)")
+                    % {"value": repr(item)}
+                ]
             else:
                 packages.append(item.strip())
         if errors:
@@ -287,19 +321,22 @@ class Env(serializers.DictField):
         if data is empty or data is None or data == {}:
             return {}
         if not isinstance(data, Mapping):
-            raise ValidationError("must be an object of NAME: value")
+            raise ValidationError(_("must be an object of NAME: value"))
         if len(data) > MAX_ENV:
-            raise ValidationError(f"at most {MAX_ENV} variables, got {len(data)}")
+            raise ValidationError(
+                _("at most %(limit)s variables, got %(count)s")
+                % {"limit": MAX_ENV, "count": len(data)}
+            )
         env, errors = {}, {}
         for name, value in data.items():
             if not _ENV_NAME.match(str(name)) or len(str(name)) > 128:
-                errors[name] = ["is not a variable name (letters, digits, _; not first a digit)"]
+                errors[name] = [_("is not a variable name (letters, digits, _; not first a digit)")]
             elif value is None:
-                errors[name] = ["needs a value (NAME=value)"]
+                errors[name] = [_("needs a value (NAME=value)")]
             elif not isinstance(value, str):
-                errors[name] = [f"must be a string, got {value!r}"]
+                errors[name] = [_("must be a string, got %(value)s") % {"value": repr(value)}]
             elif len(value) > 4096:
-                errors[name] = ["is longer than 4096 characters"]
+                errors[name] = [_("is longer than %(limit)s characters") % {"limit": 4096}]
             else:
                 env[name] = value
         if errors:
@@ -322,12 +359,13 @@ class PodResources(serializers.DictField):
 
     def run_validation(self, data=empty) -> Resources:
         if not isinstance(data, Mapping) or not data:
-            raise ValidationError(f"is required: a mapping such as {RESOURCES_EXAMPLE}")
+            raise ValidationError(resources_required())
         try:
             units = parse_resources("", data)
         except QuantityError as error:  # error.field is "" or ".<resource>"
             where = error.field.removeprefix(".")
-            raise ValidationError({where: [error.reason]} if where else error.reason) from None
+            reason = in_language(error.reason)
+            raise ValidationError({where: [reason]} if where else reason) from None
         return Resources({name: str(value) for name, value in data.items()}, units)
 
 
@@ -338,7 +376,7 @@ def unknown_fields(
     worker group always has: the rest usually follow from the same typo)."""
     unknown = sorted(str(name) for name in set(data) - set(known))
     for name in unknown[:1] if first_only else unknown:
-        refuse(errors, path(key, name), "unknown field")
+        refuse(errors, path(key, name), _("unknown field"))
 
 
 class Reader(serializers.Serializer):

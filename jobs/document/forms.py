@@ -19,8 +19,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
-from jobs.document.fields import path
-from jobs.document.pods import WorkerGroupIn
+from jobs.document.fields import path, resources_required
+from jobs.document.pods import WorkerGroupIn, pod_required
 from jobs.document.schema import JobIn, bound
 from jobs.document.shape import FIELDS, NUMBER, FormInput, NoInput
 from jobs.models import kind_shape
@@ -35,10 +35,10 @@ RESOURCES = (
 # What the form asks of every head or master pod (a pod of no resources cannot be placed).
 HEAD_REQUIRED = ("cpu", "memory")
 # The API's words that read as code on a form, and a person's for them: a pod's resources
-# missing is said as what to fill in.
+# missing (the API's reasons in the active language) is said as what to fill in.
 _FORM_WORDS = (
-    ("is required: a mapping such as", gettext_lazy("give the pod's CPU and memory")),
-    ('is required: {"resources"', gettext_lazy("give the pod's CPU and memory")),
+    (resources_required, gettext_lazy("give the pod's CPU and memory")),
+    (pod_required, gettext_lazy("give the pod's CPU and memory")),
 )
 # The API's reasons a form shows most, in the reader's language (the API words them for
 # programs; the others are shown as the API gives them).
@@ -331,8 +331,8 @@ class SubmitForm:
 
 def _in_words(reason: str) -> str:
     """An error of a pod's resources as the form says it."""
-    for start, words in _FORM_WORDS:
-        if reason.startswith(start):
+    for said, words in _FORM_WORDS:
+        if reason == said():
             return str(words)
     return str(_REASONS.get(reason, reason))
 

@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter
 
 from jobs.document.validation import JobInvalid
@@ -40,8 +41,10 @@ def idempotency_key(headers, *, endpoint: str, body: object) -> IdempotencyKey |
     if not re.fullmatch(IDEMPOTENCY_KEY_PATTERN, value):
         raise JobInvalid(
             {
-                IDEMPOTENCY_HEADER: f"must be 1 to {IDEMPOTENCY_KEY_MAX} visible ASCII "
-                "characters (! to ~, no space)"
+                IDEMPOTENCY_HEADER: _(
+                    "must be 1 to %(most)s visible ASCII characters (! to ~, no space)"
+                )
+                % {"most": IDEMPOTENCY_KEY_MAX}
             }
         )
     return IdempotencyKey(key=value, digest=request_digest(endpoint=endpoint, body=body))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 import yaml
+from django.utils.translation import gettext, gettext_noop
 
 from jobs.cluster.manifests import kubeflow, kuberay, volcano
 from jobs.cluster.spec import AUTOSCALER_RESOURCES
@@ -54,8 +55,6 @@ LIST = ("v1", "List")
 RAY_JOB = ("ray.io/v1", "RayJob")
 PYTORCH_JOB = ("kubeflow.org/v1", "PyTorchJob")
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
-SUPPORTED = "a RayJob (ray.io/v1), a PyTorchJob (kubeflow.org/v1) or a Volcano Job " \
-    "(batch.volcano.sh/v1alpha1) with the ray or pytorch plugin"  # fmt: skip
 
 Path = tuple[str | int, ...]
 
@@ -152,7 +151,7 @@ class _Reading:
             return {}
         if not isinstance(value, Mapping):
             self.taken.add(where)
-            self.refuse(where, "must be an object")
+            self.refuse(where, gettext("must be an object"))
             return {}
         return value
 
@@ -164,7 +163,7 @@ class _Reading:
             return []
         if not isinstance(value, list):
             self.taken.add(where)
-            self.refuse(where, "must be a list")
+            self.refuse(where, gettext("must be a list"))
             return []
         return value
 
@@ -175,8 +174,14 @@ class _Reading:
         """Taken when absent or one of ``allowed``: what Caldera writes there itself."""
         value = self.get(where)
         if value is not None and value not in allowed:
-            wanted = " or ".join(repr(a) for a in allowed)
-            self.refuse(where, reason or f"Caldera writes {wanted} here; leave it out")
+            wanted = repr(allowed[0])
+            for other in allowed[1:]:
+                wanted = gettext("%(one)s or %(other)s") % {"one": wanted, "other": repr(other)}
+            self.refuse(
+                where,
+                reason
+                or gettext("Caldera writes %(wanted)s here; leave it out") % {"wanted": wanted},
+            )
 
     def maps(self, key: str, where: Path) -> None:
         """The document's ``key`` comes from ``where``."""
@@ -203,17 +208,22 @@ class _Reading:
         walk(self.obj, ())
 
 
-# Why the most common parts Caldera cannot represent are refused, by their last key.
+# Why the most common parts Caldera cannot represent are refused, by their last key
+# (translated where the refusal is worded).
 _WHY_NOT = {
-    "volumes": "Caldera mounts the job's script itself (a ConfigMap sent with the job)",
-    "volumeMounts": "Caldera mounts the job's script itself (a ConfigMap sent with the job)",
-    "labels": "Caldera labels the job's objects itself (caldera.io/*)",
-    "annotations": "Caldera annotates the job's objects itself",
-    "nodeSelector": "the quota tree and the scheduler place the pods",
-    "affinity": "the quota tree and the scheduler place the pods",
-    "tolerations": "the quota tree and the scheduler place the pods",
-    "priorityClassName": "the queue sets the priority class",
-    "imagePullPolicy": "the cluster's default pull policy applies",
+    "volumes": gettext_noop(
+        "Caldera mounts the job's script itself (a ConfigMap sent with the job)"
+    ),
+    "volumeMounts": gettext_noop(
+        "Caldera mounts the job's script itself (a ConfigMap sent with the job)"
+    ),
+    "labels": gettext_noop("Caldera labels the job's objects itself (caldera.io/*)"),
+    "annotations": gettext_noop("Caldera annotates the job's objects itself"),
+    "nodeSelector": gettext_noop("the quota tree and the scheduler place the pods"),
+    "affinity": gettext_noop("the quota tree and the scheduler place the pods"),
+    "tolerations": gettext_noop("the quota tree and the scheduler place the pods"),
+    "priorityClassName": gettext_noop("the queue sets the priority class"),
+    "imagePullPolicy": gettext_noop("the cluster's default pull policy applies"),
 }
 
 
@@ -221,7 +231,11 @@ def _not_supported(where: Path) -> str:
     """ "not supported", with the reason of the nearest part that has one (a label's is
     its ``labels``')."""
     why = next((_WHY_NOT[part] for part in reversed(where) if part in _WHY_NOT), None)
-    return f"not supported: {why}" if why else "not supported"
+    return (
+        gettext("not supported: %(why)s") % {"why": gettext(why)}
+        if why
+        else gettext("not supported")
+    )
 
 
 def read_body(body: Mapping) -> NativeJob:
@@ -232,20 +246,24 @@ def read_body(body: Mapping) -> NativeJob:
         return read_manifest(body)
     items = body.get("items")
     if not isinstance(items, list):
-        raise JobInvalid({"items": "must be a list: the job's object and its script's ConfigMap"})
+        raise JobInvalid(
+            {"items": gettext("must be a list: the job's object and its script's ConfigMap")}
+        )
     jobs = [i for i, item in enumerate(items) if is_manifest(item) and item["kind"] != "ConfigMap"]
     scripts = [
         i for i, item in enumerate(items) if is_manifest(item) and item["kind"] == "ConfigMap"
     ]
     errors = {
-        f"items[{i}]": ["not supported: a List holds one job and the ConfigMap of its script"]
+        f"items[{i}]": [
+            gettext("not supported: a List holds one job and the ConfigMap of its script")
+        ]
         for i in range(len(items))
         if i not in jobs[:1] + scripts[:1]
     }
     for key in sorted(set(body) - {"apiVersion", "kind", "items", "metadata"}):
-        errors[key] = ["not supported"]
+        errors[key] = [gettext("not supported")]
     if not jobs:
-        errors["items"] = ["holds no job: a RayJob, a PyTorchJob or a Volcano Job"]
+        errors["items"] = [gettext("holds no job: a RayJob, a PyTorchJob or a Volcano Job")]
     if errors:
         raise JobInvalid(errors)
     at = f"items[{jobs[0]}]."
@@ -266,20 +284,22 @@ def _script_whole(config_map: Mapping, native: NativeJob, at: str) -> None:
     if "script" not in native.document:
         raise JobInvalid(
             {
-                at: "the job does not mount it: a job mounts its script's ConfigMap in its head "
-                "or master pod at the script directory"
+                at: gettext(
+                    "the job does not mount it: a job mounts its script's ConfigMap in its head "
+                    "or master pod at the script directory"
+                )
             }  # fmt: skip
         )
     errors = {
-        f"{at}.data.{key}": ["not supported: the ConfigMap holds the job's script alone"]
+        f"{at}.data.{key}": [gettext("not supported: the ConfigMap holds the job's script alone")]
         for key in config_map.get("data") or {}
         if key != native.document["script_filename"]
     }
     known = {"apiVersion", "kind", "metadata", "data"}
-    errors |= {f"{at}.{key}": ["not supported"] for key in set(config_map) - known}
+    errors |= {f"{at}.{key}": [gettext("not supported")] for key in set(config_map) - known}
     metadata = config_map.get("metadata") or {}
     errors |= {
-        f"{at}.metadata.{key}": ["not supported"]
+        f"{at}.metadata.{key}": [gettext("not supported")]
         for key in set(metadata) - {"name", "namespace", "labels", "annotations"} - SERVER_WRITTEN
     }
     for part, ours in (("labels", CALDERA_LABELS), ("annotations", CALDERA_ANNOTATIONS)):
@@ -307,7 +327,16 @@ def read_manifest(obj: Mapping, *, script: Mapping | None = None) -> NativeJob:
     elif (version, kind) == VOLCANO_JOB:
         _volcano_job(reading, document)
     else:
-        raise JobInvalid({"kind": f"Caldera takes {SUPPORTED}, not {version} {kind}"})
+        raise JobInvalid(
+            {
+                "kind": gettext(
+                    "Caldera takes a RayJob (ray.io/v1), a PyTorchJob (kubeflow.org/v1) or a "
+                    "Volcano Job (batch.volcano.sh/v1alpha1) with the ray or pytorch plugin, "
+                    "not %(version)s %(kind)s"
+                )
+                % {"version": version, "kind": kind}
+            }
+        )
     _metadata(reading, document)
     _script(reading, document, script)
     reading.leftovers()
@@ -366,7 +395,11 @@ def _queue(reading: _Reading, document: dict) -> None:
     (first, queue), *others = named
     for where, other in others:
         if other != queue:
-            reading.refuse(where, f"names another queue than {render(first)} ({queue})")
+            reading.refuse(
+                where,
+                gettext("names another queue than %(first)s (%(queue)s)")
+                % {"first": render(first), "queue": queue},
+            )
     document["queue"] = queue
     reading.maps("queue", first)
 
@@ -399,11 +432,11 @@ def _container(reading: _Reading, pod: _Pod) -> tuple[Path, Mapping]:
     _caldera_labels(reading, (*pod.template, "metadata"))
     containers = reading.items((*spec, "containers"))
     if not containers:
-        reading.refuse((*spec, "containers"), "is required: one container")
+        reading.refuse((*spec, "containers"), gettext("is required: one container"))
         return (*spec, "containers", 0), {}
     for index in range(1, len(containers)):
         reading.refuse(
-            (*spec, "containers", index), "not supported: Caldera runs one container a pod"
+            (*spec, "containers", index), gettext("not supported: Caldera runs one container a pod")
         )
     at = (*spec, "containers", 0)
     container = reading.mapping(at)
@@ -429,8 +462,11 @@ def _resources(reading: _Reading, at: Path, key: str) -> None:
         if name in requests and _units(name, limit) != _units(name, requests[name]):
             reading.refuse(
                 (*at, "limits", name),
-                f"differs from requests ({requests[name]}): Caldera gives each pod its requests "
-                "as limits too; give one quantity",
+                gettext(
+                    "differs from requests (%(requests)s): Caldera gives each pod its requests "
+                    "as limits too; give one quantity"
+                )
+                % {"requests": requests[name]},
             )
     document_key = f"{key}.resources"
     reading.maps(document_key, (*at, "requests" if requests else "limits"))
@@ -471,7 +507,7 @@ def _env(reading: _Reading, at: Path) -> dict[str, Any] | None:
     for index, entry in enumerate(entries):
         where = (*at, "env", index)
         if not isinstance(entry, Mapping):
-            reading.refuse(where, "must be an object with name and value")
+            reading.refuse(where, gettext("must be an object with name and value"))
             continue
         reading.get((*where, "name"))
         reading.get((*where, "value"))
@@ -492,8 +528,9 @@ def _rayjob(reading: _Reading, document: dict) -> None:
     reading.expect(
         (*spec, "shutdownAfterJobFinishes"),
         True,
-        reason="Caldera deletes the Ray cluster when the job finishes, and counts its quota "
-        "until then",
+        reason=gettext(
+            "Caldera deletes the Ray cluster when the job finishes, and counts its quota until then"
+        ),
     )
     for key in DECIDED:
         reading.get((*spec, key))
@@ -502,15 +539,18 @@ def _rayjob(reading: _Reading, document: dict) -> None:
     reading.expect(
         (*cluster, "rayVersion"),
         kuberay.RAY_VERSION,
-        reason=f"Caldera's RayJobs are made for Ray {kuberay.RAY_VERSION}",
+        reason=gettext("Caldera's RayJobs are made for Ray %(version)s")
+        % {"version": kuberay.RAY_VERSION},
     )
     autoscaling = reading.get((*cluster, "enableInTreeAutoscaling")) is True
     if autoscaling:
         reading.expect(
             (*cluster, "autoscalerOptions"),
             {"resources": {"requests": AUTOSCALER_RESOURCES, "limits": AUTOSCALER_RESOURCES}},
-            reason=f"Caldera gives KubeRay's autoscaler {AUTOSCALER_RESOURCES}, which quota "
-            "counts; leave it out",
+            reason=gettext(
+                "Caldera gives KubeRay's autoscaler %(resources)s, which quota counts; leave it out"
+            )
+            % {"resources": AUTOSCALER_RESOURCES},
         )
     head = (*cluster, "headGroupSpec")
     reading.mapping(head)
@@ -521,7 +561,9 @@ def _rayjob(reading: _Reading, document: dict) -> None:
     reading.expect((*at, "ports"), kuberay.HEAD_PORTS)
     _script_mount(reading, (*head, "template"), at, kuberay.SCRIPT_DIR)
     if container.get("env"):
-        reading.refuse((*at, "env"), "give a RayJob's variables in runtimeEnvYAML's env_vars")
+        reading.refuse(
+            (*at, "env"), gettext("give a RayJob's variables in runtimeEnvYAML's env_vars")
+        )
     workers = []
     for index, _ in enumerate(reading.items((*cluster, "workerGroupSpecs"))):
         group = (*cluster, "workerGroupSpecs", index)
@@ -538,7 +580,9 @@ def _rayjob(reading: _Reading, document: dict) -> None:
         if least is not None and replicas is not None and least != replicas:
             reading.refuse(
                 (*group, "minReplicas"),
-                "must equal replicas: a group starts with its replicas and never has fewer",
+                gettext(
+                    "must equal replicas: a group starts with its replicas and never has fewer"
+                ),
             )
         if autoscaling and most is not None and most != worker["replicas"]:
             worker["max_replicas"] = most
@@ -562,16 +606,18 @@ def _runtime_env(reading: _Reading, at: Path, document: dict) -> None:
     try:
         env = yaml.safe_load(text) if isinstance(text, str) else None
     except yaml.YAMLError as error:
-        reading.refuse(at, f"is not YAML: {error}")
+        reading.refuse(at, gettext("is not YAML: %(error)s") % {"error": error})
         return
     if env is None:
         return
     if not isinstance(env, Mapping):
-        reading.refuse(at, "must be a YAML mapping of pip and env_vars")
+        reading.refuse(at, gettext("must be a YAML mapping of pip and env_vars"))
         return
     for key in env:
         if key not in ("pip", "env_vars"):
-            reading.refuse((*at, str(key)), "not supported: Caldera takes pip and env_vars")
+            reading.refuse(
+                (*at, str(key)), gettext("not supported: Caldera takes pip and env_vars")
+            )
     if "pip" in env:
         document["pip"] = env["pip"]
         reading.maps("pip", (*at, "pip"))
@@ -590,8 +636,10 @@ def _same_image(reading: _Reading, at: Path, document: dict) -> None:
     if image is not None and image != document.get("image"):
         reading.refuse(
             (*at, "image"),
-            f"must be the head's or master's image ({document.get('image')}): Caldera runs one "
-            "image a job",
+            gettext(
+                "must be the head's or master's image (%(image)s): Caldera runs one image a job"
+            )
+            % {"image": document.get("image")},
         )
 
 
@@ -614,9 +662,11 @@ def _pytorchjob(reading: _Reading, document: dict) -> None:
     replicas = (*spec, "pytorchReplicaSpecs")
     given = reading.mapping(replicas)
     if "Master" not in given:
-        reading.refuse((*replicas, "Master"), "is required: Caldera's PyTorch jobs have a master")
+        reading.refuse(
+            (*replicas, "Master"), gettext("is required: Caldera's PyTorch jobs have a master")
+        )
     master = (*replicas, "Master")
-    reading.expect((*master, "replicas"), 1, reason="a PyTorchJob has one master")
+    reading.expect((*master, "replicas"), 1, reason=gettext("a PyTorchJob has one master"))
     reading.expect((*master, "restartPolicy"), "OnFailure")
     at, container = _container(reading, _Pod((*master, "template"), "master", "pytorch"))
     document["master"] = {"resources": reading.pods["master"]}
@@ -646,7 +696,10 @@ def _gang(reading: _Reading, at: Path, workers: list[dict[str, Any]]) -> None:
     """A ``minAvailable``: every pod of the job, which Caldera starts as one gang."""
     pods = 1 + sum(group["replicas"] for group in workers if isinstance(group["replicas"], int))
     reading.expect(
-        at, pods, reason=f"Caldera starts every pod of the job as one gang ({pods}); leave it out"
+        at,
+        pods,
+        reason=gettext("Caldera starts every pod of the job as one gang (%(pods)s); leave it out")
+        % {"pods": pods},
     )
 
 
@@ -660,13 +713,15 @@ def _command(reading: _Reading, at: Path) -> Any:
         if args is not None:
             reading.refuse(
                 (*at, "args"),
-                "needs a command: Caldera runs the job's command, not the image's entrypoint",
+                gettext(
+                    "needs a command: Caldera runs the job's command, not the image's entrypoint"
+                ),
             )
         return None
     if isinstance(command, list) and isinstance(args, list):
         return command + args
     if args is not None:
-        reading.refuse((*at, "args"), "must be a list of strings")
+        reading.refuse((*at, "args"), gettext("must be a list of strings"))
     return command
 
 
@@ -683,11 +738,14 @@ def _same_pod(reading: _Reading, at: Path, template: Path, document: dict, scrip
     _same_image(reading, at, document)
     command = _command(reading, at)
     if command is not None and command != document.get("command"):
-        reading.refuse((*at, "command"), "must be the master's: Caldera runs one command a job")
+        reading.refuse(
+            (*at, "command"), gettext("must be the master's: Caldera runs one command a job")
+        )
     env = _env(reading, at)
     if env is not None and env != document.get("env"):
         reading.refuse(
-            (*at, "env"), "must be the master's: Caldera gives every pod the same variables"
+            (*at, "env"),
+            gettext("must be the master's: Caldera gives every pod the same variables"),
         )
     _script_mount(reading, template, at, script_dir, worker=True)
 
@@ -723,7 +781,11 @@ def _volcano_job(reading: _Reading, document: dict) -> None:
     tasks = reading.items((*spec, "tasks"))
     names = [task.get("name") if isinstance(task, Mapping) else None for task in tasks]
     if head not in names:
-        reading.refuse((*spec, "tasks"), f"needs a task named {head!r}: the plugin's {head}")
+        reading.refuse(
+            (*spec, "tasks"),
+            gettext("needs a task named %(name)s: the plugin's %(head)s")
+            % {"name": repr(head), "head": head},
+        )
         return
     script_dir = kuberay.SCRIPT_DIR if kind == Job.Kind.RAY else kubeflow.SCRIPT_DIR
     workers: list[dict[str, Any]] = []
@@ -733,7 +795,9 @@ def _volcano_job(reading: _Reading, document: dict) -> None:
         template = (*task, "template")
         reading.expect((*template, "spec", "restartPolicy"), "OnFailure")
         if name == head:
-            reading.expect((*task, "replicas"), 1, reason=f"a job has one {head}")
+            reading.expect(
+                (*task, "replicas"), 1, reason=gettext("a job has one %(head)s") % {"head": head}
+            )
             if head == "master":
                 reading.expect(
                     (*task, "policies"), [{"event": "TaskCompleted", "action": "CompleteJob"}]
@@ -765,12 +829,16 @@ def _volcano_job(reading: _Reading, document: dict) -> None:
                 if env is not None and env != document.get("env"):
                     reading.refuse(
                         (*at, "env"),
-                        "must be the head's: Caldera gives every pod the same variables",
+                        gettext("must be the head's: Caldera gives every pod the same variables"),
                     )
                 _script_mount(reading, template, at, script_dir, worker=True)
         else:
             reading.refuse(
-                task, f"not supported: a {kind} job on Volcano has the tasks {head} and worker"
+                task,
+                gettext(
+                    "not supported: a %(kind)s job on Volcano has the tasks %(head)s and worker"
+                )
+                % {"kind": kind, "head": head},
             )
     document["workers"] = workers
     _gang(reading, (*spec, "minAvailable"), workers)
@@ -789,8 +857,10 @@ def _ray_head_command(reading: _Reading, at: Path, document: dict) -> None:
     else:
         reading.refuse(
             (*at, "command"),
-            'must be ["/bin/sh", "-c", "<entrypoint>"]: the head starts Ray, then runs the '
-            "entrypoint",
+            gettext(
+                'must be ["/bin/sh", "-c", "<entrypoint>"]: the head starts Ray, then runs the '
+                "entrypoint"
+            ),
         )
 
 
@@ -820,7 +890,8 @@ def _script_mount(
     if mount.get("mountPath") != directory:
         reading.refuse(
             (*at, "volumeMounts", 0, "mountPath"),
-            f"must be {directory}: Caldera mounts the script there",
+            gettext("must be %(directory)s: Caldera mounts the script there")
+            % {"directory": directory},
         )
     reading.taken.add((*template, "spec", "volumes"))
     reading.taken.add((*at, "volumeMounts"))
@@ -838,18 +909,23 @@ def _script(reading: _Reading, document: dict, script: Mapping | None) -> None:
     if script is None or script.get("metadata", {}).get("name") != name:
         reading.refuse(
             (*at, "name"),
-            f"the ConfigMap {name!r} must be sent with the job (a List of the job and it, or "
-            "both in one YAML file with caldera submit)",
+            gettext(
+                "the ConfigMap %(name)s must be sent with the job (a List of the job and it, or "
+                "both in one YAML file with caldera submit)"
+            )
+            % {"name": repr(name)},
         )
         return
     data = script.get("data")
     keys = [item.get("key") for item in config.get("items") or [] if isinstance(item, Mapping)]
     chosen = keys or list(data or {})
     if not isinstance(data, Mapping) or len(chosen) != 1 or chosen[0] not in data:
-        reading.refuse((*at, "items"), "must mount one key of the ConfigMap: the script")
+        reading.refuse((*at, "items"), gettext("must mount one key of the ConfigMap: the script"))
         return
     for index, item in enumerate(config.get("items") or []):
         if isinstance(item, Mapping) and item.get("path") != item.get("key"):
-            reading.refuse((*at, "items", index, "path"), "must be the key: the script's file name")
+            reading.refuse(
+                (*at, "items", index, "path"), gettext("must be the key: the script's file name")
+            )
     document["script"] = data[chosen[0]]
     document["script_filename"] = chosen[0]

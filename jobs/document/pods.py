@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from django.utils.translation import gettext as _
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -25,6 +26,12 @@ from jobs.models import Job
 GROUP_NAME_MAX = 30
 
 
+def pod_required() -> str:
+    """The reason a pod is missing, in the active language (a form says it in a person's
+    words instead)."""
+    return _('is required: {"resources": %(example)s}') % {"example": RESOURCES_EXAMPLE}
+
+
 class PodIn(Reader):
     """The head of a Ray job or the master of a PyTorch job: one pod."""
 
@@ -35,7 +42,7 @@ class PodIn(Reader):
 
     def read(self, data, errors, key=""):
         if not isinstance(data, Mapping):
-            refuse(errors, key or "body", f'is required: {{"resources": {RESOURCES_EXAMPLE}}}')
+            refuse(errors, key or "body", pod_required())
             return INVALID
         unknown_fields(data, self.fields, key, errors, first_only=True)
         return read_field(self.fields["resources"], data.get("resources"), errors, key, "resources")
@@ -70,7 +77,7 @@ class WorkerGroupIn(Reader):
         ``max_replicas`` when given) and its pods' Resources; INVALID when it is not an
         object. A default name follows the kind, and autoscaling the runtime."""
         if not isinstance(data, Mapping):
-            refuse(errors, key or "body", "must be an object with name, replicas and resources")
+            refuse(errors, key or "body", _("must be an object with name, replicas and resources"))
             return INVALID
         unknown_fields(data, self.fields, key, errors, first_only=True)
         name = data.get("name") or ("worker" if kind == Job.Kind.PYTORCH else f"group-{index}")
@@ -78,7 +85,8 @@ class WorkerGroupIn(Reader):
             refuse(
                 errors,
                 path(key, "name"),
-                f"{name!r} must be a DNS-1123 label of at most {GROUP_NAME_MAX} characters",
+                _("%(name)s must be a DNS-1123 label of at most %(limit)s characters")
+                % {"name": repr(name), "limit": GROUP_NAME_MAX},
             )
         replicas = read_field(
             self.fields["replicas"], data.get("replicas", empty), errors, key, "replicas"
@@ -110,19 +118,32 @@ class WorkerGroupIn(Reader):
         if value is None:
             return None
         if kind != Job.Kind.RAY or runtime != Job.Runtime.KUBERAY:
-            reason = "autoscaling needs Ray on KubeRay"
             if runtime == Job.Runtime.VOLCANO:
-                reason += "; a Volcano Job has a fixed number of pods"
+                reason = _(
+                    "autoscaling needs Ray on KubeRay; a Volcano Job has a fixed number of pods"
+                )
             elif kind == Job.Kind.PYTORCH:
-                reason += "; a PyTorchJob has a fixed number of pods"
+                reason = _(
+                    "autoscaling needs Ray on KubeRay; a PyTorchJob has a fixed number of pods"
+                )
+            else:
+                reason = _("autoscaling needs Ray on KubeRay")
             refuse(errors, key, reason)
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            refuse(errors, key, f"must be an integer, got {value!r}")
+            refuse(errors, key, _("must be an integer, got %(value)s") % {"value": repr(value)})
             return None
         low = 0 if replicas is None else replicas
         if not low <= value <= MAX_REPLICAS:
-            least = "0" if replicas is None else f"replicas ({replicas})"
-            refuse(errors, key, f"must be between {least} and {MAX_REPLICAS}, got {value}")
+            bounds = {"high": MAX_REPLICAS, "value": value}
+            if replicas is None:
+                reason = _("must be between %(low)s and %(high)s, got %(value)s") % (
+                    bounds | {"low": 0}
+                )
+            else:
+                reason = _(
+                    "must be between replicas (%(replicas)s) and %(high)s, got %(value)s"
+                ) % (bounds | {"replicas": replicas})
+            refuse(errors, key, reason)
             return None
         return value

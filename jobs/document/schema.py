@@ -19,6 +19,8 @@ from functools import cache, cached_property
 from typing import Any, TypeVar, cast
 
 from django.conf import settings
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -45,13 +47,32 @@ from jobs.document.validation import (
     pods_request,
     runtimes_offered,
 )
-from jobs.models import KINDS, Job, kind_shape
+from jobs.models import KINDS, Job, KindShape, kind_shape
 from kube.quantity import (
     MAX_UNITS,
     ResourceList,
     add,
     parse_resources,
 )
+
+# The sentences a field of the other kind is refused with, made of jobs.models.KINDS'
+# words and declared here whole for the catalogue (a translator reads sentences, not
+# articles); one that is not declared is answered in English.
+_OTHER_KIND = (
+    gettext_noop("Ray jobs take an entrypoint, not a command"),
+    gettext_noop("PyTorch jobs take a command, not an entrypoint"),
+    gettext_noop("Ray jobs have a head, not a master"),
+    gettext_noop("PyTorch jobs have a master, not a head"),
+)
+
+
+def other_kind(shape: KindShape, other: KindShape) -> tuple[str, str]:
+    """Why ``other``'s launch field and its leading pod are refused in a ``shape`` job, in
+    English: one of _OTHER_KIND's sentences each, translated where they are said."""
+    return (
+        f"{shape.name} jobs take {shape.launch_words}, not {other.launch_words}",
+        f"{shape.name} jobs have {shape.head_words}, not {other.head_words}",
+    )
 
 
 @dataclass
@@ -124,7 +145,7 @@ class JobIn(Reader):
 
     def read(self, data, errors, key=""):
         if not isinstance(data, Mapping):
-            refuse(errors, path(key, "body"), "must be a JSON object")
+            refuse(errors, path(key, "body"), _("must be a JSON object"))
             return INVALID
         unknown_fields(data, self.fields, key, errors)
         fields = self.fields
@@ -139,12 +160,20 @@ class JobIn(Reader):
             refuse(
                 errors,
                 path(key, "name"),
-                f"{name!r} must be a DNS-1123 label of at most {NAME_MAX} characters "
-                "(lowercase letters, digits and '-', starting and ending with a letter or digit)",
+                _(
+                    "%(name)s must be a DNS-1123 label of at most %(limit)s characters "
+                    "(lowercase letters, digits and '-', starting and ending with a letter or "
+                    "digit)"
+                )
+                % {"name": repr(name), "limit": NAME_MAX},
             )
         filename = values["script_filename"]
         if filename is not INVALID and not FILE_NAME.match(filename):
-            refuse(errors, path(key, "script_filename"), f"{filename!r} is not a plain file name")
+            refuse(
+                errors,
+                path(key, "script_filename"),
+                _("%(name)s is not a plain file name") % {"name": repr(filename)},
+            )
         script = values["script"] if values["script"] is not INVALID else ""
 
         launch = None
@@ -154,20 +183,13 @@ class JobIn(Reader):
                 fields[shape.launch], data.get(shape.launch), errors, key, shape.launch
             )
             if not launch and not script:
-                refuse(errors, path(key, shape.launch), "is required (or give a script to run)")
+                refuse(errors, path(key, shape.launch), _("is required (or give a script to run)"))
             for other in shape.others():
+                takes, has = other_kind(shape, other)
                 if data.get(other.launch):
-                    refuse(
-                        errors,
-                        path(key, other.launch),
-                        f"{shape.name} jobs take {shape.launch_words}, not {other.launch_words}",
-                    )
+                    refuse(errors, path(key, other.launch), _(takes))
                 if data.get(other.head) is not None:
-                    refuse(
-                        errors,
-                        path(key, other.head),
-                        f"{shape.name} jobs have {shape.head_words}, not {other.head_words}",
-                    )
+                    refuse(errors, path(key, other.head), _(has))
 
         runtime = values["runtime"]
         head_field = shape.head
@@ -186,14 +208,21 @@ class JobIn(Reader):
             request = add(request, parse_resources("autoscaler", AUTOSCALER_RESOURCES))
         for resource in sorted(name for name, units in request.items() if units > MAX_UNITS):
             # Usage is summed as bigint in PostgreSQL; no cluster has this much anyway.
-            refuse(errors, path(key, "request"), f"{resource} summed over all pods is too large")
+            refuse(
+                errors,
+                path(key, "request"),
+                _("%(resource)s summed over all pods is too large") % {"resource": resource},
+            )
         pip = values["pip"]
         if pip and pip is not INVALID and runtime and runtime != Job.Runtime.KUBERAY:
             refuse(
                 errors,
                 path(key, "pip"),
-                f"pip packages go into a Ray runtime environment (runtime kuberay); on {runtime},"
-                " install them in the image",
+                _(
+                    "pip packages go into a Ray runtime environment (runtime kuberay); on "
+                    "%(runtime)s, install them in the image"
+                )
+                % {"runtime": runtime},
             )
         if errors:
             return INVALID
@@ -217,14 +246,22 @@ class JobIn(Reader):
             return
         if kind in RUNTIMES and runtime not in RUNTIMES[kind]:
             refuse(
-                errors, key, f"a {kind} job runs on {', '.join(RUNTIMES[kind])}, not {runtime!r}"
+                errors,
+                key,
+                _("a %(kind)s job runs on %(runtimes)s, not %(runtime)s")
+                % {"kind": kind, "runtimes": ", ".join(RUNTIMES[kind]), "runtime": repr(runtime)},
             )
         elif kind in RUNTIMES and runtime not in offered:
             refuse(
                 errors,
                 key,
-                f"this cluster runs {kind} jobs on {', '.join(offered) or 'no runtime'}"
-                f", not {runtime!r}",
+                (
+                    _("this cluster runs %(kind)s jobs on %(runtimes)s, not %(runtime)s")
+                    % {"kind": kind, "runtimes": ", ".join(offered), "runtime": repr(runtime)}
+                    if offered
+                    else _("this cluster runs %(kind)s jobs on no runtime, not %(runtime)s")
+                    % {"kind": kind, "runtime": repr(runtime)}
+                ),
             )
 
     def _workers(self, data, key, errors, kind, runtime) -> tuple[list[dict], ResourceList]:
@@ -239,11 +276,16 @@ class JobIn(Reader):
         if data is None:
             return [], {}
         if not isinstance(data, list):
-            refuse(errors, key, "must be a list of worker groups")
+            refuse(errors, key, _("must be a list of worker groups"))
             return [], {}
         most = settings.JOB_MAX_WORKER_GROUPS
         if len(data) > most:  # refused before any group is read
-            refuse(errors, key, f"a job has at most {most} worker groups, got {len(data)}")
+            refuse(
+                errors,
+                key,
+                _("a job has at most %(most)s worker groups, got %(count)s")
+                % {"most": most, "count": len(data)},
+            )
             return [], {}
         workers = cast(serializers.ListSerializer, self.fields["workers"])  # many=True
         reader = cast(WorkerGroupIn, workers.child)
@@ -259,7 +301,11 @@ class JobIn(Reader):
             name = group["name"]
             if isinstance(name, str) and path(where, "name") not in errors:
                 if name in names:
-                    refuse(errors, path(where, "name"), f"{name!r} is used by another worker group")
+                    refuse(
+                        errors,
+                        path(where, "name"),
+                        _("%(name)s is used by another worker group") % {"name": repr(name)},
+                    )
                 names.add(name)  # only a checked name: an object or a list is unhashable
             groups.append(group)
             request = add(request, per_pod, times=group["replicas"])
@@ -268,14 +314,23 @@ class JobIn(Reader):
             refuse(
                 errors,
                 key,
-                f"a job has at most {most} pods, its head or master and every worker; this "
-                f"one has {pods}"
-                + (" at its groups' max_replicas" if autoscales(runtime, groups) else ""),
+                (
+                    _(
+                        "a job has at most %(most)s pods, its head or master and every worker; "
+                        "this one has %(count)s at its groups' max_replicas"
+                    )
+                    if autoscales(runtime, groups)
+                    else _(
+                        "a job has at most %(most)s pods, its head or master and every worker; "
+                        "this one has %(count)s"
+                    )
+                )
+                % {"most": most, "count": pods},
             )
         if kind == Job.Kind.PYTORCH and len(groups) > 1:
-            refuse(errors, key, "a PyTorchJob has one worker group")
+            refuse(errors, key, _("a PyTorchJob has one worker group"))
         if runtime == Job.Runtime.VOLCANO and len(groups) > 1 and key not in errors:
-            refuse(errors, key, "a Volcano Job has one worker task: give one worker group")
+            refuse(errors, key, _("a Volcano Job has one worker task: give one worker group"))
         return groups, request
 
 
@@ -339,10 +394,10 @@ class JobPriorityIn(Reader):
 
     def read(self, data, errors, key=""):
         if not isinstance(data, Mapping):
-            refuse(errors, path(key, "body"), "must be a JSON object")
+            refuse(errors, path(key, "body"), _("must be a JSON object"))
             return INVALID
         for name in sorted(set(data) - set(self.fields))[:1]:
-            refuse(errors, path(key, name), "cannot be changed; only priority can")
+            refuse(errors, path(key, name), _("cannot be changed; only priority can"))
         return read_field(
             self.fields["priority"], data.get("priority", empty), errors, key, "priority"
         )
