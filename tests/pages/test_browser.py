@@ -27,11 +27,10 @@ from jobs.reads.estimate import estimates_refresh
 from jobs.services import job_cancel
 from jobs.usage.samples import usage_record
 
+from ..support.chromium import launch
 from ..support.jobs import RAY_JOB, running, submit_document
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = "/usr/bin/chromium"
 
 
 class Console:
@@ -63,16 +62,10 @@ def browser_zone() -> str:
 
 @pytest.fixture
 def page(console, browser_zone):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        browser = launch(playwright)
         try:
             page = browser.new_page(
                 viewport={"width": 1280, "height": 900}, timezone_id=browser_zone

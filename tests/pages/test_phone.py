@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from ..support.chromium import launch
 from ..support.jobs import RAY_JOB, running, submit_document
-from .test_browser import CHROMIUM, log_in
+from .test_browser import log_in
 
 pytestmark = pytest.mark.browser
 
@@ -36,7 +37,7 @@ def test_no_page_scrolls_sideways_on_a_phone(live_server, busy):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = launch(playwright)
         try:
             page = browser.new_page(viewport={"width": 390, "height": 844})
             log_in(page, live_server.url, "alice")
@@ -63,7 +64,7 @@ def test_the_first_tab_offers_to_skip_to_the_content(live_server, busy):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = launch(playwright)
         try:
             page = browser.new_page(viewport={"width": 1366, "height": 900})
             log_in(page, live_server.url, "alice")
@@ -80,7 +81,7 @@ def test_the_jobs_filters_fold_on_a_phone_and_stay_open_at_a_desk(live_server, b
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = launch(playwright)
         try:
             page = browser.new_page(viewport={"width": 390, "height": 844})
             log_in(page, live_server.url, "alice")

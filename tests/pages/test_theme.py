@@ -30,25 +30,18 @@ from ..support.axe import (
     serious_violations,
     signed_in,
 )
+from ..support.chromium import launch
 from ..support.jobs import RAY_JOB, submit_document
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-
 
 @pytest.fixture
 def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        launched = launch(playwright)
         try:
             yield launched
         finally:
