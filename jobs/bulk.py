@@ -28,7 +28,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
+from django.utils.translation import gettext_lazy, gettext_noop, ngettext, pgettext_lazy
 from django_stubs_ext import StrOrPromise
 
 from jobs.document.schema import priority_read
@@ -103,7 +103,7 @@ ACTION = {
     ),
 }
 ACTIONS = tuple(ACTION)
-NOT_VISIBLE = "no such job"
+NOT_VISIBLE = gettext_noop("no such job")
 YOU = ""  # the asking person among the people a plan counts: no user name is empty
 COPIES_NAMED = 10  # the summary names this many of the copies a resubmit queued
 
@@ -142,7 +142,9 @@ def jobs_chosen(user, ids: Iterable[object]) -> tuple[list[Job], list[int]]:
         try:
             wanted.append(int(raw))  # type: ignore[call-overload]  # any value: TypeError below
         except (TypeError, ValueError):
-            raise JobInvalid({"ids": f"{str(raw)[:40]!r} is not a job id"}) from None
+            raise JobInvalid(
+                {"ids": _("%(value)s is not a job id") % {"value": repr(str(raw)[:40])}}
+            ) from None
     wanted = list(dict.fromkeys(wanted))
     _check_size(len(wanted), "ids")
     found = {job.pk: job for job in jobs_for_user(user).filter(pk__in=wanted)}
@@ -159,9 +161,9 @@ def jobs_matching(user, wanted: JobFilter) -> list[Job]:
 
 def _check_size(count: int, name: str) -> None:
     if count == 0:
-        raise JobInvalid({name: "names no job"})
+        raise JobInvalid({name: _("names no job")})
     if count > BULK_MAX:
-        raise JobInvalid({name: f"names more than {BULK_MAX} jobs; narrow it"})
+        raise JobInvalid({name: _("names more than %(most)s jobs; narrow it") % {"most": BULK_MAX}})
 
 
 def jobs_bulk(
@@ -181,7 +183,7 @@ def jobs_bulk(
     def act() -> BulkOutcome:
         outcome = BulkOutcome(action=action)
         if not_visible:
-            outcome.refused[NOT_VISIBLE] = list(not_visible)
+            outcome.refused[_(NOT_VISIBLE)] = list(not_visible)
         # Every chosen job at once, by id, as the admission cycle locks its jobs: the
         # services below then lock rows this transaction already holds.
         lock_jobs([job.pk for job in jobs])
@@ -209,10 +211,15 @@ def _action_read(action: str, priority: object) -> int | None:
     """The priority the action sets (None unless it sets one); a request wrong as a whole
     (an unknown action, a bad priority) is refused before any job is looked at."""
     if not action:
-        raise JobInvalid({"action": f"choose one of {', '.join(ACTIONS)}"})
+        raise JobInvalid(
+            {"action": _("choose one of %(actions)s") % {"actions": ", ".join(ACTIONS)}}
+        )
     if action not in ACTION:
         raise JobInvalid(
-            {"action": f"unknown action {str(action)[:40]!r}; one of {', '.join(ACTIONS)}"}
+            {
+                "action": _("unknown action %(value)s; one of %(actions)s")
+                % {"value": repr(str(action)[:40]), "actions": ", ".join(ACTIONS)}
+            }
         )
     return priority_read(priority) if action == "priority" else None
 

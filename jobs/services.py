@@ -523,7 +523,7 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
     down cannot turn a done cancel into an error (``request_reconcile``).
     """
     now = now or timezone.now()
-    _may_act(user, job, "members cancel only their own jobs; managers cancel any job")
+    _may_act(user, job, _("members cancel only their own jobs; managers cancel any job"))
     with transaction.atomic():
         locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
         if locked.state in (State.CANCELLED, State.STOPPING):
@@ -539,7 +539,7 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
             locked.finished_at = now
             message = Phrase(phrases.CANCELLED, {"user": user.username, "state": was})
         else:
-            raise JobConflict(f"the job has already {locked.state}")
+            raise JobConflict(_("the job has already %(state)s") % {"state": locked.state})
         locked.save(update_fields=["state", "finished_at", "leaving_since"])
         event_record(
             job=locked, reason=JobEvent.Reason.CANCELLED, message=message, at=now, actor=user,
@@ -557,10 +557,12 @@ def job_resubmit(*, user, job: Job, now: datetime | None = None) -> Job:
     it). Members resubmit their own jobs; managers any. The finished job records the copy.
     """
     now = now or timezone.now()
-    refusal = "members resubmit only their own jobs; managers resubmit any job"
+    refusal = _("members resubmit only their own jobs; managers resubmit any job")
     _may_act(user, job, refusal)
     if job.state not in TERMINAL:
-        raise JobConflict(f"only finished jobs are resubmitted; this one is {job.state}")
+        raise JobConflict(
+            _("only finished jobs are resubmitted; this one is %(state)s") % {"state": job.state}
+        )
     with transaction.atomic():
         copy = job_submit(user=user, draft=job_parse(job_document(job)), now=now)
         event_record(
@@ -584,14 +586,14 @@ def job_set_priority(*, user, job: Job, priority: object, now: datetime | None =
     """
     now = now or timezone.now()
     priority = priority_read(priority)
-    role = _may_act(user, job, "members change only their own jobs")
+    role = _may_act(user, job, _("members change only their own jobs"))
     with transaction.atomic():
         locked = _lock_pending(job)
         if priority > locked.priority and role not in (
             queue_selectors.MANAGER,
             queue_selectors.STAFF,
         ):
-            refusal = "only the department's managers and staff may raise a priority"
+            refusal = _("only the department's managers and staff may raise a priority")
             raise _refused(user, job.queue, Right.MANAGE, refusal)
         return _change_priority(locked, priority, user, now, phrases.PRIORITY_CHANGED)
 
@@ -604,7 +606,7 @@ def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
     """
     now = now or timezone.now()
     if job_may_act(user, job) not in (queue_selectors.MANAGER, queue_selectors.STAFF):
-        refusal = "only the department's managers and staff may move a job"
+        refusal = _("only the department's managers and staff may move a job")
         raise _refused(user, job.queue, Right.MANAGE, refusal)
     with transaction.atomic():
         locked = _lock_pending(job)
@@ -625,7 +627,8 @@ def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
             return locked  # already first
         if priority + 1 > PRIORITY_RANGE[1]:
             raise JobConflict(
-                f"the job ahead already has the highest priority, {PRIORITY_RANGE[1]}"
+                _("the job ahead already has the highest priority, %(highest)s")
+                % {"highest": PRIORITY_RANGE[1]}
             )
         return _change_priority(locked, priority + 1, user, now, phrases.PRIORITY_TO_HEAD)
 
@@ -633,7 +636,10 @@ def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
 def _lock_pending(job: Job) -> Job:
     locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
     if locked.state not in PENDING:
-        raise JobConflict(f"only a pending job can change priority; this one is {locked.state}")
+        raise JobConflict(
+            _("only a pending job can change priority; this one is %(state)s")
+            % {"state": locked.state}
+        )
     return locked
 
 

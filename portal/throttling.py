@@ -49,6 +49,7 @@ from functools import cache
 
 import redis
 from django.conf import settings
+from django.utils.translation import gettext, gettext_noop
 from redis.backoff import NoBackoff
 from redis.commands.core import Script
 from redis.retry import Retry
@@ -64,36 +65,36 @@ log = logging.getLogger(__name__)
 KEY_PREFIX = "caldera:throttle"
 
 
-@dataclass(frozen=True)
-class Kind:
-    name: str
-    counted: str  # what a 429 calls its requests
+SUBMIT = "submit"
+READ = "read"
+TOKEN = "token"
+PERSON = "person"
 
-
-SUBMIT = Kind("submit", "submissions and changes (a batch counts each of its jobs)")
-READ = Kind("read", "reads")
-
-
-@dataclass(frozen=True)
-class Holder:
-    name: str
-    whose: str  # whose limit, as a 429 says it
-
-
-TOKEN = Holder("token", "this token's limit")
-PERSON = Holder("person", "your limit (all your tokens and sessions together)")
+# A rate as a 429 says it ("3000 a minute"), by its period in seconds (portal.rates).
+RATE_SAID = {
+    1: gettext_noop("%(count)s a second"),
+    60: gettext_noop("%(count)s a minute"),
+    3600: gettext_noop("%(count)s an hour"),
+    86_400: gettext_noop("%(count)s a day"),
+}
 
 
 @dataclass(frozen=True)
 class Limit:
-    kind: Kind
-    holder: Holder
+    """One limit, with its 429's two sentences, whole so each language words them its own
+    way: ``too_many`` when the window is full (%(rate)s, %(wait)s), ``too_large`` when the
+    request alone counts more than the limit (%(cost)s, %(rate)s, %(count)s)."""
+
+    kind: str
+    holder: str
     setting: str  # the name of its rate's setting
+    too_many: str
+    too_large: str
 
     @property
     def name(self) -> str:
         """How the 429's body names it: "submit per token"."""
-        return f"{self.kind.name} per {self.holder.name}"
+        return f"{self.kind} per {self.holder}"
 
     def rate(self) -> Rate | None:
         """The rate the settings give it now; None: off."""
@@ -101,10 +102,57 @@ class Limit:
 
 
 LIMITS = (
-    Limit(SUBMIT, TOKEN, "API_SUBMIT_RATE_PER_TOKEN"),
-    Limit(SUBMIT, PERSON, "API_SUBMIT_RATE_PER_PERSON"),
-    Limit(READ, TOKEN, "API_READ_RATE_PER_TOKEN"),
-    Limit(READ, PERSON, "API_READ_RATE_PER_PERSON"),
+    Limit(
+        SUBMIT,
+        TOKEN,
+        "API_SUBMIT_RATE_PER_TOKEN",
+        gettext_noop(
+            "Too many submissions and changes (a batch counts each of its jobs): this "
+            "token's limit is %(rate)s; retry in %(wait)s s"
+        ),
+        gettext_noop(
+            "This request counts %(cost)s (a batch counts each of its jobs), more than this "
+            "token's limit of %(rate)s: send at most %(count)s at once"
+        ),
+    ),
+    Limit(
+        SUBMIT,
+        PERSON,
+        "API_SUBMIT_RATE_PER_PERSON",
+        gettext_noop(
+            "Too many submissions and changes (a batch counts each of its jobs): your limit "
+            "(all your tokens and sessions together) is %(rate)s; retry in %(wait)s s"
+        ),
+        gettext_noop(
+            "This request counts %(cost)s (a batch counts each of its jobs), more than your "
+            "limit (all your tokens and sessions together) of %(rate)s: send at most "
+            "%(count)s at once"
+        ),
+    ),
+    Limit(
+        READ,
+        TOKEN,
+        "API_READ_RATE_PER_TOKEN",
+        gettext_noop("Too many reads: this token's limit is %(rate)s; retry in %(wait)s s"),
+        gettext_noop(
+            "This request counts %(cost)s (a batch counts each of its jobs), more than this "
+            "token's limit of %(rate)s: send at most %(count)s at once"
+        ),
+    ),
+    Limit(
+        READ,
+        PERSON,
+        "API_READ_RATE_PER_PERSON",
+        gettext_noop(
+            "Too many reads: your limit (all your tokens and sessions together) is %(rate)s; "
+            "retry in %(wait)s s"
+        ),
+        gettext_noop(
+            "This request counts %(cost)s (a batch counts each of its jobs), more than your "
+            "limit (all your tokens and sessions together) of %(rate)s: send at most "
+            "%(count)s at once"
+        ),
+    ),
 )
 
 
@@ -121,7 +169,7 @@ class Counter:
     def of(cls, limit: Limit, rate: Rate, holder_id: str, now: float) -> Counter:
         window = int(now // rate.seconds)
         # The window's length is in the key, so that a changed rate starts counting afresh.
-        names = [limit.kind.name, limit.holder.name, holder_id, rate.seconds, window]
+        names = [limit.kind, limit.holder, holder_id, rate.seconds, window]
         key = ":".join([KEY_PREFIX, *map(str, names)])
         return cls(limit=limit, rate=rate, key=key, ends_at=(window + 1) * rate.seconds)
 
@@ -264,19 +312,19 @@ class LimitReached(exceptions.Throttled):
     with ``body``."""
 
     def __init__(self, counter: Counter, *, cost: int, now: float):
-        rate, whose = counter.rate, counter.limit.holder.whose
+        rate, limit = counter.rate, counter.limit
+        said = RATE_SAID.get(rate.seconds)
+        rate_said = gettext(said) % {"count": rate.count} if said else f"{rate.count} {rate.per}"
         if cost > rate.count:
             wait = None
-            detail = (
-                f"This request counts {cost} (a batch counts each of its jobs), more than "
-                f"{whose} of {rate.count} {rate.per}: send at most {rate.count} at once"
-            )
+            detail = gettext(limit.too_large) % {
+                "cost": cost,
+                "rate": rate_said,
+                "count": rate.count,
+            }
         else:
             wait = max(1, math.ceil(counter.ends_at - now))
-            detail = (
-                f"Too many {counter.limit.kind.counted}: {whose} is {rate.count} {rate.per}; "
-                f"retry in {wait} s"
-            )
+            detail = gettext(limit.too_many) % {"rate": rate_said, "wait": wait}
         super().__init__(detail=detail)  # no wait: DRF would add its own sentence
         self.wait = wait
         self.body = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import models
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 
@@ -45,7 +46,10 @@ class Scope:
 
     def lacks(self, needed: str) -> str:
         """The refusal of a request that needs ``needed``."""
-        return f"this token's scope is {self.right}; this needs {needed}"
+        return gettext("this token's scope is %(right)s; this needs %(needed)s") % {
+            "right": self.right,
+            "needed": needed,
+        }
 
 
 SCOPE_ATTRIBUTE = "token_scope"

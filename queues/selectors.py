@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from django.db import connection
 from django.db.models import Q, QuerySet
+from django.utils.translation import gettext as _
 
 from kube.quantity import ResourceList
 
@@ -109,7 +110,9 @@ def scope_refusal(user, queue: Queue, needed: str) -> str | None:
     )
     if outside is None:
         return None
-    return f"this token's scope does not include the department {outside}"
+    return _("this token's scope does not include the department %(department)s") % {
+        "department": outside
+    }
 
 
 def queue_department(queue: Queue) -> Department | None:

@@ -27,6 +27,7 @@ from typing import Any
 from django.core.exceptions import BadRequest
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django_htmx.middleware import HtmxDetails
 from drf_spectacular.utils import OpenApiParameter
 
@@ -88,7 +89,7 @@ class Integer(Param):
 
     def parse(self, text: str) -> int:
         if not _INTEGER.fullmatch(text):
-            raise ValueError(f"must be an integer, got {_quoted(text)}")
+            raise ValueError(_("must be an integer, got %(value)s") % {"value": _quoted(text)})
         # More digits than the widest bound is out of bounds whatever they read: int() of
         # thousands of digits is slow, and a zero-padded 1 would pass a rule of 9 digits.
         widest = max(len(str(abs(self.minimum))), len(str(abs(self.maximum))))
@@ -97,9 +98,15 @@ class Integer(Param):
         else:
             value = int(text)
         if value < self.minimum:
-            raise ValueError(f"must be at least {self.minimum}, got {_quoted(text)}")
+            raise ValueError(
+                _("must be at least %(minimum)s, got %(value)s")
+                % {"minimum": self.minimum, "value": _quoted(text)}
+            )
         if value > self.maximum:
-            raise ValueError(f"must be at most {self.maximum}, got {_quoted(text)}")
+            raise ValueError(
+                _("must be at most %(maximum)s, got %(value)s")
+                % {"maximum": self.maximum, "value": _quoted(text)}
+            )
         return value
 
     def schema(self) -> dict:
@@ -121,7 +128,10 @@ class Choice(Param):
 
     def parse(self, text: str) -> str:
         if text not in self.choices:
-            raise ValueError(f"must be one of {', '.join(self.choices)}, not {_quoted(text)}")
+            raise ValueError(
+                _("must be one of %(choices)s, not %(value)s")
+                % {"choices": ", ".join(self.choices), "value": _quoted(text)}
+            )
         return text
 
     def schema(self) -> dict:
@@ -143,7 +153,10 @@ class _List(Param):
         values = []
         for item in text.split(","):
             if item == "":
-                raise ValueError(f"has an empty value in {_quoted(text)}; one comma between two")
+                raise ValueError(
+                    _("has an empty value in %(value)s; one comma between two")
+                    % {"value": _quoted(text)}
+                )
             value = self.item(item)
             if value is not None:
                 values.append(value)
@@ -173,7 +186,8 @@ class Choices(_List):
     def item(self, text: str) -> str:
         if text not in self.choices:
             raise ValueError(
-                f"unknown {self.name} {_quoted(text)}; one of {', '.join(self.choices)}"
+                _("unknown %(name)s %(value)s; one of %(choices)s")
+                % {"name": self.name, "value": _quoted(text), "choices": ", ".join(self.choices)}
             )
         return text
 
@@ -195,7 +209,7 @@ class Words(_List):
 
     def item(self, text: str) -> str:
         if not text.strip(" "):
-            raise ValueError(f"has a blank value in {_quoted(text)}")
+            raise ValueError(_("has a blank value in %(value)s") % {"value": _quoted(text)})
         return text.strip(" ")
 
     def item_schema(self) -> dict:
@@ -214,7 +228,10 @@ class Text(Param):
 
     def parse(self, text: str) -> str:
         if len(text) > self.max_length:
-            raise ValueError(f"must be at most {self.max_length} characters, got {len(text)}")
+            raise ValueError(
+                _("must be at most %(limit)s characters, got %(length)s")
+                % {"limit": self.max_length, "length": len(text)}
+            )
         return text
 
     def schema(self) -> dict:
@@ -236,7 +253,10 @@ class Flag(Param):
 
     def parse(self, text: str) -> bool:
         if text not in self.YES + self.NO:
-            raise ValueError(f"must be one of {', '.join(self.YES + self.NO)}, not {_quoted(text)}")
+            raise ValueError(
+                _("must be one of %(choices)s, not %(value)s")
+                % {"choices": ", ".join(self.YES + self.NO), "value": _quoted(text)}
+            )
         return text in self.YES
 
     def schema(self) -> dict:
@@ -267,8 +287,11 @@ class Moment(Param):
             moment = None
         if moment is None:
             raise ValueError(
-                f"{_quoted(text)} is not a date (2026-11-24) or a date-time with its offset "
-                "(2026-11-24T09:30:00Z)"
+                _(
+                    "%(value)s is not a date (2026-11-24) or a date-time with its offset "
+                    "(2026-11-24T09:30:00Z)"
+                )
+                % {"value": _quoted(text)}
             )
         try:
             return moment.astimezone(UTC)
@@ -321,9 +344,11 @@ class Params:
             if not texts:
                 continue
             if len(texts) > 1 and not param.many:
-                errors[param.name] = f"is given {len(texts)} times; give it once"
+                errors[param.name] = _("is given %(count)s times; give it once") % {
+                    "count": len(texts)
+                }
             elif "" in texts:
-                errors[param.name] = "is empty; give a value or leave the parameter out"
+                errors[param.name] = _("is empty; give a value or leave the parameter out")
             else:
                 try:
                     values[param.name] = param.parse(",".join(texts))

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from django.db.models import CharField, Count, F, Field, Func, IntegerField, Q, QuerySet, Value
 from django.db.models.lookups import GreaterThan, LessThan
+from django.utils.translation import gettext as _
 
 from jobs.document.params import (
     Choice,
@@ -189,9 +190,9 @@ class Cursor(Param):
         try:
             value, pk = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
         except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
-            raise ValueError("not a cursor this list gave") from None
+            raise ValueError(_("not a cursor this list gave")) from None
         if type(pk) is not int or type(value) not in (int, str):
-            raise ValueError("not a cursor this list gave")
+            raise ValueError(_("not a cursor this list gave"))
         return value, pk
 
     def schema(self) -> dict:
@@ -290,7 +291,7 @@ def parse_query(source: Mapping, *, declared: Params, form: Collection[str] = ()
     if after is not None:
         expected = int if SORTS[sort.lstrip("-")][1] is IntegerField else str
         if type(after[0]) is not expected:
-            raise JobInvalid({"after": f"not a cursor of this sort ({sort})"})
+            raise JobInvalid({"after": _("not a cursor of this sort (%(sort)s)") % {"sort": sort}})
     return JobQuery(
         filter=_job_filter(values),
         sort=sort,
@@ -308,7 +309,10 @@ def parse_filter(source: Mapping[str, str]) -> JobFilter:
     if extra:
         names = ", ".join(FILTER.names)
         raise JobInvalid(
-            {name: f"is not a filter of the jobs list; one of {names}" for name in extra}
+            {
+                name: _("is not a filter of the jobs list; one of %(names)s") % {"names": names}
+                for name in extra
+            }
         )
     return _job_filter(FILTER.read(source))
 
@@ -338,7 +342,7 @@ def job_list(user, query: JobQuery) -> JobListPage:
         following = replace(query, after=(value, last.pk))
     groups: list[tuple[str, int]] = []
     if query.group:
-        by, _ = GROUPS[query.group]
+        by = GROUPS[query.group][0]
         per_group = matching.order_by().values_list(by).annotate(n=Count("id"))
         groups = sorted(per_group, key=lambda row: (-row[1], row[0]))
     counted = matching.order_by()[: COUNT_MAX + 1].count()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from django.utils.translation import gettext as _
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -295,14 +296,19 @@ def batch_refusal(request) -> Response | None:
     if too_large(request):
         limit = services.BATCH_MAX_BYTES // 2**20
         return Response(
-            {"body": [f"is larger than {limit} MiB; send the jobs in smaller batches"]},
+            {
+                "body": [
+                    _("is larger than %(limit)s MiB; send the jobs in smaller batches")
+                    % {"limit": limit}
+                ]
+            },
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     unknown = sorted(name for name in request.data if name != "jobs")
     if unknown:  # the parser takes objects only
-        raise JobInvalid({name: "unknown field" for name in unknown})
+        raise JobInvalid({name: _("unknown field") for name in unknown})
     if not isinstance(request.data.get("jobs"), list):
-        return Response({"jobs": ["must be a list of job objects"]}, status=400)
+        return Response({"jobs": [_("must be a list of job objects")]}, status=400)
     return None
 
 
@@ -423,9 +429,9 @@ class JobFilterIn(serializers.Field):
 
     def to_internal_value(self, data) -> listing.JobFilter:
         if not isinstance(data, dict):
-            raise serializers.ValidationError("must be an object of the jobs list's parameters")
+            raise serializers.ValidationError(_("must be an object of the jobs list's parameters"))
         wrong = {
-            name: ["must be a string"] for name, value in data.items() if type(value) is not str
+            name: [_("must be a string")] for name, value in data.items() if type(value) is not str
         }
         if wrong:
             raise serializers.ValidationError(wrong)
@@ -458,7 +464,7 @@ class JobBulkIn(Body):
 
     def validate(self, data):
         if ("ids" in data) == ("filter" in data):
-            raise serializers.ValidationError({"ids": ["give either ids or filter"]})
+            raise serializers.ValidationError({"ids": [_("give either ids or filter")]})
         return data
 
 
