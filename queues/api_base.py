@@ -13,6 +13,7 @@ from typing import cast
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext as _
 from rest_framework import serializers
 from rest_framework.parsers import BaseParser
 from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAdminUser, IsAuthenticated
@@ -56,7 +57,7 @@ class Body(serializers.Serializer):
         if isinstance(data, Mapping):
             unknown = sorted(str(name) for name in data if name not in self.fields)
             if unknown:
-                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+                raise serializers.ValidationError({name: [_("unknown field")] for name in unknown})
         return super().to_internal_value(data)
 
 

@@ -21,6 +21,7 @@ from typing import cast
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django_stubs_ext import StrOrPromise
 
@@ -164,9 +165,11 @@ def history_query(source: Mapping, *, default_node: str | None = None) -> Histor
     values = HISTORY_QUERY.read(source)
     node = values["node"] or default_node or root_path()
     if not node:
-        raise JobInvalid({"node": "there is no quota tree yet"})
+        raise JobInvalid({"node": gettext("there is no quota tree yet")})
     if not QuotaNode.objects.filter(path=node).exists():
-        raise JobInvalid({"node": f"{node[:200]!r} is no node of the quota tree"})
+        raise JobInvalid(
+            {"node": gettext("%(node)s is no node of the quota tree") % {"node": repr(node[:200])}}
+        )
     return HistoryQuery(node=node, range=RANGES[values["range"]])
 
 

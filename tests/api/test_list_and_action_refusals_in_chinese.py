@@ -158,3 +158,14 @@ def test_a_rate_limit_is_said_in_chinese_with_the_same_keys(settings, member):
         "（你所有的令牌和会话合计，每分钟 5 次）：一次最多发送 5 个"
     )
     assert not Job.objects.exists()
+
+
+def test_a_history_of_no_node_is_refused_in_chinese(api, staff, tree):
+    url = "/api/v1/quota-tree/history/?node=root/nowhere"
+
+    english = api(staff).get(url)
+    chinese = api(staff).get(url, **CHINESE)
+
+    assert english.status_code == chinese.status_code == 400
+    assert english.json() == {"node": ["'root/nowhere' is no node of the quota tree"]}
+    assert chinese.json() == {"node": ["'root/nowhere' 不是配额树中的节点"]}
