@@ -219,7 +219,7 @@ class DepartmentListView(APIView):
                     **serializer.validated_data, actor=request.user, source=API
                 )
         except IntegrityError:
-            return Response({"name": ["a department with this name exists"]}, status=400)
+            return Response({"name": [_("a department with this name exists")]}, status=400)
         return Response(DepartmentOut(department).data, status=status.HTTP_201_CREATED)
 
 
