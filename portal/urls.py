@@ -18,6 +18,7 @@ from .sign_in import LoginPage, ProviderCallback, ProviderSignIn, admin_login
 api_v1 = [
     path("quota-tree/", queues_api.QuotaTreeView.as_view(), name="api-quota-tree"),
     path("quota-tree/history/", usage_api.QuotaHistoryView.as_view(), name="api-quota-history"),
+    path("quota-tree/preview/", usage_api.QuotaPreviewView.as_view(), name="api-quota-preview"),
     path("departments/", queues_api.DepartmentListView.as_view(), name="api-departments"),
     path(
         "departments/<slug:name>/members/",

@@ -1,0 +1,145 @@
+"""What a quota tree change would do, before it is made: the admission rule itself, run on
+the cluster's usage and the queues as they are now, once with the tree as it is and once
+with the tree proposed.
+
+Nothing is written: the two plans are compared and the difference is the change's
+consequence. The running jobs the proposed tree would preempt (a lowered ``max`` takes
+back what is above it; a raised ``min`` lets a department reclaim), and the waiting jobs
+the next cycle would admit under it, each marked by whether the current tree would have
+done the same anyway (a job the cycle admits regardless is not the change's doing).
+
+The tree's own refusals come first: ``tree_check`` refuses what the save would refuse, in
+the same words (queues.services.TreeError).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils import timezone
+
+from jobs.engine.admission.inputs import HEADS_PER_QUEUE, queue_heads, read_holding, woken_at
+from jobs.models import Job
+from jobs.tables.jobs import pending_heads
+from kube.quantity import ResourceList, human
+from queues.admission import Plan, plan_admissions
+from queues.quota import Node
+from queues.services import tree_check
+
+
+@dataclass(frozen=True)
+class Change:
+    """One resource of one node, before and after (None: not set, or no such node)."""
+
+    node: str
+    field: str  # "min" or "max"
+    resource: str
+    before: str | None
+    after: str | None
+
+
+@dataclass(frozen=True)
+class Consequence:
+    """A job the proposed tree would move: who and where, and why in the rule's words."""
+
+    job: int
+    name: str
+    owner: str
+    queue: str
+    why: str
+    # False when the current tree's next cycle would do the same: not the change's doing.
+    by_the_change: bool
+
+
+@dataclass(frozen=True)
+class QuotaPreview:
+    changes: list[Change]
+    preempted: list[Consequence]
+    admitted: list[Consequence]
+
+
+def tree_changes(now: Mapping[str, Node], proposed: Mapping[str, Node]) -> list[Change]:
+    """Every min and max that differs between the two trees, node by node in path order; a
+    node added or retired shows each of its quantities against None."""
+    changes = []
+    for path in sorted(set(now) | set(proposed)):
+        for field_name in ("min", "max"):
+            before = getattr(now[path], field_name) if path in now else {}
+            after = getattr(proposed[path], field_name) if path in proposed else {}
+            for resource in sorted(set(before) | set(after)):
+                if before.get(resource) != after.get(resource):
+                    changes.append(
+                        Change(
+                            node=path,
+                            field=field_name,
+                            resource=resource,
+                            before=_shown(resource, before),
+                            after=_shown(resource, after),
+                        )
+                    )
+    return changes
+
+
+def _shown(resource: str, quantities: ResourceList) -> str | None:
+    return human(resource, quantities[resource]) if resource in quantities else None
+
+
+def quota_preview(document: object) -> QuotaPreview:
+    """What applying ``document`` (an ElasticQuotaTree) would do now; TreeError when the
+    save would refuse it."""
+    parsed = tree_check(document=document)
+    proposed = {node.path: node for node in parsed.nodes}
+    holding = read_holding()
+    rows = pending_heads(HEADS_PER_QUEUE + 1)
+    now = timezone.now()
+
+    def plan(tree: Mapping[str, Node], woken: datetime | None) -> Plan:
+        heads = queue_heads(rows, now, woken, HEADS_PER_QUEUE, held=set())
+        return plan_admissions(
+            tree=tree,
+            used=holding.used,
+            allocatable=holding.allocatable,
+            queues=[queue for queue in heads if queue.leaf in tree],
+            admitted=[job for job in holding.admitted if job.leaf in tree],
+            leaving=holding.leaving,
+        )
+
+    # Applying a tree wakes every backing-off job (jobs.receivers.on_tree_changed): the next
+    # cycle tries them all under the new tree, and only the due ones under the tree as it is.
+    current, changed = plan(holding.tree, woken_at()), plan(proposed, now)
+    preempted_now = {p.victim.key for p in current.preempted}
+    admitted_now = {c.key for c in current.admitted}
+    preempted_ids = [p.victim.key for p in changed.preempted]
+    admitted_ids = [c.key for c in changed.admitted]
+    jobs = _jobs([*preempted_ids, *admitted_ids])
+    return QuotaPreview(
+        changes=tree_changes(holding.tree, proposed),
+        preempted=[
+            _consequence(jobs[p.victim.key], p.phrase().text(), p.victim.key not in preempted_now)
+            for p in changed.preempted
+            if p.victim.key in jobs
+        ],
+        admitted=[
+            _consequence(jobs[key], "", key not in admitted_now)
+            for key in admitted_ids
+            if key in jobs
+        ],
+    )
+
+
+def _jobs(ids: Iterable[int]) -> dict[int, Job]:
+    chosen = Job.objects.filter(pk__in=list(ids)).select_related("owner", "queue")
+    return {job.pk: job for job in chosen.only("id", "name", "owner__username", "queue__name")}
+
+
+def _consequence(job: Job, why: str, by_the_change: bool) -> Consequence:
+    return Consequence(
+        job=job.pk,
+        name=job.name,
+        owner=job.owner.get_username(),
+        queue=job.queue.name,
+        why=why,
+        by_the_change=by_the_change,
+    )

@@ -1,0 +1,99 @@
+"""POST /api/v1/quota-tree/preview/: what a new tree would do, before it is applied, by the
+admission rule itself; the preview and the save are compared on the same state."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.engine.admission.cycle import admission_cycle
+from jobs.models import Job, JobEvent, State
+from queues.models import QuotaNode
+from queues.services import tree_export, tree_find
+
+from ..support.jobs import RAY_JOB, submit_document
+
+pytestmark = pytest.mark.django_db
+
+PREVIEW = "/api/v1/quota-tree/preview/"
+# A job of 4 cpu: three fill root/algorithm/video's min (12), a fourth passes its max (14).
+SMALL = {**RAY_JOB, "workers": [], "head": {"resources": {"cpu": "4", "memory": "2Gi"}}}
+
+
+@pytest.fixture
+def video(tree, member):
+    """Three of alice's jobs admitted in video, a fourth waiting behind them."""
+    admitted = [submit_document(member, SMALL, name=f"held-{n}") for n in range(3)]
+    admission_cycle()
+    waiting = submit_document(member, SMALL, name="waiting")
+    admission_cycle()
+    assert Job.objects.filter(state=State.ADMITTED).count() == 3
+    return {"admitted": admitted, "waiting": waiting}
+
+
+def with_video_cpu(*, max: str, min: str | None = None) -> dict:
+    document = tree_export()
+    video = tree_find(document, "root/algorithm/video")
+    video["max"]["cpu"] = max
+    if min is not None:
+        video["min"]["cpu"] = min
+    return document
+
+
+def test_a_lowered_max_names_exactly_the_jobs_the_save_then_preempts(api, staff, video):
+    document = with_video_cpu(min="4", max="8")
+
+    preview = api(staff).post(PREVIEW, document, format="json")
+
+    assert preview.status_code == 200, preview.content
+    answer = preview.json()
+    assert answer["changes"] == [
+        {"node": "root/algorithm/video", "field": "min", "resource": "cpu", "before": "12",
+         "after": "4"},
+        {"node": "root/algorithm/video", "field": "max", "resource": "cpu", "before": "14",
+         "after": "8"},
+    ]  # fmt: skip
+    preempted = {(job["job"], job["by_the_change"]) for job in answer["preempted"]}
+    assert preempted == {(video["admitted"][2].pk, True)}  # the newest: 12 -> 8 cpu
+    only = answer["preempted"][0]
+    assert (only["owner"], only["queue"]) == ("alice", "root-algorithm-video")
+    assert "lowered below its usage" in only["why"]
+    assert answer["admitted"] == []
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 14_000  # unwritten
+
+    assert api(staff).put("/api/v1/quota-tree/", document, format="json").status_code == 200
+    admission_cycle()
+
+    saved = set(
+        JobEvent.objects.filter(reason=JobEvent.Reason.PREEMPTED).values_list("job", flat=True)
+    )
+    assert saved == {job for job, _ in preempted}
+
+
+def test_a_raised_max_names_the_jobs_the_next_cycle_admits(api, staff, video):
+    answer = api(staff).post(PREVIEW, with_video_cpu(max="16"), format="json").json()
+
+    assert [(job["job"], job["name"], job["by_the_change"]) for job in answer["admitted"]] == [
+        (video["waiting"].pk, "waiting", True)
+    ]
+    assert answer["preempted"] == []
+
+
+def test_the_tree_as_it_is_changes_nothing(api, staff, video):
+    answer = api(staff).post(PREVIEW, tree_export(), format="json").json()
+
+    assert answer == {"changes": [], "preempted": [], "admitted": []}
+
+
+def test_a_tree_the_save_would_refuse_is_refused_in_its_words(api, staff, video):
+    document = tree_export()
+    tree_find(document, "root/algorithm/video")["min"]["cpu"] = "20"
+
+    refused = api(staff).post(PREVIEW, document, format="json")
+
+    assert refused.status_code == 400
+    saved = api(staff).put("/api/v1/quota-tree/", document, format="json")
+    assert refused.json() == saved.json()
+
+
+def test_only_staff_preview_a_tree(api, member, video):
+    assert api(member).post(PREVIEW, tree_export(), format="json").status_code == 403
