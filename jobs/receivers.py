@@ -3,6 +3,8 @@ without importing them. ``JobsConfig.ready`` connects them once the models are l
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
@@ -12,6 +14,7 @@ from jobs.engine.namespace_health import held_reason, unavailable_namespaces
 from jobs.engine.triggers import request_admission, request_quota_publish
 from jobs.engine.unrunnable import jobs_fail_unrunnable
 from jobs.models import LIVE, Job
+from jobs.reads.quota_preview import quota_preview
 from jobs.reads.selectors import usage_by_path
 from kube.quantity import ResourceList
 from queues import signals
@@ -49,10 +52,18 @@ def usage(sender, **kwargs) -> dict[str, ResourceList]:
     return usage_by_path()
 
 
+def tree_preview(sender, *, document, **kwargs) -> dict:
+    """What applying ``document`` would do now, for the admin's tree editor."""
+    return asdict(quota_preview(document))
+
+
 def connect() -> None:
     signals.tree_changed.connect(on_tree_changed, sender=QuotaNode, dispatch_uid="jobs-tree")
     signals.live_jobs_wanted.connect(live_jobs, sender=Queue, dispatch_uid="jobs-live-jobs")
     signals.usage_wanted.connect(usage, sender=QuotaNode, dispatch_uid="jobs-usage")
+    signals.tree_preview_wanted.connect(
+        tree_preview, sender=QuotaNode, dispatch_uid="jobs-tree-preview"
+    )
     signals.namespace_trouble_wanted.connect(
         namespace_trouble, sender=QuotaNode, dispatch_uid="jobs-namespace-trouble"
     )

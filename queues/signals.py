@@ -12,6 +12,10 @@ meets ``jobs`` without importing it. ``jobs.receivers`` answers all three.
 - ``namespace_trouble_wanted`` (sender ``QuotaNode``): asked by the admin's tree page; a
   receiver answers the bound namespaces the cluster takes no jobs in now (missing, being
   deleted, without Caldera's Role), each with why and what fixes it.
+- ``tree_preview_wanted`` (sender ``QuotaNode``, ``document``): asked by the admin's tree
+  editor before it applies a tree; a receiver answers what applying it would do now
+  (``jobs.reads.quota_preview``, as plain data: ``changes``, ``preempted``, ``admitted``),
+  or raises the TreeError the save would.
 
 Without receivers (``queues`` alone) no queue holds jobs and nothing is in use.
 """
@@ -29,6 +33,7 @@ tree_changed = Signal()
 live_jobs_wanted = Signal()
 usage_wanted = Signal()
 namespace_trouble_wanted = Signal()
+tree_preview_wanted = Signal()
 
 
 def _answers(signal: Signal, sender: type, **named: object) -> list[Any]:
@@ -60,3 +65,10 @@ def usage(sender: type) -> dict[str, ResourceList]:
         for path, resources in answer.items():
             used[path] = add(used.get(path, {}), resources)
     return used
+
+
+def tree_preview(sender: type, document: object) -> dict | None:
+    """What applying ``document`` would do, from the first receiver; None without one."""
+    for answer in _answers(tree_preview_wanted, sender, document=document):
+        return answer
+    return None

@@ -24,7 +24,7 @@ from django.utils.translation import gettext_lazy as _
 from audit.models import AuditEntry
 from kube.quantity import format_quantity, human
 
-from .. import exchange, selectors, services
+from .. import exchange, selectors, services, signals
 from ..models import QuotaNode
 from ..quota import shown_resources
 from .history import AuditHistoryMixin, audit_url
@@ -300,20 +300,31 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
         if not self.has_change_permission(request):
             raise PermissionDenied
         errors: dict[str, list[str]] = {}
+        preview, grown = None, []
         if request.method == "POST":
             text = request.POST.get("document", "")
             upload = request.FILES.get("file")
             if upload is not None:
                 text, errors = _read_upload(upload)
+            action = request.POST.get("action", "")
             if not errors:
                 try:
+                    document = exchange.tree_load(text)
+                    if action in (PREVIEW, APPLY):
+                        preview = signals.tree_preview(QuotaNode, document)
+                    if action == APPLY and preview is not None:
+                        grown = _grown(preview, request.POST.getlist("previewed"))
+                    if action == PREVIEW or grown:
+                        raise _Shown
                     changes = services.tree_import(
-                        document=exchange.tree_load(text),
+                        document=document,
                         actor=request.user,
                         source=AuditEntry.Source.YAML_IMPORT,
                     )
                 except services.TreeError as error:
-                    errors = error.errors
+                    errors, preview = error.errors, None
+                except _Shown:
+                    pass
                 else:
                     _report(request, changes)
                     return redirect(reverse("admin:queues_quotanode_changelist"))
@@ -325,8 +336,26 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
             "title": "Edit the quota tree (ElasticQuotaTree YAML)",
             "document": text,
             "errors": errors,
+            "preview": preview,
+            "grown": grown,
         }
         return TemplateResponse(request, "admin/queues/quotanode/tree.html", context)
+
+
+# The tree editor's buttons: see what the tree would do, then apply what was seen. A POST
+# that names neither (a script's) applies at once, as before the preview existed.
+PREVIEW, APPLY = "preview", "apply"
+
+
+class _Shown(Exception):
+    """The tree is shown with its preview rather than applied."""
+
+
+def _grown(preview: dict, previewed: list[str]) -> list[dict]:
+    """The jobs the change would now preempt that the person was not shown: applying then
+    asks again. Jobs that started or ended since are no reason to (they are listed)."""
+    seen = {int(key) for key in previewed if key.isdigit()}
+    return [job for job in preview["preempted"] if job["by_the_change"] and job["job"] not in seen]
 
 
 def _read_upload(upload) -> tuple[str, dict[str, list[str]]]:

@@ -547,3 +547,57 @@ def test_changelists_cost_the_same_queries_for_more_rows(admin_client, departmen
         department = department_create(name=name, quota_node=QuotaNode.objects.get(path="root"))
         membership_set(department=department, username=f"{name}-lead", role="manager")
     assert queries() == small
+
+
+def _video_cpu(min: str, max: str) -> str:
+    """The tree's YAML with root/algorithm/video's cpu set to ``min`` and ``max``."""
+    document = yaml.safe_load(exchange.tree_yaml())
+    video = document["spec"]["root"]["children"][0]["children"][1]
+    video["min"]["cpu"], video["max"]["cpu"] = min, max
+    return yaml.safe_dump(document)
+
+
+@pytest.fixture
+def three_running(member):
+    """Three of alice's 4-cpu jobs admitted in video (12 cpu: its min)."""
+    small = {**RAY_JOB, "workers": [], "head": {"resources": {"cpu": "4", "memory": "2Gi"}}}
+    jobs = [job_submit(user=member, draft=job_parse({**small, "name": f"j{n}"})) for n in range(3)]
+    admission_cycle()
+    return jobs
+
+
+def test_the_tree_editor_previews_whose_jobs_stop_before_it_applies(admin_client, three_running):
+    url = reverse("admin:queues_quotanode_tree")
+    text = _video_cpu("4", "8")
+
+    shown = admin_client.post(url, {"document": text, "action": "preview"})
+
+    page = shown.content.decode()
+    assert shown.status_code == 200
+    assert "What applying this tree would do now" in page
+    newest = three_running[2]
+    assert f"#{newest.pk} j2 (alice, root-algorithm-video)" in page
+    assert "lowered below its usage" in page
+    assert f'name="previewed" value="{newest.pk}"' in page
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 14_000  # unwritten
+
+    applied = admin_client.post(
+        url, {"document": text, "action": "apply", "previewed": [str(newest.pk)]}
+    )
+
+    assert applied.status_code == 302
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 8_000
+
+
+def test_applying_asks_again_when_it_would_now_preempt_jobs_not_previewed(
+    admin_client, three_running
+):
+    url = reverse("admin:queues_quotanode_tree")
+    # Previewed when the change preempted nobody; now it would preempt j2.
+    asked = admin_client.post(url, {"document": _video_cpu("4", "8"), "action": "apply"})
+
+    assert asked.status_code == 200
+    page = asked.content.decode()
+    assert "Since your preview, applying would preempt 1 more job" in page
+    assert f"#{three_running[2].pk} j2" in page
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 14_000
