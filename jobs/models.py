@@ -286,42 +286,35 @@ class JobEventManager(models.Manager):
         actor=None,
     ) -> int:
         """One event per (job id, reason, message), all at ``at`` and by ``actor`` (a
-        user, or None for Caldera itself), in one INSERT over five arrays: what a
+        user, or None for Caldera itself), in one INSERT over one JSON document: what a
         statement that moved or queued many jobs writes about each of them (a batch's
         submissions, the admission cycle's dequeues and backoffs, the sync's transitions),
         without a model instance per event. A message given as a phrase is stored with its
         code and arguments beside its English text. The number of events written."""
-        ids, reasons, messages, codes, args = [], [], [], [], []
+        rows = []
         for job_id, reason, message in entries:
-            ids.append(job_id)
-            reasons.append(reason)
+            row = {"job_id": job_id, "reason": reason, "message": message, "code": "", "args": {}}
             if isinstance(message, Phrase):
-                messages.append(message.english())
-                codes.append(message.code)
-                args.append(json.dumps(message.args))
-            else:
-                messages.append(message)
-                codes.append("")
-                args.append("{}")
-        if not ids:
+                row.update(message=message.english(), code=message.code, args=dict(message.args))
+            rows.append(row)
+        if not rows:
             return 0
         kind = JobEvent.Type.WARNING if warning else JobEvent.Type.NORMAL
         with connection.cursor() as cursor:
+            # One JSON document for all the rows: arrays of text would be escaped value by
+            # value in Python, and messages and arguments are full of what arrays escape.
             cursor.execute(
                 f"""
                 INSERT INTO {JobEvent._meta.db_table}
                     (job_id, created_at, type, reason, message, code, args, actor_id,
                      involved, count)
-                SELECT e.job_id, %s, %s, e.reason, e.message, e.code, e.args::jsonb, %s, '', 1
-                FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[])
-                    AS e(job_id, reason, message, code, args)
+                SELECT e.job_id, %s, %s, e.reason, e.message, e.code, e.args, %s, '', 1
+                FROM jsonb_to_recordset(%s::jsonb)
+                    AS e(job_id bigint, reason text, message text, code text, args jsonb)
                 """,
-                [
-                    at, kind, actor.pk if actor is not None else None,
-                    ids, reasons, messages, codes, args,
-                ],
-            )  # fmt: skip
-        return len(ids)
+                [at, kind, actor.pk if actor is not None else None, json.dumps(rows)],
+            )
+        return len(rows)
 
     def say(self, *, job, reason: str, phrase: Phrase, **fields) -> None:
         """One event whose message is a phrase: its English text, code and arguments."""

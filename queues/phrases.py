@@ -36,10 +36,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from django.utils import timezone, translation
+from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop, ngettext, pgettext
 
 from kube.quantity import human
@@ -84,24 +84,16 @@ class Phrase:
 
     def text(self) -> str:
         """In the active language and time zone."""
-        wording = WORDINGS[self.code]
-        values = {name: _shown(value) for name, value in self.args.items()}
-        if wording.plural:
-            count = _number(self.args[wording.count])
-            template = ngettext(wording.singular, wording.plural, count)
-        else:
-            template = gettext(wording.singular)
-        return template % values if "%" in template else template
+        return _render(self, _ACTIVE)
 
     def english(self) -> str:
-        """What the row stores as its text: in English, times in UTC."""
-        with timezone.override(UTC):
-            return self.in_english()
+        """What the row stores as its text: in English, times in UTC. Rendered without
+        activating a language or a zone: the admission cycle writes one per event."""
+        return _render(self, _ENGLISH_UTC)
 
     def in_english(self) -> str:
         """In English, times in the active zone (what the API says of a job now)."""
-        with translation.override("en"):
-            return self.text()
+        return _render(self, _ENGLISH)
 
     def as_json(self) -> dict[str, Any]:
         return {"code": self.code, "args": dict(self.args)}
@@ -180,32 +172,67 @@ def _number(value: Any) -> int:
     return int(value)
 
 
-def _shown(value: Any) -> str:
+@dataclass(frozen=True)
+class _Voice:
+    """How a phrase is rendered: translated into the active language or left in the
+    English it is declared in, and its times in the active zone or in ``zone``."""
+
+    translated: bool
+    zone: tzinfo | None = None
+
+    def words(self, singular: str, plural: str = "", count: int = 1) -> str:
+        if self.translated:
+            return ngettext(singular, plural, count) if plural else gettext(singular)
+        return singular if not plural or count == 1 else plural
+
+    def between(self, context: str, words: str) -> str:
+        return pgettext(context, words) if self.translated else words
+
+    def time(self, iso: str, form: str) -> str:
+        return format(timezone.localtime(datetime.fromisoformat(iso), self.zone), form)
+
+
+_ACTIVE = _Voice(translated=True)
+_ENGLISH = _Voice(translated=False)
+_ENGLISH_UTC = _Voice(translated=False, zone=UTC)
+
+
+def _render(phrase: Phrase, voice: _Voice) -> str:
+    wording = WORDINGS[phrase.code]
+    values = {name: _shown(value, voice) for name, value in phrase.args.items()}
+    count = _number(phrase.args[wording.count]) if wording.plural else 1
+    template = voice.words(wording.singular, wording.plural, count)
+    return template % values if "%" in template else template
+
+
+def _shown(value: Any, voice: _Voice) -> str:
     if not isinstance(value, Mapping):
         return str(value)
     if "code" in value:
-        return Phrase(value["code"], value.get("args") or {}).text()
+        return _render(Phrase(value["code"], value.get("args") or {}), voice)
     if "resource" in value:
         return human(value["resource"], value["units"], value.get("like"))
     if "request" in value:
-        return pgettext("between items of a list", ", ").join(
-            pgettext("a resource and its amount", "%(resource)s %(amount)s")
+        return voice.between("between items of a list", ", ").join(
+            voice.between("a resource and its amount", "%(resource)s %(amount)s")
             % {"resource": name, "amount": human(name, units)}
             for name, units in value["request"]
         )
     if "jobs" in value:
-        return pgettext("between items of a list", ", ").join(f"#{key}" for key in value["jobs"])
+        return voice.between("between items of a list", ", ").join(
+            f"#{key}" for key in value["jobs"]
+        )
     if "at" in value:
-        return f"{timezone.localtime(datetime.fromisoformat(value['at'])):%H:%M:%S}"
+        return voice.time(value["at"], "%H:%M:%S")
     if "moment" in value:
-        return f"{timezone.localtime(datetime.fromisoformat(value['moment'])):%Y-%m-%d %H:%M:%S}"
+        return voice.time(value["moment"], "%Y-%m-%d %H:%M:%S")
     if "number" in value:
         return f"{value['number']:,}"
     if "seconds" in value:
         return f"{value['seconds']:.1f}"
     if "all" in value:
-        return pgettext("between the last two items of a list", " and ").join(
-            _shown(item) for item in value["all"]
+        return voice.between("between the last two items of a list", " and ").join(
+            _shown(item, voice) for item in value["all"]
         )
     raise ValueError(f"an argument of unknown shape: {sorted(value)}")
 

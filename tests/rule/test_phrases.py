@@ -118,6 +118,23 @@ def test_times_are_stored_in_utc_and_shown_in_the_readers_zone():
     assert _in_chinese(phrase).endswith("；下次尝试于 19:18:48")
 
 
+def test_the_stored_english_ignores_the_readers_language_and_zone():
+    """The writer renders English without activating a language or a zone: what a row
+    stores is the same whoever's request or task wrote it."""
+    phrase = Phrase(
+        phrases.NEXT_TRY,
+        {"reason": Releasing((41, 42), SHORT).phrase().as_json(), "next_at": phrases.at(AT)},
+    )
+    stored = phrase.english()
+    with translation.override("zh-hans"), timezone.override("Asia/Shanghai"):
+        assert phrase.english() == stored
+        assert phrase.in_english().endswith("; next try at 19:18:48")
+        assert "#41, #42" in phrase.in_english()
+        assert translation.get_language() == "zh-hans"
+    assert stored.startswith("Waiting for 2 jobs leaving the cluster (#41, #42)")
+    assert stored.endswith("; next try at 11:18:48")
+
+
 def test_counts_are_grouped_and_plural_where_english_needs_it():
     ahead = Phrase(phrases.WAITING_AHEAD, {"count": phrases.number(2007)})
     assert ahead.english() == "2,007 jobs ahead"
