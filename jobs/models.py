@@ -564,6 +564,35 @@ class UsageSample(models.Model):
         return f"{self.node} {self.resource} at {self.at:%Y-%m-%d %H:%M}: {self.used}"
 
 
+class Hold(models.Model):
+    """One span of a job holding quota: from the statement that admitted it to the one that
+    released it (it finished, or left the cluster after a preemption or a cancel), under
+    the leaf it held it in. The ledger the accounting and the fair share read, so that what
+    a department used survives restarts, gaps in the usage samples, and jobs that held
+    quota more than once.
+
+    Written by the database itself (trigger job_holds, migration 0025) as any statement
+    moves a job into or out of ``HOLDING``, whichever writer it is: the admission cycle's
+    raw SQL, ``transitions.move``, a saved instance. ``ended_at`` is None while it holds.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="holds")
+    path = models.CharField(max_length=500)  # the leaf's path when the hold began
+    request = models.JSONField()  # base units, as the job asks
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["job"], name="hold_open", condition=Q(ended_at__isnull=True)),
+            # Spans that end after a moment, and the open ones: what a period reads.
+            models.Index(fields=["ended_at"], name="hold_ended"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.job_id} in {self.path} from {self.started_at}"
+
+
 class SubmissionKey(models.Model):
     """An ``Idempotency-Key`` a person or service identity sent with a submission, and what
     that submission queued: a retried request with the same key and the same body answers
@@ -599,3 +628,4 @@ JOB_EVENTS = JobEvent._meta.db_table
 PENDING_BLOCKS = PendingBlock._meta.db_table
 USAGE_SAMPLES = UsageSample._meta.db_table
 SUBMISSION_KEYS = SubmissionKey._meta.db_table
+HOLDS = Hold._meta.db_table
