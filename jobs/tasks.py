@@ -10,11 +10,13 @@ from django.conf import settings
 
 from jobs.cluster import ClusterUnavailable, Rejected
 from jobs.engine.admission.cycle import admission_cycle
+from jobs.engine.fair_share import fair_share_record
 from jobs.engine.reconcile import jobs_reconcile, quota_publish
 from jobs.engine.sync import cluster_sync
 from jobs.engine.task_names import (
     ADMIT_TASK,
     ESTIMATES_TASK,
+    FAIR_SHARE_TASK,
     PUBLISH_QUOTA_TASK,
     RECONCILE_TASK,
     SUBMISSION_KEYS_PRUNE_TASK,
@@ -136,6 +138,14 @@ def usage_history() -> None:
     """Record this interval's usage sample of every node; delete samples past retention."""
 
     usage_record()
+
+
+@shared_task(name=FAIR_SHARE_TASK, ignore_result=True, **IDEMPOTENT)
+def fair_share() -> None:
+    """Every node's decayed usage, from the ledger of holds, while the tree has a
+    half-life (jobs/engine/fair_share.py)."""
+
+    fair_share_record()
 
 
 @shared_task(name=ESTIMATES_TASK, ignore_result=True, **IDEMPOTENT)

@@ -22,6 +22,7 @@ from hooks.task_names import DELIVER_TASK, PRUNE_TASK
 from jobs.engine.task_names import (
     ADMIT_TASK,
     ESTIMATES_TASK,
+    FAIR_SHARE_TASK,
     PUBLISH_QUOTA_TASK,
     SUBMISSION_KEYS_PRUNE_TASK,
     SYNC_TASK,
@@ -530,6 +531,11 @@ if USAGE_HISTORY_SECONDS < 1 or USAGE_HISTORY_DAYS < 1:
         "USAGE_HISTORY_SECONDS and USAGE_HISTORY_DAYS must be at least 1, got "
         f"{USAGE_HISTORY_SECONDS} and {USAGE_HISTORY_DAYS}"
     )
+# Fair sharing over time (queues.fairness, jobs/engine/fair_share.py): while the tree has a
+# half-life, beat computes every node's decayed usage from the ledger of holds this often.
+FAIR_SHARE_SECONDS = env_int("FAIR_SHARE_SECONDS", 60)
+if FAIR_SHARE_SECONDS < 1:
+    raise ImproperlyConfigured(f"FAIR_SHARE_SECONDS must be at least 1, got {FAIR_SHARE_SECONDS}")
 # How often beat replays the admission rule forward to estimate when the first
 # ESTIMATE_DEPTH pending jobs of every queue start (jobs/reads/estimate.py); pages read the result.
 ESTIMATE_SECONDS = env_float("ESTIMATE_SECONDS", 10.0)
@@ -615,6 +621,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": USAGE_HISTORY_TASK,
         "schedule": float(USAGE_HISTORY_SECONDS),
         "options": {"expires": USAGE_HISTORY_SECONDS * 0.9},
+    },
+    "fair-share": {
+        "task": FAIR_SHARE_TASK,
+        "schedule": float(FAIR_SHARE_SECONDS),
+        "options": {"expires": FAIR_SHARE_SECONDS * 0.9},
     },
     "tokens-expire": {
         "task": TOKENS_EXPIRE_TASK,

@@ -12,15 +12,19 @@ The rules, in the order they apply:
    the most recently admitted.
 2. **Fair order.** Each round offers every open queue's next candidate. Candidates that
    stay within their guarantee (every node on the path below the root stays within its
-   own ``min``) go first; among borrowers, the one whose nodes borrow least (dominant
-   share of used over ``min``, compared from the department down to the leaf) goes
-   first; then priority and enqueue time. No leaf gets two admissions in a round.
+   own ``min``) go first; among borrowers, while the tree has a half-life, the one whose
+   nodes stand lowest (``fair``: decayed usage over entitled share, ``queues.fairness``,
+   compared from the department down to the leaf) goes first; then the one whose nodes
+   borrow least now (dominant share of used over ``min``, compared the same way); then
+   priority and enqueue time. No leaf gets two admissions in a round.
 3. **Fit.** A candidate is admitted when its request fits under ``max`` at its leaf and
    every ancestor, and under the cluster's allocatable resources.
 4. **Reclaim.** A candidate within its guarantee that does not fit preempts jobs of
    borrowers (the branches, below the nearest common ancestor, that use more than their
    own ``min``), lowest priority first, then most recently admitted, only while the
-   victim's branch is above its ``min``; then any victim the others make unnecessary is
+   victim's branch is above its ``min`` (while the tree has a half-life, the branch that
+   stands highest gives back first, then as before); then any victim the others make
+   unnecessary is
    kept (tried in reverse order, as Kueue does), so no more are preempted than it needs.
    If the queue allows it, a candidate may also preempt lower priority jobs of its own
    queue. If not enough can be freed, nothing is preempted and the candidate is refused
@@ -226,6 +230,16 @@ def borrow_key(
     )
 
 
+def standing_key(leaf: str, fair: Mapping[str, float], depth: int) -> tuple[float, ...]:
+    """The standings of the leaf's nodes, from the department down to the leaf, the last
+    repeated to ``depth`` values so that leaves at different depths compare level by level
+    (and equal standings compare equal); empty while the tree has no half-life."""
+    if not fair:
+        return ()
+    standing = [fair.get(path, 0.0) for path in reversed(path_to_root(leaf)[:-1])]
+    return tuple(standing + standing[-1:] * (depth - len(standing)))
+
+
 def _borrows(node: Node, used: Mapping[str, int], resource: str) -> bool:
     """The node uses more of ``resource`` than its own min: what it uses above is lent."""
     return used.get(resource, 0) > node.min.get(resource, 0)
@@ -296,13 +310,16 @@ def plan_admissions(
     queues: Sequence[QueueHeads],
     admitted: Sequence[Admitted] = (),
     leaving: Sequence[Admitted] = (),
+    fair: Mapping[str, float] | None = None,
 ) -> Plan:
     """Admit queue heads round-robin until no queue can admit another (see module doc).
 
     ``used`` is what every job holding quota uses, ``leaving`` ones included; ``admitted``
-    are those that may be preempted, ``leaving`` those already on their way out.
+    are those that may be preempted, ``leaving`` those already on their way out. ``fair``
+    is each node's standing (``queues.fairness.standings``) while the tree has a
+    half-life; empty or None, borrowers are ordered by their usage now alone.
     """
-    cycle = _Cycle(tree, allocatable, used, admitted, leaving)
+    cycle = _Cycle(tree, allocatable, used, admitted, leaving, fair or {})
     plan = Plan()
     for preemption in _over_quota(tree, cycle.future, cycle.holders):
         plan.preempted.append(preemption)
@@ -324,11 +341,12 @@ def plan_admissions(
 
     def claim(
         index: int, candidate: Candidate
-    ) -> tuple[bool, tuple[float, ...], tuple[Any, ...], int]:
+    ) -> tuple[bool, tuple[float, ...], tuple[float, ...], tuple[Any, ...], int]:
         leaf, request, used_now = queues[index].leaf, candidate.request, cycle.future.by_path
-        guaranteed = within_guarantee(leaf, request, tree, used_now)
-        share = () if guaranteed else borrow_key(leaf, request, tree, used_now)
-        return (not guaranteed, share, candidate.rank, index)
+        if within_guarantee(leaf, request, tree, used_now):
+            return (False, (), (), candidate.rank, index)
+        standing = standing_key(leaf, cycle.fair, cycle.depth)
+        return (True, standing, borrow_key(leaf, request, tree, used_now), candidate.rank, index)
 
     while open_queues:
         offers = []
@@ -369,9 +387,12 @@ class _Cycle:
         used: Mapping[str, ResourceList],
         admitted: Sequence[Admitted],
         leaving: Sequence[Admitted],
+        fair: Mapping[str, float],
     ):
         self.tree = tree
         self.allocatable = allocatable
+        self.fair = fair
+        self.depth = max((path.count("/") for path in tree), default=0)
         self.usage = _Usage(used)
         self.future = _Usage(used)
         self.settled = _Usage(used)
@@ -456,6 +477,10 @@ def _victims(
     chosen: list[Preemption] = []
     # Without reclaim, only lower priority jobs of the candidate's own queue can give way.
     pool = list(cycle.holders.ordered if reclaim else cycle.holders.by_leaf.get(leaf, ()))
+    if reclaim and cycle.fair:
+        # The branch that stands highest gives back first (sorted is stable: victim order
+        # within a branch, and between branches that stand equal).
+        pool.sort(key=lambda job: -cycle.fair.get(_borrowing_branch(job.leaf, leaf) or "", 0.0))
     while reason is not None:
         preemption = None
         short = reason.resource

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from audit.models import AuditEntry
 
-from . import departments, services
+from . import departments, fairness, services
 from .api_base import SIGNED_IN, STAFF_ONLY, Body, json_parsers, refusals
 from .models import Department, Membership, QuotaNode
 from .scope import Right
@@ -76,13 +76,30 @@ class QuotaNodeDocument(serializers.Serializer):
         allow_null=True,
         help_text="nodes of this same shape",
     )
+    weight = serializers.FloatField(
+        required=False,
+        min_value=0,
+        max_value=fairness.WEIGHT_MAX,
+        help_text="its fair-share weight among its siblings while the tree has a half-life "
+        "(above 0; default 1, and left out when 1)",
+    )
 
     class Meta:
         ref_name = "QuotaNode"
 
 
+class FairSharing(serializers.Serializer):
+    halfLife = serializers.CharField(  # noqa: N815 - the document's own name
+        required=False,
+        allow_null=True,
+        help_text="how fast past usage is forgotten, 1h to 365d, such as 7d or 168h; "
+        "absent: spare capacity goes by usage now only",
+    )
+
+
 class QuotaTreeSpec(serializers.Serializer):
     root = QuotaNodeDocument()
+    fairSharing = FairSharing(required=False)  # noqa: N815 - the document's own name
 
 
 class QuotaTreeDocument(serializers.Serializer):
@@ -112,6 +129,8 @@ TREE_REFUSALS = {
     "control character, at any depth",
     "metadata.*": "a key holding a control character, at any depth",
     "spec.*": "a key holding a control character, at any depth",
+    "spec.fairSharing": "not an object with one field, halfLife",
+    "spec.fairSharing.halfLife": "not a duration from 1h to 365d",
 }
 
 

@@ -26,6 +26,10 @@ class QuotaNode(models.Model):
     min = models.JSONField(default=dict, blank=True)
     max = models.JSONField(default=dict, blank=True)
     namespaces = ArrayField(models.CharField(max_length=63), default=list, blank=True)
+    # Fair sharing over time (queues.fairness): the node's weight among its siblings, and on
+    # the root alone the tree's half-life (None: off, the rule compares usage now only).
+    weight = models.FloatField(default=1.0, db_default=1.0)
+    half_life = models.DurationField(null=True, blank=True)
     active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -45,6 +49,7 @@ class QuotaNode(models.Model):
             min=dict(self.min),
             max=dict(self.max),
             namespaces=tuple(self.namespaces),
+            weight=self.weight,
         )
 
 
@@ -120,3 +125,18 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} ({self.role} of {self.department})"
+
+
+class DecayedUsage(models.Model):
+    """One node's decayed usage (``queues.fairness``), resource by resource, as beat last
+    computed it from the ledger of holds: what the admission rule and the quota tree page
+    read while the tree has a half-life. Named by path, like the usage history, so that a
+    retired node's row goes when beat next writes the tree's."""
+
+    path = models.CharField(max_length=500, primary_key=True)
+    resources = models.JSONField(default=dict)  # resource -> decayed usage, 0.0 to 1.0
+    usage = models.FloatField()  # the dominant resource's
+    computed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.usage:.3f} at {self.computed_at}"

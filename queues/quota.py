@@ -26,6 +26,7 @@ class Node:
     min: ResourceList = field(default_factory=dict)
     max: ResourceList = field(default_factory=dict)
     namespaces: tuple[str, ...] = ()
+    weight: float = 1.0  # its fair-share weight among its siblings (queues.fairness)
 
     @property
     def parent(self) -> str | None:

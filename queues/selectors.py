@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 
 from django.db import connection
 from django.db.models import Q, QuerySet
@@ -11,8 +12,8 @@ from django.utils.translation import gettext as _
 
 from kube.quantity import ResourceList
 
-from . import signals
-from .models import Department, Membership, Queue, QuotaNode
+from . import fairness, signals
+from .models import DecayedUsage, Department, Membership, Queue, QuotaNode
 from .quota import Node, path_to_root
 from .scope import Right, scope_of
 
@@ -216,11 +217,42 @@ def tree_nodes() -> dict[str, Node]:
     node cost more than the rest of a job's page."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT COALESCE(json_agg(json_build_array(path, min, max, namespaces)), '[]')"
-            f"::text FROM {QUOTA_NODES} WHERE active"
+            "SELECT COALESCE(json_agg(json_build_array(path, min, max, namespaces, weight)),"
+            f" '[]')::text FROM {QUOTA_NODES} WHERE active"
         )
         rows = json.loads(cursor.fetchone()[0])
-    return {path: Node(path, low, high, tuple(names)) for path, low, high, names in rows}
+    return {
+        path: Node(path, low, high, tuple(names), weight) for path, low, high, names, weight in rows
+    }
+
+
+def half_life() -> timedelta | None:
+    """The tree's fair-sharing half-life (kept on its root), or None: fair sharing over
+    time is off (``queues.fairness``)."""
+    return (
+        QuotaNode.objects.filter(active=True, parent=None)
+        .values_list("half_life", flat=True)
+        .first()
+    )
+
+
+def decayed_usage() -> dict[str, DecayedUsage]:
+    """Every node's decayed usage as beat last wrote it, by path."""
+    return {row.path: row for row in DecayedUsage.objects.all()}
+
+
+def standings_now(tree: Mapping[str, Node]) -> dict[str, float]:
+    """Each node's standing (``queues.fairness.standings``) while the stored tree has a
+    half-life; empty when it has none, which leaves the admission rule as it was."""
+    return standings_under(tree, half_life())
+
+
+def standings_under(tree: Mapping[str, Node], with_half_life: timedelta | None) -> dict[str, float]:
+    """The standings ``tree`` would give with ``with_half_life`` (a tree being previewed)."""
+    if with_half_life is None:
+        return {}
+    usage = {path: row.usage for path, row in decayed_usage().items()}
+    return fairness.standings(tree, usage)
 
 
 def node_usage() -> Mapping[str, ResourceList]:

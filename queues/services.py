@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -13,7 +14,7 @@ from audit.models import AuditEntry
 from audit.services import audit_record, describe_changes
 from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
 
-from . import quota, signals
+from . import fairness, quota, signals
 from .models import Queue, QuotaNode
 from .phrases import in_language
 
@@ -44,6 +45,7 @@ class TreeError(ValueError):
 class ParsedTree:
     nodes: list[quota.Node]
     leaves: set[str]
+    half_life: timedelta | None = None  # spec.fairSharing.halfLife (queues.fairness)
 
 
 def tree_parse(document: object) -> ParsedTree:
@@ -56,12 +58,15 @@ def tree_parse(document: object) -> ParsedTree:
     if document.get("kind", KIND) != KIND:
         errors["kind"] = _("must be %(value)s") % {"value": KIND}
     spec = document.get("spec")
-    root = spec.get("root") if isinstance(spec, Mapping) else None
+    if not isinstance(spec, Mapping):
+        spec = {}
+    root = spec.get("root")
     if not isinstance(root, Mapping):
         errors["spec.root"] = _("is required and must be an object")
         raise TreeError(errors)
     nodes: list[quota.Node] = []
     leaves: set[str] = set()
+    half_life = _half_life(spec.get("fairSharing"), errors)
 
     def visit(raw: object, field: str, parent: str | None) -> None:
         if not isinstance(raw, Mapping):
@@ -90,12 +95,24 @@ def tree_parse(document: object) -> ParsedTree:
         if not isinstance(children, list):
             errors[f"{field}.children"] = _("must be a list")
             children = []
+        weight = raw.get("weight", 1)
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, int | float)
+            or not 0 < weight <= fairness.WEIGHT_MAX
+        ):
+            errors[f"{field}.weight"] = _(
+                "must be a number above 0 and at most %(max)s (the node's fair-share weight "
+                "among its siblings)"
+            ) % {"max": f"{fairness.WEIGHT_MAX:g}"}
+            weight = 1
         nodes.append(
             quota.Node(
                 path=path,
                 min=resources.get("min", {}),
                 max=resources.get("max", {}),
                 namespaces=tuple(namespaces),
+                weight=float(weight),
             )
         )
         if not children:
@@ -118,7 +135,25 @@ def tree_parse(document: object) -> ParsedTree:
     problems = quota.validate_tree(nodes)
     if problems:
         raise TreeError({"spec.root": [in_language(problem) for problem in problems]})
-    return ParsedTree(nodes=nodes, leaves=leaves)
+    return ParsedTree(nodes=nodes, leaves=leaves, half_life=half_life)
+
+
+def _half_life(raw: object, errors: dict[str, str]) -> timedelta | None:
+    """``spec.fairSharing.halfLife``: None when the tree leaves fair sharing over time off."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) - {"halfLife"}:
+        errors["spec.fairSharing"] = _("must be an object with one field, halfLife")
+        return None
+    if raw.get("halfLife") is None:
+        return None
+    value = fairness.parse_half_life(raw["halfLife"])
+    if value is None or not fairness.HALF_LIFE_MIN <= value <= fairness.HALF_LIFE_MAX:
+        errors["spec.fairSharing.halfLife"] = _(
+            "must be a duration from 1h to 365d, such as %(example)s"
+        ) % {"example": fairness.SUGGESTED_HALF_LIFE}
+        return None
+    return value
 
 
 @dataclass(frozen=True)
@@ -141,13 +176,34 @@ def count_nodes(changes: list[NodeChange]) -> str:
     return "1 node changed" if len(changes) == 1 else f"{len(changes)} nodes changed"
 
 
-def node_snapshot(*, min: ResourceList, max: ResourceList, namespaces: Iterable[str]) -> dict:
-    """A node's values as the audit keeps them: exact quantities spelled as in the YAML."""
-    return {
+def node_snapshot(
+    *,
+    min: ResourceList,
+    max: ResourceList,
+    namespaces: Iterable[str],
+    weight: float = 1.0,
+    half_life: timedelta | None = None,
+) -> dict:
+    """A node's values as the audit keeps them: exact quantities spelled as in the YAML;
+    a weight and a half-life only when set, so that a tree without fair sharing keeps the
+    snapshots it always had."""
+    snapshot: dict = {
         "min": format_resources(min),
         "max": format_resources(max),
         "namespaces": list(namespaces),
     }
+    if weight != 1.0:
+        snapshot["weight"] = weight
+    if half_life is not None:
+        snapshot["halfLife"] = fairness.format_half_life(half_life)
+    return snapshot
+
+
+def _snapshot_of(row: QuotaNode) -> dict:
+    return node_snapshot(
+        min=row.min, max=row.max, namespaces=row.namespaces, weight=row.weight,
+        half_life=row.half_life if row.parent_id is None else None,
+    )  # fmt: skip
 
 
 def tree_apply(*, document: object, actor=None, source: str = Source.COMMAND) -> list[QuotaNode]:
@@ -200,11 +256,15 @@ def _tree_write(
         saved: dict[str, QuotaNode] = {}
         for node in sorted(parsed.nodes, key=lambda n: n.path.count("/")):
             row = existing.get(node.path)
-            after = node_snapshot(min=node.min, max=node.max, namespaces=node.namespaces)
+            half_life = parsed.half_life if node.parent is None else None
+            after = node_snapshot(
+                min=node.min, max=node.max, namespaces=node.namespaces, weight=node.weight,
+                half_life=half_life,
+            )  # fmt: skip
             if row is None or not row.active:
                 changes.append(NodeChange(Action.CREATED, node.path, None, after))
             else:
-                before = node_snapshot(min=row.min, max=row.max, namespaces=row.namespaces)
+                before = _snapshot_of(row)
                 if before != after:
                     changes.append(NodeChange(Action.UPDATED, node.path, before, after))
             row = row or QuotaNode(path=node.path)
@@ -212,12 +272,13 @@ def _tree_write(
             row.parent = saved[node.parent] if node.parent else None
             row.min, row.max = node.min, node.max
             row.namespaces = list(node.namespaces)
+            row.weight, row.half_life = node.weight, half_life
             row.active = True
             row.save()
             saved[node.path] = row
         retired = [row for path, row in existing.items() if path not in wanted and row.active]
         for row in sorted(retired, key=lambda r: -r.depth):
-            before = node_snapshot(min=row.min, max=row.max, namespaces=row.namespaces)
+            before = _snapshot_of(row)
             changes.append(NodeChange(Action.RETIRED, row.path, before, None))
             row.active = False
             row.save(update_fields=["active", "updated_at"])
@@ -361,6 +422,8 @@ def tree_export() -> dict:
             "min": format_resources(row.min),
             "max": format_resources(row.max),
         }
+        if row.weight != 1.0:
+            node["weight"] = int(row.weight) if row.weight.is_integer() else row.weight
         kids = children.get(row.id, [])
         if kids:
             node["children"] = [render(kid) for kid in kids]
@@ -369,9 +432,12 @@ def tree_export() -> dict:
         return node
 
     roots = children.get(None, [])
+    spec: dict = {"root": render(roots[0]) if roots else {}}
+    if roots and roots[0].half_life is not None:
+        spec["fairSharing"] = {"halfLife": fairness.format_half_life(roots[0].half_life)}
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
-        "spec": {"root": render(roots[0]) if roots else {}},
+        "spec": spec,
     }

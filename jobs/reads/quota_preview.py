@@ -26,6 +26,7 @@ from jobs.tables.jobs import pending_heads
 from kube.quantity import ResourceList, human
 from queues.admission import Plan, plan_admissions
 from queues.quota import Node
+from queues.selectors import standings_under
 from queues.services import tree_check
 
 
@@ -95,7 +96,7 @@ def quota_preview(document: object) -> QuotaPreview:
     rows = pending_heads(HEADS_PER_QUEUE + 1)
     now = timezone.now()
 
-    def plan(tree: Mapping[str, Node], woken: datetime | None) -> Plan:
+    def plan(tree: Mapping[str, Node], woken: datetime | None, fair: Mapping[str, float]) -> Plan:
         heads = queue_heads(rows, now, woken, HEADS_PER_QUEUE, held=set())
         return plan_admissions(
             tree=tree,
@@ -104,11 +105,14 @@ def quota_preview(document: object) -> QuotaPreview:
             queues=[queue for queue in heads if queue.leaf in tree],
             admitted=[job for job in holding.admitted if job.leaf in tree],
             leaving=holding.leaving,
+            fair=fair,
         )
 
     # Applying a tree wakes every backing-off job (jobs.receivers.on_tree_changed): the next
     # cycle tries them all under the new tree, and only the due ones under the tree as it is.
-    current, changed = plan(holding.tree, woken_at()), plan(proposed, now)
+    # A new weight or half-life orders the borrowers by the standings it gives.
+    fair = standings_under(proposed, parsed.half_life)
+    current, changed = plan(holding.tree, woken_at(), holding.fair), plan(proposed, now, fair)
     preempted_now = {p.victim.key for p in current.preempted}
     admitted_now = {c.key for c in current.admitted}
     preempted_ids = [p.victim.key for p in changed.preempted]

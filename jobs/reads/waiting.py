@@ -156,6 +156,7 @@ def _tried_now(
         queues=[QueueHeads(place.leaf, [candidate], place.policy, preemption=place.preemption)],
         admitted=holding.admitted,
         leaving=holding.leaving,
+        fair=holding.fair,
     )
     if any(admitted.key == job.pk for admitted in plan.admitted):
         return NEXT, Phrase(phrases.WAITING_FITS), None, ()

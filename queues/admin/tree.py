@@ -67,7 +67,7 @@ class ChildrenInline(admin.TabularInline):
     fk_name = "parent"
     form = ChildForm
     formset = ChildrenFormSet
-    fields = ["name", "min_text", "max_text", "namespaces_text"]
+    fields = ["name", "min_text", "max_text", "namespaces_text", "weight"]
     extra = 1
     verbose_name = "child"
     verbose_name_plural = "children"
@@ -129,6 +129,7 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
                     "min_text",
                     "max_text",
                     "namespaces_text",
+                    "weight",
                     "usage",
                     "active",
                 ]
@@ -140,6 +141,10 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
 
     def get_fieldsets(self, request, obj=None):
         if self.has_change_permission(request, obj):
+            if obj is not None and obj.parent_id is None:  # the root: the tree's half-life too
+                fields = list(self.fieldsets[0][1]["fields"])
+                fields.insert(fields.index("weight") + 1, "half_life_text")
+                return [(None, {"fields": fields})]
             return self.fieldsets
         # Read only (a retired node): the values as text, not as empty inputs.
         fields = ["path", "parent_link", "min_display", "max_display", "namespaces_display"]

@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy
 
 from kube.quantity import format_resources
 
-from .. import services
+from .. import fairness, services
 from ..models import QuotaNode
 
 RESOURCE_HELP = gettext_lazy(
@@ -69,6 +69,13 @@ class NodeValuesForm(forms.ModelForm):
             "Leaves only: the Kubernetes namespaces bound to this node, comma-separated."
         ),
     )  # fmt: skip
+    weight = forms.FloatField(
+        label=gettext_lazy("Fair-share weight"), required=False,
+        help_text=gettext_lazy(
+            "Its share of spare capacity against its siblings while the tree has a "
+            "half-life: twice the weight, twice the share. Empty: 1."
+        ),
+    )  # fmt: skip
 
     class Meta:
         model = QuotaNode
@@ -80,6 +87,7 @@ class NodeValuesForm(forms.ModelForm):
         self.fields["min_text"].initial = resources_text(node.min)
         self.fields["max_text"].initial = resources_text(node.max)
         self.fields["namespaces_text"].initial = ", ".join(node.namespaces)
+        self.fields["weight"].initial = node.weight if node.pk else 1.0
         self.values: dict | None = None
 
     def clean(self):
@@ -92,17 +100,39 @@ class NodeValuesForm(forms.ModelForm):
                 self.add_error(TEXT_FIELDS[key], error)
         text = cleaned.get("namespaces_text", "")
         values["namespaces"] = [ns.strip() for ns in text.split(",") if ns.strip()]
+        weight = cleaned.get("weight")
+        values["weight"] = 1.0 if weight is None else weight
         if not self.errors:
             self.values = values
         return cleaned
 
 
 class QuotaNodeForm(NodeValuesForm):
-    """The node's own values; its children's formset checks and carries the whole change."""
+    """The node's own values; its children's formset checks and carries the whole change.
+    The root's also carries the tree's fair-sharing half-life."""
+
+    half_life_text = forms.CharField(
+        label=gettext_lazy("Fair-sharing half-life"), required=False, max_length=32,
+        help_text=gettext_lazy(
+            "The root only. Empty: off, spare capacity goes by usage now. Set (7d is a good "
+            "start): a department that used more than its share lately borrows after those "
+            "that used less, and gives back first."
+        ),
+    )  # fmt: skip
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.instance.editing_form = self
+        half_life = self.instance.half_life
+        self.fields["half_life_text"].initial = (
+            fairness.format_half_life(half_life) if half_life is not None else ""
+        )
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.values is not None:
+            self.values["half_life"] = cleaned.get("half_life_text", "").strip()
+        return cleaned
 
 
 class ChildForm(NodeValuesForm):
@@ -171,6 +201,9 @@ class ChildrenFormSet(forms.BaseInlineFormSet):
         path = self.instance.path
         node = services.tree_find(document, path)
         node["min"], node["max"] = node_form.values["min"], node_form.values["max"]
+        _set_weight(node, node_form.values["weight"])
+        if self.instance.parent_id is None:
+            _set_half_life(document, node_form.values.get("half_life", ""))
         children: list[dict] = list(node.get("children", []))
         placed: list[tuple[dict, ChildForm]] = []
         retiring: list[ChildForm] = []
@@ -187,6 +220,7 @@ class ChildrenFormSet(forms.BaseInlineFormSet):
             values = form.values
             kid.update(name=values["name"], min=values["min"], max=values["max"])
             _set_namespaces(kid, values["namespaces"])
+            _set_weight(kid, values["weight"])
             placed.append((kid, form))
         if children:
             node["children"] = children
@@ -214,6 +248,21 @@ def _set_namespaces(node: dict, namespaces: list[str]) -> None:
         node["namespaces"] = namespaces
 
 
+def _set_weight(node: dict, weight: float) -> None:
+    """A weight other than 1 is written; 1 is the default, and the document leaves it out."""
+    if weight == 1.0:
+        node.pop("weight", None)
+    else:
+        node["weight"] = weight
+
+
+def _set_half_life(document: dict, text: str) -> None:
+    if text:
+        document["spec"]["fairSharing"] = {"halfLife": text}
+    else:
+        document["spec"].pop("fairSharing", None)
+
+
 def _field_prefix(document: dict, path: str) -> str:
     """``root/algorithm/video`` -> ``spec.root.children[0].children[0]``, as the parser says."""
     prefix, node = "spec.root", document["spec"]["root"]
@@ -231,6 +280,9 @@ def _route(key: str, reason: str, owners: dict, node_form: forms.BaseForm) -> No
     name a node path first: the nearest owner at or above it gets them. The rest, like a
     namespace bound twice, go to the node's own form; each message names its nodes.
     """
+    if key.startswith("spec.fairSharing") and "half_life_text" in node_form.fields:
+        node_form.add_error("half_life_text", reason)
+        return
     by_prefix = owners["prefix"]
     for prefix in sorted(by_prefix, key=len, reverse=True):
         if key.startswith(prefix + "."):

@@ -1,9 +1,11 @@
 """PUT/GET /api/v1/quota-tree/, departments and members: the tree applied like kubectl apply."""
 
 import copy
+from datetime import timedelta
 
 import pytest
 
+from audit.models import AuditEntry
 from jobs.models import Job
 from queues.models import Department, Membership, Queue, QuotaNode
 
@@ -171,3 +173,50 @@ def test_members_may_not_create_departments(api, member):
     )
     assert response.status_code == 403
     assert not Job.objects.exists()
+
+
+def test_weights_and_a_half_life_are_applied_exported_and_audited(api, staff, tree):
+    document = copy.deepcopy(seed_tree_document())
+    document["spec"]["fairSharing"] = {"halfLife": "168h"}
+    document["spec"]["root"]["children"][0]["weight"] = 3
+    response = api(staff).put("/api/v1/quota-tree/", document, format="json")
+    assert response.status_code == 200, response.json()
+    exported = response.json()
+    assert exported["spec"]["fairSharing"] == {"halfLife": "7d"}
+    algorithm = exported["spec"]["root"]["children"][0]
+    assert algorithm["name"] == "algorithm" and algorithm["weight"] == 3
+    assert "weight" not in exported["spec"]["root"]["children"][1]  # 1, the default
+    root = QuotaNode.objects.get(path="root")
+    assert root.half_life == timedelta(days=7)
+    assert QuotaNode.objects.get(path="root/algorithm").weight == 3.0
+    entry = AuditEntry.objects.filter(object_key="root/algorithm").latest("id")
+    assert entry.before.get("weight") is None and entry.after["weight"] == 3.0
+    assert AuditEntry.objects.filter(object_key="root").latest("id").after["halfLife"] == "7d"
+    # Read back and applied again, it changes nothing.
+    assert api(staff).put("/api/v1/quota-tree/", exported, format="json").json() == exported
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        (lambda d: d["spec"].update(fairSharing={"halfLife": "7"}), "spec.fairSharing.halfLife",
+         "must be a duration from 1h to 365d"),
+        (lambda d: d["spec"].update(fairSharing={"halfLife": "10m"}),
+         "spec.fairSharing.halfLife", "must be a duration from 1h to 365d"),
+        (lambda d: d["spec"].update(fairSharing={"window": "7d"}), "spec.fairSharing",
+         "one field, halfLife"),
+        (lambda d: d["spec"]["root"]["children"][0].update(weight=0),
+         "spec.root.children[0].weight", "must be a number above 0"),
+        (lambda d: d["spec"]["root"]["children"][0].update(weight="2"),
+         "spec.root.children[0].weight", "must be a number above 0"),
+        (lambda d: d["spec"]["root"]["children"][0].update(weight=5000),
+         "spec.root.children[0].weight", "at most 1000"),
+    ],
+)  # fmt: skip
+def test_a_bad_half_life_or_weight_is_refused_by_name(api, staff, tree, change, field, message):
+    document = copy.deepcopy(seed_tree_document())
+    change(document)
+    response = api(staff).put("/api/v1/quota-tree/", document, format="json")
+    assert response.status_code == 400
+    assert any(message in reason for reason in response.json()[field]), response.json()
+    assert QuotaNode.objects.get(path="root").half_life is None

@@ -185,7 +185,7 @@ def crowded(draw):
     return tree, admitted, queues, allocatable, leaving
 
 
-def run(tree, admitted, queues, allocatable, leaving=()) -> Plan:
+def run(tree, admitted, queues, allocatable, leaving=(), fair=None) -> Plan:
     return plan_admissions(
         tree=tree,
         used=rollup(_leaf_usage([*admitted, *leaving])),
@@ -193,6 +193,7 @@ def run(tree, admitted, queues, allocatable, leaving=()) -> Plan:
         queues=queues,
         admitted=admitted,
         leaving=leaving,
+        fair=fair,
     )
 
 

@@ -99,6 +99,7 @@ def _one_cycle(now: datetime) -> CycleWrite:
         queues=heads,
         admitted=holding.admitted,
         leaving=holding.leaving,
+        fair=holding.fair,
     )
     leaf_of = {c.key: q.leaf for q in heads for c in q.candidates}
     return plan_write(

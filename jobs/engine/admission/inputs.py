@@ -11,7 +11,7 @@ them differently.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from jobs.cluster import get_backend
@@ -20,7 +20,7 @@ from jobs.tables.jobs import PendingRow, holding_rows, leaf_holding
 from kube.quantity import ResourceList, add
 from queues.admission import Admitted, Candidate, QueueHeads
 from queues.quota import Node, lent_by_node, rollup
-from queues.selectors import tree_nodes
+from queues.selectors import standings_now, tree_nodes
 
 # What a cycle offers the rule of each queue: its first jobs, in queue order.
 HEADS_PER_QUEUE = 8
@@ -110,6 +110,8 @@ class Holding:
     allocatable: Mapping[str, int] | None
     admitted: Sequence[Admitted] = ()
     leaving: Sequence[Admitted] = ()
+    # Each node's standing while the tree has a half-life (queues.fairness), else empty.
+    fair: Mapping[str, float] = field(default_factory=dict)
 
     def lent(self) -> dict[str, ResourceList]:
         return lent_by_node(self.tree, self.used)
@@ -119,12 +121,14 @@ def read_holding() -> Holding:
     """The tree, the usage, the cluster's allocatable and the jobs holding quota: what the
     rule is given besides the queues' heads."""
     admitted, leaving = holding_jobs()
+    tree = tree_nodes()
     return Holding(
-        tree=tree_nodes(),
+        tree=tree,
         used=usage_of(admitted + leaving),
         allocatable=get_backend().allocatable(),
         admitted=admitted,
         leaving=leaving,
+        fair=standings_now(tree),
     )
 
 
