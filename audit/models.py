@@ -29,6 +29,8 @@ class AuditEntry(models.Model):
 
     class ObjectType(models.TextChoices):
         QUOTA_NODE = "quota node", "quota node"
+        # A whole tree applied after its preview: the preview the person confirmed.
+        QUOTA_TREE = "quota tree", "quota tree"
         QUEUE = "queue", "queue"
         DEPARTMENT = "department", "department"
         MEMBERSHIP = "membership", "membership"

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
+from jobs import services
 from jobs.engine.admission.writes import capacity_changed
 from jobs.engine.namespace_health import held_reason, unavailable_namespaces
 from jobs.engine.triggers import request_admission, request_quota_publish
@@ -57,12 +58,27 @@ def tree_preview(sender, *, document, **kwargs) -> dict:
     return asdict(quota_preview(document))
 
 
+def tree_apply_previewed(sender, *, document, previewed, actor, source, **kwargs) -> dict:
+    """Apply a tree the admin previewed (``jobs.services.tree_apply_previewed``)."""
+    applied = services.tree_apply_previewed(
+        document=document, previewed=previewed, actor=actor, source=source
+    )
+    return {
+        "changes": applied.changes,
+        "preview": asdict(applied.preview),
+        "grown": [asdict(job) for job in applied.grown],
+    }
+
+
 def connect() -> None:
     signals.tree_changed.connect(on_tree_changed, sender=QuotaNode, dispatch_uid="jobs-tree")
     signals.live_jobs_wanted.connect(live_jobs, sender=Queue, dispatch_uid="jobs-live-jobs")
     signals.usage_wanted.connect(usage, sender=QuotaNode, dispatch_uid="jobs-usage")
     signals.tree_preview_wanted.connect(
         tree_preview, sender=QuotaNode, dispatch_uid="jobs-tree-preview"
+    )
+    signals.tree_apply_previewed_wanted.connect(
+        tree_apply_previewed, sender=QuotaNode, dispatch_uid="jobs-tree-apply-previewed"
     )
     signals.namespace_trouble_wanted.connect(
         namespace_trouble, sender=QuotaNode, dispatch_uid="jobs-namespace-trouble"

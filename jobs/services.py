@@ -12,11 +12,14 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from audit.models import AuditEntry
+from audit.services import audit_record
 from jobs.cluster import get_backend
 from jobs.document.idempotency import IDEMPOTENCY_HEADER, IdempotencyKey
 from jobs.document.native import QUEUE_LABELS, NativeJob, is_manifest, number_text, read_body
 from jobs.document.schema import JobDraft, job_document, job_parse, priority_read
 from jobs.document.validation import PRIORITY_RANGE, JobInvalid, job_pods
+from jobs.engine.locks import admission_held
 from jobs.engine.transitions import sources_of, step
 from jobs.engine.triggers import request_admission, request_reconcile
 from jobs.models import (
@@ -29,6 +32,7 @@ from jobs.models import (
     State,
     SubmissionKey,
 )
+from jobs.reads.quota_preview import Consequence, QuotaPreview, quota_preview
 from jobs.tables.jobs import job_insert_with_event, jobs_copy
 from jobs.tables.submission_keys import submission_key_claim
 from jobs.tables.tickets import tickets_reserve
@@ -40,6 +44,7 @@ from queues.phrases import Phrase
 from queues.placement import unplaceable
 from queues.quota import exceeds_max
 from queues.scope import Right, scope_of
+from queues.services import TREE_NAME, NodeChange, tree_import
 
 
 class JobPermissionDenied(Exception):
@@ -662,3 +667,59 @@ def _change_priority(locked: Job, priority: int, user, now: datetime, code: str)
 
 def queue_for_submit_choices(user) -> list[Queue]:
     return list(queue_selectors.queues_for_user(user).filter(active=True))
+
+
+# A tree applied from its preview waits this long at most for a running admission cycle.
+TREE_APPLY_WAIT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class PreviewedApply:
+    """A previewed tree's apply: what changed (None: not applied, it would now preempt
+    ``grown``, jobs the person was not shown), and the preview it was applied under."""
+
+    changes: list[NodeChange] | None
+    preview: QuotaPreview
+    grown: list[Consequence]
+
+
+def tree_apply_previewed(
+    *,
+    document: object,
+    previewed: set[int],
+    actor,
+    source: str,
+    wait_seconds: float = TREE_APPLY_WAIT_SECONDS,
+) -> PreviewedApply:
+    """Apply ``document`` as the person previewed it, under the admission cycle's lock so
+    that no cycle moves a job between the preview checked here and the change: if the
+    change would now preempt a job of its own doing that is not in ``previewed``, nothing
+    is applied and the new preview is answered to be shown again (jobs that started or
+    ended meanwhile are no reason). Applied, the tree's audit gets one more entry: the
+    preview the person confirmed. TreeError as the save would refuse."""
+    with transaction.atomic():
+        admission_held(timeout_seconds=wait_seconds)
+        preview = quota_preview(document)
+        grown = [job for job in preview.preempted if job.by_the_change and job.job not in previewed]
+        if grown:
+            return PreviewedApply(None, preview, grown)
+        changes = tree_import(document=document, actor=actor, source=source)
+        if changes:
+            audit_record(
+                action=AuditEntry.Action.UPDATED,
+                object_type=AuditEntry.ObjectType.QUOTA_TREE,
+                object_key=TREE_NAME,
+                after={
+                    "changes": [change.describe() for change in changes],
+                    "preempted": [_confirmed(job) for job in preview.preempted],
+                    "admitted": [_confirmed(job) for job in preview.admitted],
+                },
+                actor=actor,
+                source=source,
+            )
+    return PreviewedApply(changes, preview, [])
+
+
+def _confirmed(job: Consequence) -> dict:
+    return {"job": job.job, "owner": job.owner, "queue": job.queue,
+            "by_the_change": job.by_the_change}  # fmt: skip

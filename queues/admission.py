@@ -23,7 +23,8 @@ The rules, in the order they apply:
    borrowers (the branches, below the nearest common ancestor, that use more than their
    own ``min``), lowest priority first, then most recently admitted, only while the
    victim's branch is above its ``min`` (while the tree has a half-life, the branch that
-   stands highest gives back first, then as before); then any victim the others make
+   used most of its share lately gives back first, then as before); then any victim the
+   others make
    unnecessary is
    kept (tried in reverse order, as Kueue does), so no more are preempted than it needs.
    If the queue allows it, a candidate may also preempt lower priority jobs of its own
@@ -230,14 +231,14 @@ def borrow_key(
     )
 
 
-def standing_key(leaf: str, fair: Mapping[str, float], depth: int) -> tuple[float, ...]:
-    """The standings of the leaf's nodes, from the department down to the leaf, the last
-    repeated to ``depth`` values so that leaves at different depths compare level by level
-    (and equal standings compare equal); empty while the tree has no half-life."""
+def share_used_key(leaf: str, fair: Mapping[str, float], depth: int) -> tuple[float, ...]:
+    """The shares used of the leaf's nodes, from the department down to the leaf, the
+    last repeated to ``depth`` values so that leaves at different depths compare level by
+    level (and equal shares compare equal); empty while the tree has no half-life."""
     if not fair:
         return ()
-    standing = [fair.get(path, 0.0) for path in reversed(path_to_root(leaf)[:-1])]
-    return tuple(standing + standing[-1:] * (depth - len(standing)))
+    used = [fair.get(path, 0.0) for path in reversed(path_to_root(leaf)[:-1])]
+    return tuple(used + used[-1:] * (depth - len(used)))
 
 
 def _borrows(node: Node, used: Mapping[str, int], resource: str) -> bool:
@@ -316,7 +317,7 @@ def plan_admissions(
 
     ``used`` is what every job holding quota uses, ``leaving`` ones included; ``admitted``
     are those that may be preempted, ``leaving`` those already on their way out. ``fair``
-    is each node's standing (``queues.fairness.standings``) while the tree has a
+    is each node's share used (``queues.fairness.shares_used``) while the tree has a
     half-life; empty or None, borrowers are ordered by their usage now alone.
     """
     cycle = _Cycle(tree, allocatable, used, admitted, leaving, fair or {})
@@ -345,8 +346,8 @@ def plan_admissions(
         leaf, request, used_now = queues[index].leaf, candidate.request, cycle.future.by_path
         if within_guarantee(leaf, request, tree, used_now):
             return (False, (), (), candidate.rank, index)
-        standing = standing_key(leaf, cycle.fair, cycle.depth)
-        return (True, standing, borrow_key(leaf, request, tree, used_now), candidate.rank, index)
+        fair = share_used_key(leaf, cycle.fair, cycle.depth)
+        return (True, fair, borrow_key(leaf, request, tree, used_now), candidate.rank, index)
 
     while open_queues:
         offers = []
@@ -478,7 +479,7 @@ def _victims(
     # Without reclaim, only lower priority jobs of the candidate's own queue can give way.
     pool = list(cycle.holders.ordered if reclaim else cycle.holders.by_leaf.get(leaf, ()))
     if reclaim and cycle.fair:
-        # The branch that stands highest gives back first (sorted is stable: victim order
+        # The branch that used most of its share gives back first (sorted is stable: victim order
         # within a branch, and between branches that stand equal).
         pool.sort(key=lambda job: -cycle.fair.get(_borrowing_branch(job.leaf, leaf) or "", 0.0))
     while reason is not None:

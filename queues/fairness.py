@@ -3,24 +3,25 @@
 Borrowing among siblings is otherwise fair only at an instant (``queues.admission``, rule
 2: dominant share of used over ``min`` now), so a department that held the whole cluster
 all week competes for spare capacity on Monday exactly like one that used nothing. With a
-half-life set on the tree, each node also has a **standing**:
+half-life set on the tree, each node also has a **share used**:
 
 - its **decayed usage**: the resource-seconds its jobs held (``jobs.models.Hold``), each
   second weighted by ``2 ** -(age / half-life)``, over what the whole cluster could have
   held in the same weighting (each resource's allocatable total), the dominant resource
-  counting. A node that held the whole cluster for ever stands at 1.0; one that held half
+  counting. A node that held the whole cluster for ever is at 1.0; one that held half
   of it for one half-life, then nothing for another, at 0.125. Kept by beat from the
   ledger of holds, so it survives restarts and gaps.
 - its **entitled share**: the root's is 1.0; a child's is its parent's times its weight
   over the weights of its active siblings (every node's weight is 1 unless set).
-- its standing: decayed usage over entitled share. Below 1.0 it has used less than its
-  share lately, above 1.0 more.
+- its share used: decayed usage over entitled share. Below 1.0 it has used less than
+  its share lately, above 1.0 more.
 
 Among borrowers competing for the same spare capacity, the one whose department (then
-sub-department, down to the leaf) stands lower goes first; when reclaim must choose among
-borrowers, the branch that stands higher gives back first (``queues.admission``). With no
-half-life the standings are empty and the rule is today's exactly. ``min`` stays a
-promise: a job within its guarantee is never ordered by standing.
+sub-department, down to the leaf) used less of its share goes first; when reclaim must
+choose among borrowers, the branch that used more of its share gives back first
+(``queues.admission``). With no half-life there are no shares used and the rule is
+today's exactly. ``min`` stays a promise: a job within its guarantee is never ordered by
+the share it used.
 """
 
 from __future__ import annotations
@@ -119,9 +120,9 @@ def dominant(fractions: Mapping[str, float]) -> float:
     return max(fractions.values(), default=0.0)
 
 
-def standings(tree: Mapping[str, Node], usage: Mapping[str, float]) -> dict[str, float]:
+def shares_used(tree: Mapping[str, Node], usage: Mapping[str, float]) -> dict[str, float]:
     """Each node's decayed (dominant) usage over its entitled share; a node with no usage
-    recorded stands at 0."""
+    recorded is at 0."""
     shares = entitled_shares(tree)
     return {
         path: usage.get(path, 0.0) / share if share > 0 else math.inf

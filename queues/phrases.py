@@ -185,8 +185,21 @@ class _Voice:
             return ngettext(singular, plural, count) if plural else gettext(singular)
         return singular if not plural or count == 1 else plural
 
-    def between(self, context: str, words: str) -> str:
-        return pgettext(context, words) if self.translated else words
+    # The joining words, each a literal for makemessages to find.
+    def comma(self) -> str:
+        return pgettext("between items of a list", ", ") if self.translated else ", "
+
+    def last_and(self) -> str:
+        return (
+            pgettext("between the last two items of a list", " and ")
+            if self.translated
+            else " and "
+        )
+
+    def amount(self) -> str:
+        if self.translated:
+            return pgettext("a resource and its amount", "%(resource)s %(amount)s")
+        return "%(resource)s %(amount)s"
 
     def time(self, iso: str, form: str) -> str:
         return format(timezone.localtime(datetime.fromisoformat(iso), self.zone), form)
@@ -213,15 +226,12 @@ def _shown(value: Any, voice: _Voice) -> str:
     if "resource" in value:
         return human(value["resource"], value["units"], value.get("like"))
     if "request" in value:
-        return voice.between("between items of a list", ", ").join(
-            voice.between("a resource and its amount", "%(resource)s %(amount)s")
-            % {"resource": name, "amount": human(name, units)}
+        return voice.comma().join(
+            voice.amount() % {"resource": name, "amount": human(name, units)}
             for name, units in value["request"]
         )
     if "jobs" in value:
-        return voice.between("between items of a list", ", ").join(
-            f"#{key}" for key in value["jobs"]
-        )
+        return voice.comma().join(f"#{key}" for key in value["jobs"])
     if "at" in value:
         return voice.time(value["at"], "%H:%M:%S")
     if "moment" in value:
@@ -231,9 +241,7 @@ def _shown(value: Any, voice: _Voice) -> str:
     if "seconds" in value:
         return f"{value['seconds']:.1f}"
     if "all" in value:
-        return voice.between("between the last two items of a list", " and ").join(
-            _shown(item, voice) for item in value["all"]
-        )
+        return voice.last_and().join(_shown(item, voice) for item in value["all"])
     raise ValueError(f"an argument of unknown shape: {sorted(value)}")
 
 
@@ -403,6 +411,13 @@ WAITING_QUOTA = declare(
     "waiting.quota",
     gettext_noop(
         "waits for %(resource)s in %(where)s: used %(used)s of max %(limit)s; it asks for %(asks)s"
+    ),
+)
+WAITING_FAIR_SHARE = declare(
+    "waiting.fair_share",
+    gettext_noop(
+        "%(clause)s. %(other)s borrows first: its recent usage (half-life %(half_life)s) is "
+        "%(theirs)s of its share, %(ours)s's %(yours)s"
     ),
 )
 WAITING_CLUSTER = declare(

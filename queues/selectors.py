@@ -241,18 +241,16 @@ def decayed_usage() -> dict[str, DecayedUsage]:
     return {row.path: row for row in DecayedUsage.objects.all()}
 
 
-def standings_now(tree: Mapping[str, Node]) -> dict[str, float]:
-    """Each node's standing (``queues.fairness.standings``) while the stored tree has a
-    half-life; empty when it has none, which leaves the admission rule as it was."""
-    return standings_under(tree, half_life())
-
-
-def standings_under(tree: Mapping[str, Node], with_half_life: timedelta | None) -> dict[str, float]:
-    """The standings ``tree`` would give with ``with_half_life`` (a tree being previewed)."""
+def shares_used_under(
+    tree: Mapping[str, Node], with_half_life: timedelta | None
+) -> dict[str, float]:
+    """Each node's share used (``queues.fairness.shares_used``) in ``tree`` with
+    ``with_half_life`` (the stored tree's, or a tree being previewed); empty without one,
+    which leaves the admission rule as it was."""
     if with_half_life is None:
         return {}
     usage = {path: row.usage for path, row in decayed_usage().items()}
-    return fairness.standings(tree, usage)
+    return fairness.shares_used(tree, usage)
 
 
 def node_usage() -> Mapping[str, ResourceList]:

@@ -24,6 +24,7 @@ Source = AuditEntry.Source
 
 API_VERSION = "scheduling.sigs.k8s.io/v1beta1"
 KIND = "ElasticQuotaTree"
+TREE_NAME = "elasticquotatree"  # the one tree's metadata.name, and its key in the audit
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -438,6 +439,6 @@ def tree_export() -> dict:
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+        "metadata": {"name": TREE_NAME, "namespace": "kube-system"},
         "spec": spec,
     }

@@ -16,6 +16,11 @@ meets ``jobs`` without importing it. ``jobs.receivers`` answers all three.
   editor before it applies a tree; a receiver answers what applying it would do now
   (``jobs.reads.quota_preview``, as plain data: ``changes``, ``preempted``, ``admitted``),
   or raises the TreeError the save would.
+- ``tree_apply_previewed_wanted`` (sender ``QuotaNode``, ``document``, ``previewed``,
+  ``actor``, ``source``): asked by the tree editor to apply a tree the person previewed;
+  a receiver applies it under the admission cycle's lock unless it would now preempt a
+  job of the change's doing that is not in ``previewed`` (job ids), and answers
+  ``{"changes": [NodeChange] or None, "preview": ..., "grown": [the jobs not shown]}``.
 
 Without receivers (``queues`` alone) no queue holds jobs and nothing is in use.
 """
@@ -34,6 +39,7 @@ live_jobs_wanted = Signal()
 usage_wanted = Signal()
 namespace_trouble_wanted = Signal()
 tree_preview_wanted = Signal()
+tree_apply_previewed_wanted = Signal()
 
 
 def _answers(signal: Signal, sender: type, **named: object) -> list[Any]:
@@ -70,5 +76,18 @@ def usage(sender: type) -> dict[str, ResourceList]:
 def tree_preview(sender: type, document: object) -> dict | None:
     """What applying ``document`` would do, from the first receiver; None without one."""
     for answer in _answers(tree_preview_wanted, sender, document=document):
+        return answer
+    return None
+
+
+def tree_apply_previewed(
+    sender: type, *, document: object, previewed: Iterable[int], actor, source: str
+) -> dict | None:
+    """Apply a previewed tree through the first receiver (see the module doc); None
+    without one."""
+    for answer in _answers(
+        tree_apply_previewed_wanted, sender, document=document, previewed=set(previewed),
+        actor=actor, source=source,
+    ):  # fmt: skip
         return answer
     return None

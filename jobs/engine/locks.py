@@ -58,6 +58,24 @@ def advisory_lock(key: int) -> Iterator[bool]:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
+def admission_held(*, timeout_seconds: float) -> None:
+    """Wait for the admission cycle's lock, at most ``timeout_seconds``, and hold it until
+    the caller's transaction ends: no cycle plans between what the caller reads and what it
+    writes (a cycle that tries meanwhile goes round again once it is free). A lock timeout
+    past that (``LockNotAvailable``) is contention: the caller answers "busy". Taken before
+    any row lock, as the cycle takes it."""
+    if not connection.in_atomic_block:
+        raise transaction.TransactionManagementError("admission_held needs a transaction")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)",
+            [f"{int(timeout_seconds * 1000)}ms"],
+        )
+        before = cursor.fetchone()[0]
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADMISSION])
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [before])
+
+
 # The ids of the jobs a statement is about to change, locked in the one order. A statement
 # that changes many jobs selects them through this, so that it waits for the rows in the
 # same order as every other writer.

@@ -8,6 +8,7 @@ cluster sync when the nodes change.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from django.db import transaction
@@ -23,7 +24,7 @@ from queues import phrases
 from queues import selectors as queue_selectors
 from queues.phrases import Phrase
 from queues.placement import unplaceable
-from queues.quota import path_to_root
+from queues.quota import Node, path_to_root
 
 
 def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = None) -> list[int]:
@@ -38,23 +39,7 @@ def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = No
     distinct shapes, so a deep queue of identical jobs costs one check.
     """
     nodes = get_backend().nodes() if nodes is None else nodes
-    if not nodes:
-        return []
-    tree = queue_selectors.tree_nodes()
-    shapes = (
-        Job.objects.filter(state__in=PENDING)
-        .order_by()  # DISTINCT over the shapes alone, not the default ordering's id too
-        .values_list("queue__node__path", "kind", "runtime", "head", "workers", "request")
-        .distinct()
-    )
-    refused = []
-    for leaf, kind, runtime, head, workers, request in shapes:
-        pods = job_pods(kind=kind, runtime=runtime, head=head, workers=workers)
-        path_nodes = [tree[path] for path in path_to_root(leaf) if path in tree]
-        nowhere = unplaceable(pods=pods, nodes=nodes, path_nodes=path_nodes, request=request)
-        if nowhere is not None:
-            shape = dict(queue__node__path=leaf, kind=kind, runtime=runtime, head=head)
-            refused.append((shape | {"workers": workers}, nowhere.phrase))
+    refused = unrunnable_shapes(queue_selectors.tree_nodes(), nodes)
     failed: list[int] = []
     if not refused:
         return failed
@@ -76,3 +61,28 @@ def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = No
             # The jobs behind them in their queues may go now.
             transaction.on_commit(request_admission)
     return failed
+
+
+def unrunnable_shapes(
+    tree: Mapping[str, Node], nodes: list[ResourceList] | None
+) -> list[tuple[dict, Phrase]]:
+    """The shapes of waiting jobs (leaf, kind, runtime, head and workers, as a filter of
+    ``Job``) that can never run under ``tree`` on ``nodes``, each with why; none while the
+    node shapes are unknown. What a tree change fails, and what its preview names."""
+    if not nodes:
+        return []
+    shapes = (
+        Job.objects.filter(state__in=PENDING)
+        .order_by()  # DISTINCT over the shapes alone, not the default ordering's id too
+        .values_list("queue__node__path", "kind", "runtime", "head", "workers", "request")
+        .distinct()
+    )
+    refused = []
+    for leaf, kind, runtime, head, workers, request in shapes:
+        pods = job_pods(kind=kind, runtime=runtime, head=head, workers=workers)
+        path_nodes = [tree[path] for path in path_to_root(leaf) if path in tree]
+        nowhere = unplaceable(pods=pods, nodes=nodes, path_nodes=path_nodes, request=request)
+        if nowhere is not None:
+            shape = dict(queue__node__path=leaf, kind=kind, runtime=runtime, head=head)
+            refused.append((shape | {"workers": workers}, nowhere.phrase))
+    return refused

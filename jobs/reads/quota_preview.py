@@ -14,19 +14,24 @@ the same words (queues.services.TreeError).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
+from jobs.cluster import get_backend
 from jobs.engine.admission.inputs import HEADS_PER_QUEUE, queue_heads, read_holding, woken_at
-from jobs.models import Job
+from jobs.engine.unrunnable import unrunnable_shapes
+from jobs.models import PENDING, Job
 from jobs.tables.jobs import pending_heads
 from kube.quantity import ResourceList, human
 from queues.admission import Plan, plan_admissions
-from queues.quota import Node
-from queues.selectors import standings_under
+from queues.quota import Node, exceeds_max
+from queues.selectors import shares_used_under
 from queues.services import tree_check
 
 
@@ -59,6 +64,13 @@ class QuotaPreview:
     changes: list[Change]
     preempted: list[Consequence]
     admitted: list[Consequence]
+    # Waiting jobs the tree leaves with nowhere to run: applying it fails them
+    # (``jobs.engine.unrunnable``), at most UNRUNNABLE_SHOWN of them named.
+    unrunnable: list[Consequence] = field(default_factory=list)
+    unrunnable_count: int = 0
+
+
+UNRUNNABLE_SHOWN = 100
 
 
 def tree_changes(now: Mapping[str, Node], proposed: Mapping[str, Node]) -> list[Change]:
@@ -110,8 +122,8 @@ def quota_preview(document: object) -> QuotaPreview:
 
     # Applying a tree wakes every backing-off job (jobs.receivers.on_tree_changed): the next
     # cycle tries them all under the new tree, and only the due ones under the tree as it is.
-    # A new weight or half-life orders the borrowers by the standings it gives.
-    fair = standings_under(proposed, parsed.half_life)
+    # A new weight or half-life orders the borrowers by the shares used it gives.
+    fair = shares_used_under(proposed, parsed.half_life)
     current, changed = plan(holding.tree, woken_at(), holding.fair), plan(proposed, now, fair)
     preempted_now = {p.victim.key for p in current.preempted}
     admitted_now = {c.key for c in current.admitted}
@@ -130,7 +142,50 @@ def quota_preview(document: object) -> QuotaPreview:
             for key in admitted_ids
             if key in jobs
         ],
+        **_unrunnable(holding.tree, proposed),
     )
+
+
+def _unrunnable(now: Mapping[str, Node], proposed: Mapping[str, Node]) -> dict:
+    """The waiting jobs ``proposed`` leaves unable ever to start, each with why: those no
+    node could hold (applying it fails them, ``jobs.engine.unrunnable``) and those that ask
+    for more than a max on their path (they wait until it is raised). A job the tree as it
+    is leaves so too is not the change's doing."""
+    nodes = get_backend().nodes()
+    already = {_key(shape) for shape, _reason in unrunnable_shapes(now, nodes)}
+    found: list[tuple[dict, str, bool]] = [
+        (shape, reason.text(), _key(shape) not in already)
+        for shape, reason in unrunnable_shapes(proposed, nodes)
+    ]
+    asks = (
+        Job.objects.filter(state__in=PENDING)
+        .order_by()
+        .values_list("queue__node__path", "request")
+        .distinct()
+    )
+    for leaf, request in asks:
+        too_big = (
+            exceeds_max(leaf=leaf, request=request, tree=proposed) if leaf in proposed else None
+        )
+        if too_big is not None:
+            was = exceeds_max(leaf=leaf, request=request, tree=now) if leaf in now else None
+            why = _("can never be admitted while it stays so: %(reason)s") % {
+                "reason": too_big.phrase().text()
+            }
+            found.append(({"queue__node__path": leaf, "request": request}, why, was is None))
+    named: list[Consequence] = []
+    seen: set[int] = set()
+    for shape, why, by_the_change in found:
+        jobs = Job.objects.filter(Q(**shape), state__in=PENDING).exclude(pk__in=seen)
+        for job in jobs.select_related("owner", "queue").order_by("id"):
+            seen.add(job.pk)
+            if len(named) < UNRUNNABLE_SHOWN:
+                named.append(_consequence(job, why, by_the_change))
+    return {"unrunnable": named, "unrunnable_count": len(seen)}
+
+
+def _key(shape: dict) -> str:
+    return json.dumps(shape, sort_keys=True)
 
 
 def _jobs(ids: Iterable[int]) -> dict[int, Job]:

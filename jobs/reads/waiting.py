@@ -34,8 +34,11 @@ from queues.admission import (
     Candidate,
     QueueHeads,
     Releasing,
+    governs,
     plan_admissions,
+    within_guarantee,
 )
+from queues.fairness import format_half_life
 from queues.models import Queue
 from queues.phrases import Phrase
 from queues.quota import Shortfall, Standing, path_standing, shortfall
@@ -163,7 +166,11 @@ def _tried_now(
     refusal = plan.refused[job.pk]
     if not isinstance(refusal, Releasing):
         reason = CLUSTER if refusal.where == "cluster" else QUOTA
-        return reason, _short(refusal), refusal, ()
+        clause = _short(refusal)
+        first = _borrows_first(place.leaf, job.request, refusal, holding)
+        if first is not None:
+            clause = Phrase(phrases.WAITING_FAIR_SHARE, {"clause": clause.as_json(), **first})
+        return reason, clause, refusal, ()
     victims = [p for p in plan.preempted if p.by == job.pk]
     if victims:
         keys = tuple(p.victim.key for p in victims)
@@ -185,6 +192,45 @@ def _tried_now(
         },
     )
     return RELEASING, clause, refusal.now, refusal.jobs
+
+
+def _borrows_first(
+    leaf: str, request: ResourceList, short: Shortfall, holding: Holding
+) -> dict[str, str] | None:
+    """While the tree has a half-life and the job would borrow: the branch beside its own,
+    under the node that is short, that borrows now and used less of its share lately (the
+    one that used least), which fair sharing serves first; None when there is none."""
+    tree, fair = holding.tree, holding.fair
+    if not fair or holding.half_life is None:
+        return None
+    if within_guarantee(leaf, request, tree, holding.used):
+        return None
+    top = (
+        next((p for p in tree if tree[p].parent is None), None)
+        if short.where == "cluster"
+        else short.where
+    )
+    if top is None or leaf == top or not leaf.startswith(top + "/"):
+        return None
+    ours = f"{top}/{leaf[len(top) + 1 :].split('/')[0]}"
+    borrowing = [
+        path
+        for path, node in tree.items()
+        if node.parent == top and path != ours and fair.get(path, 0.0) < fair.get(ours, 0.0)
+        and any(
+            amount > node.min.get(resource, 0)
+            for resource, amount in holding.used.get(path, {}).items()
+            if governs(node, resource)
+        )
+    ]  # fmt: skip
+    if not borrowing:
+        return None
+    other = min(borrowing, key=lambda path: (fair.get(path, 0.0), path))
+    return {
+        "other": other, "theirs": f"{fair.get(other, 0.0):.0%}",
+        "ours": ours, "yours": f"{fair.get(ours, 0.0):.0%}",
+        "half_life": format_half_life(holding.half_life),
+    }  # fmt: skip
 
 
 def explain(

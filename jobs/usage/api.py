@@ -52,8 +52,8 @@ class ConsequenceOut(serializers.Serializer):
     name = serializers.CharField()
     owner = serializers.CharField()
     queue = serializers.CharField()
-    why = serializers.CharField(help_text="why it is preempted, in the rule's words; empty "
-                                "for an admission")  # fmt: skip
+    why = serializers.CharField(help_text="why it is preempted, or can never run, in the "
+                                "rule's words; empty for an admission")  # fmt: skip
     by_the_change = serializers.BooleanField(
         help_text="false when the next cycle would do the same with the tree as it is"
     )
@@ -63,6 +63,12 @@ class QuotaPreviewOut(serializers.Serializer):
     changes = ChangeOut(many=True)
     preempted = ConsequenceOut(many=True)
     admitted = ConsequenceOut(many=True)
+    unrunnable = ConsequenceOut(
+        many=True, help_text="waiting jobs it leaves with nowhere to run: applying it fails them"
+    )
+    unrunnable_count = serializers.IntegerField(
+        help_text="how many they are; the first 100 are named"
+    )
 
 
 class QuotaPreviewView(APIView):
@@ -80,7 +86,8 @@ class QuotaPreviewView(APIView):
         description="The admission rule run on the usage and the queues as they are now, with "
         "the tree as it is and with this one: `changes` lists every min and max that differs; "
         "`preempted` the running jobs the new tree would preempt at the next cycle, each with "
-        "why; `admitted` the waiting jobs the next cycle would admit under it. "
+        "why; `admitted` the waiting jobs the next cycle would admit under it; `unrunnable` "
+        "the waiting jobs it leaves with nowhere to run, which applying it fails. "
         "`by_the_change` is false for a job the next cycle would preempt or admit anyway. "
         "Nothing is written; a tree the save would refuse is refused here in the same words. "
         "PUT /api/v1/quota-tree/ applies it.",

@@ -31,9 +31,10 @@ from jobs.models import UsageSample
 from jobs.reads.selectors import leaf_loads
 from jobs.tables.usage import EPOCH, usage_buckets
 from kube.quantity import ResourceList
+from queues import fairness
 from queues.models import QuotaNode
 from queues.quota import Balance, Node, balances, rollup
-from queues.selectors import tree_nodes
+from queues.selectors import decayed_usage, half_life, tree_nodes
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,35 @@ def tree_figures() -> TreeFigures:
         balances=balances(tree=tree, used=rollup(loads.used), pending=rollup(loads.pending)),
         admitted=rollup(loads.admitted),
     )
+
+
+@dataclass(frozen=True)
+class FairShareFigures:
+    """One node's standing under fair sharing over time (``queues.fairness``), as the
+    quota tree page shows it: its decayed usage of the cluster, its entitled share, and
+    the part of that share it used lately (the first two as fractions of the cluster)."""
+
+    usage: float
+    share: float
+    used: float
+    weight: float
+
+
+def fair_share_figures(
+    tree: Mapping[str, Node],
+) -> tuple[timedelta | None, dict[str, FairShareFigures]]:
+    """The tree's half-life and every node's figures, as beat last computed the decayed
+    usage; (None, {}) while the tree has no half-life."""
+    half = half_life()
+    if half is None:
+        return None, {}
+    usage = {path: row.usage for path, row in decayed_usage().items()}
+    shares = fairness.entitled_shares(tree)
+    used = fairness.shares_used(tree, usage)
+    return half, {
+        path: FairShareFigures(usage.get(path, 0.0), shares[path], used[path], node.weight)
+        for path, node in tree.items()
+    }
 
 
 def interval_start(moment: datetime) -> datetime:

@@ -25,6 +25,7 @@ from jobs.document.validation import JobInvalid
 from jobs.usage import charts, samples
 from jobs.usage.schema import UsagePointOut
 from kube.quantity import human
+from queues.fairness import format_half_life
 from queues.quota import Balance
 from queues.selectors import queues_for_user
 
@@ -87,6 +88,7 @@ def quota_tree(request: HtmxHttpRequest) -> HttpResponse:
     queue_names = dict(
         queues_for_user(request.user).filter(active=True).values_list("node__path", "name")
     )
+    half_life, fair = samples.fair_share_figures(figures.tree)
     rows = [
         {
             "node": node,
@@ -95,11 +97,13 @@ def quota_tree(request: HtmxHttpRequest) -> HttpResponse:
             "chosen": query is not None and node.path == query.node,
             "history_url": _query_without(request, node=node.path) + "#usage-history",
             "resources": _balance_rows(figures.balances[node.path]),
+            "fair": _fair_row(fair[node.path]) if node.parent is not None and fair else None,
         }
         for node in nodes
     ]
     context = {
         "rows": rows,
+        "half_life": format_half_life(half_life) if half_life is not None else "",
         "poll_url": request.path + _query_without(request),
         "poll_seconds": QUOTA_POLL_SECONDS,
     }
@@ -110,6 +114,16 @@ def quota_tree(request: HtmxHttpRequest) -> HttpResponse:
             request, query.node, level=2, choices=[node.path for node in nodes]
         )
     return render(request, "jobs/quota_tree.html", context)
+
+
+def _fair_row(figures: samples.FairShareFigures) -> dict:
+    return {
+        "used": f"{figures.used:.0%}",
+        "above": figures.used > 1,
+        "share": f"{figures.share:.1%}",
+        "usage": f"{figures.usage:.1%}",
+        "weight": f"{figures.weight:g}",
+    }
 
 
 def usage_chart(

@@ -141,9 +141,10 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
 
     def get_fieldsets(self, request, obj=None):
         if self.has_change_permission(request, obj):
-            if obj is not None and obj.parent_id is None:  # the root: the tree's half-life too
+            if obj is not None and obj.parent_id is None:
+                # The root: the tree's half-life instead of a weight, as it has no siblings.
                 fields = list(self.fieldsets[0][1]["fields"])
-                fields.insert(fields.index("weight") + 1, "half_life_text")
+                fields[fields.index("weight")] = "half_life_text"
                 return [(None, {"fields": fields})]
             return self.fieldsets
         # Read only (a retired node): the values as text, not as empty inputs.
@@ -315,17 +316,32 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
             if not errors:
                 try:
                     document = exchange.tree_load(text)
-                    if action in (PREVIEW, APPLY):
+                    changes = None
+                    if action == PREVIEW:
                         preview = signals.tree_preview(QuotaNode, document)
-                    if action == APPLY and preview is not None:
-                        grown = _grown(preview, request.POST.getlist("previewed"))
-                    if action == PREVIEW or grown:
                         raise _Shown
-                    changes = services.tree_import(
-                        document=document,
-                        actor=request.user,
-                        source=AuditEntry.Source.YAML_IMPORT,
-                    )
+                    if action == APPLY:
+                        # Under the admission cycle's lock, unless it would now preempt
+                        # jobs the person was not shown: then the new preview, again.
+                        applied = signals.tree_apply_previewed(
+                            QuotaNode, document=document,
+                            previewed=_previewed(request.POST.getlist("previewed")),
+                            actor=request.user, source=AuditEntry.Source.YAML_IMPORT,
+                        )  # fmt: skip
+                        if applied is not None:
+                            changes, preview, grown = (
+                                applied["changes"],
+                                applied["preview"],
+                                applied["grown"],
+                            )
+                            if changes is None:
+                                raise _Shown
+                    if changes is None:  # a script's POST, or no receiver: at once
+                        changes = services.tree_import(
+                            document=document,
+                            actor=request.user,
+                            source=AuditEntry.Source.YAML_IMPORT,
+                        )
                 except services.TreeError as error:
                     errors, preview = error.errors, None
                 except _Shown:
@@ -350,17 +366,16 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
 # The tree editor's buttons: see what the tree would do, then apply what was seen. A POST
 # that names neither (a script's) applies at once, as before the preview existed.
 PREVIEW, APPLY = "preview", "apply"
+MAX_PREVIEWED = 10_000  # job ids sent back with an apply; more are not read
 
 
 class _Shown(Exception):
     """The tree is shown with its preview rather than applied."""
 
 
-def _grown(preview: dict, previewed: list[str]) -> list[dict]:
-    """The jobs the change would now preempt that the person was not shown: applying then
-    asks again. Jobs that started or ended since are no reason to (they are listed)."""
-    seen = {int(key) for key in previewed if key.isdigit()}
-    return [job for job in preview["preempted"] if job["by_the_change"] and job["job"] not in seen]
+def _previewed(keys: list[str]) -> set[int]:
+    """The jobs the preview the person saw would preempt, as the page sent them back."""
+    return {int(key) for key in keys[:MAX_PREVIEWED] if key.isdigit() and len(key) < 19}
 
 
 def _read_upload(upload) -> tuple[str, dict[str, list[str]]]:

@@ -123,6 +123,10 @@ class QuotaNodeForm(NodeValuesForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.instance.editing_form = self
+        if self.instance.parent_id is not None:  # the tree's half-life is set on its root
+            del self.fields["half_life_text"]
+            return
+        del self.fields["weight"]  # the root has no siblings to share with
         half_life = self.instance.half_life
         self.fields["half_life_text"].initial = (
             fairness.format_half_life(half_life) if half_life is not None else ""

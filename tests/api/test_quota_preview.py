@@ -3,10 +3,15 @@ admission rule itself; the preview and the save are compared on the same state."
 
 from __future__ import annotations
 
+import psycopg
 import pytest
+from django.db import OperationalError, connection
 
+from audit.models import AuditEntry
 from jobs.engine.admission.cycle import admission_cycle
+from jobs.engine.locks import ADMISSION, is_contention
 from jobs.models import Job, JobEvent, State
+from jobs.services import tree_apply_previewed
 from queues.models import QuotaNode
 from queues.services import tree_export, tree_find
 
@@ -81,7 +86,13 @@ def test_a_raised_max_names_the_jobs_the_next_cycle_admits(api, staff, video):
 def test_the_tree_as_it_is_changes_nothing(api, staff, video):
     answer = api(staff).post(PREVIEW, tree_export(), format="json").json()
 
-    assert answer == {"changes": [], "preempted": [], "admitted": []}
+    assert answer == {
+        "changes": [],
+        "preempted": [],
+        "admitted": [],
+        "unrunnable": [],
+        "unrunnable_count": 0,
+    }
 
 
 def test_a_tree_the_save_would_refuse_is_refused_in_its_words(api, staff, video):
@@ -97,3 +108,55 @@ def test_a_tree_the_save_would_refuse_is_refused_in_its_words(api, staff, video)
 
 def test_only_staff_preview_a_tree(api, member, video):
     assert api(member).post(PREVIEW, tree_export(), format="json").status_code == 403
+
+
+def test_a_confirmed_preview_is_applied_only_once_no_admission_cycle_runs(staff, video):
+    """The apply waits for the admission cycle's lock: while a cycle holds it, the change
+    waits and, past its wait, is refused as contention with nothing written; once the
+    cycle is done, it applies and its audit keeps the preview."""
+    document = with_video_cpu(min="4", max="8")
+    newest = video["admitted"][2].pk
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    cycle = psycopg.connect(**params, autocommit=True)  # another worker's cycle
+    try:
+        cycle.execute("SELECT pg_advisory_lock(%s)", [ADMISSION])
+        with pytest.raises(OperationalError) as refused:
+            tree_apply_previewed(
+                document=document, previewed={newest}, actor=staff, source="api",
+                wait_seconds=0.2,
+            )  # fmt: skip
+        assert is_contention(refused.value)
+        assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 14_000
+    finally:
+        cycle.close()
+
+    applied = tree_apply_previewed(document=document, previewed={newest}, actor=staff, source="api")
+    assert [job.job for job in applied.preview.preempted] == [newest] and not applied.grown
+    assert [change.path for change in applied.changes or []] == ["root/algorithm/video"]
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 8_000
+
+
+def test_a_confirmed_preview_that_no_longer_holds_is_not_applied(staff, video):
+    document = with_video_cpu(min="4", max="8")
+    applied = tree_apply_previewed(document=document, previewed=set(), actor=staff, source="api")
+    assert applied.changes is None
+    assert [job.job for job in applied.grown] == [video["admitted"][2].pk]
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 14_000
+    assert not AuditEntry.objects.filter(object_type=AuditEntry.ObjectType.QUOTA_TREE).exists()
+
+
+def test_a_max_below_a_waiting_jobs_ask_names_it_as_never_starting(api, staff, video):
+    # video's max to 3 cpu: the waiting 4-cpu job could never run there any more.
+    document = with_video_cpu(min="3", max="3")
+
+    answer = api(staff).post(PREVIEW, document, format="json").json()
+
+    assert answer["unrunnable_count"] == 1
+    [job] = answer["unrunnable"]
+    assert job["job"] == video["waiting"].pk and job["by_the_change"] is True
+    assert job["why"].startswith(
+        "can never be admitted while it stays so: Insufficient quota in root/algorithm/video: "
+        "cpu requested 4"
+    ), job["why"]

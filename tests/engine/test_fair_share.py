@@ -8,7 +8,7 @@ import copy
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from jobs.document.schema import job_parse
 from jobs.engine.admission.cycle import admission_cycle
@@ -16,6 +16,7 @@ from jobs.engine.fair_share import fair_share_record
 from jobs.engine.reconcile import jobs_reconcile
 from jobs.engine.sync import cluster_sync
 from jobs.models import Hold, Job, State
+from jobs.reads.waiting import jobs_waiting
 from jobs.services import job_cancel, job_submit
 from queues import fairness
 from queues.models import DecayedUsage
@@ -101,6 +102,8 @@ def test_two_departments_borrow_spare_capacity_in_turn_over_a_week(member, outsi
     tree_apply(document=shared_tree("1d"))
     video, devops = "root/algorithm/video", "root/infrastructure/devops"
 
+    said: list[str] = []
+
     def phase(now, first, second, run_seconds) -> dict[str, int]:
         cluster_sync(now=now)  # the last phase's jobs end
         fair_share_record(now=now)
@@ -110,16 +113,19 @@ def test_two_departments_borrow_spare_capacity_in_turn_over_a_week(member, outsi
         jobs_reconcile(admitted, now=now + timedelta(seconds=5))
         cluster_sync(now=now + timedelta(seconds=6))
         running = {queue: 0 for queue in (video, devops)}
-        for job in Job.objects.filter(pk__in=[j.pk for j in jobs]):
+        for job in Job.objects.filter(pk__in=[j.pk for j in jobs]).select_related("queue__node"):
             if job.state == State.RUNNING:
                 running[job.queue.node.path] += 1
-            else:  # the one left waiting gives up before the next phase
+            else:  # the one left waiting says why, then gives up before the next phase
+                with translation.override("en"):
+                    said.append(jobs_waiting([job], now=now + timedelta(seconds=6))[job.pk].said)
                 job_cancel(job=job, user=job.owner, now=now + timedelta(seconds=7))
         return running
 
     three_days = int(3 * DAY.total_seconds()) - 60  # over before the next phase
     # Day 0: nobody has used anything; the queue order decides, and algorithm asked first.
     assert phase(start, (member, video), (outsider, devops), three_days) == {video: 3, devops: 2}
+    assert "borrows first" not in said[-1]  # nobody used more of the share than the other
     # Day 3: algorithm held more for three days; infrastructure gets the fifth place
     # although algorithm asks first again.
     assert phase(start + 3 * DAY, (member, video), (outsider, devops), 4 * 86400 - 60) == {
@@ -128,6 +134,12 @@ def test_two_departments_borrow_spare_capacity_in_turn_over_a_week(member, outsi
     }
     usage = {row.path: row.usage for row in DecayedUsage.objects.all()}
     assert usage["root/algorithm"] > usage["root/infrastructure"] > 0
+    shares = {path: f"{used * 3:.0%}" for path, used in usage.items()}  # a third each
+    assert said[-1].endswith(
+        f"root/infrastructure borrows first: its recent usage (half-life 1d) is "
+        f"{shares['root/infrastructure']} of its share, root/algorithm's "
+        f"{shares['root/algorithm']}"
+    ), said[-1]
     # Day 7: infrastructure held more over the last four days, which weigh most; now
     # algorithm gets the fifth place, though infrastructure asks first.
     assert phase(start + 7 * DAY, (outsider, devops), (member, video), 3600) == {
@@ -136,6 +148,7 @@ def test_two_departments_borrow_spare_capacity_in_turn_over_a_week(member, outsi
     }
     usage = {row.path: row.usage for row in DecayedUsage.objects.all()}
     assert usage["root/infrastructure"] > usage["root/algorithm"]
+    assert "root/algorithm borrows first: its recent usage (half-life 1d) is" in said[-1]
 
 
 def test_without_a_half_life_the_queue_order_alone_decides(member, outsider, start):

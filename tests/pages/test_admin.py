@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 import yaml
@@ -587,6 +588,15 @@ def test_the_tree_editor_previews_whose_jobs_stop_before_it_applies(admin_client
 
     assert applied.status_code == 302
     assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 8_000
+    # The audit keeps the preview the admin confirmed, beside the node's own change.
+    confirmed = AuditEntry.objects.get(object_type=AuditEntry.ObjectType.QUOTA_TREE)
+    assert confirmed.actor.username == "root-admin"
+    assert confirmed.after["preempted"] == [
+        {"job": newest.pk, "owner": "alice", "queue": "root-algorithm-video", "by_the_change": True}
+    ]
+    assert confirmed.after["changes"] == [
+        "updated root/algorithm/video: min cpu: 12 → 4; max cpu: 14 → 8"
+    ]
 
 
 def test_applying_asks_again_when_it_would_now_preempt_jobs_not_previewed(
@@ -601,3 +611,36 @@ def test_applying_asks_again_when_it_would_now_preempt_jobs_not_previewed(
     assert "Since your preview, applying would preempt 1 more job" in page
     assert f"#{three_running[2].pk} j2" in page
     assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 14_000
+
+
+def test_the_roots_page_sets_the_half_life_and_a_childs_weight(admin_client):
+    url = node_url("root")
+    data = page_data(admin_client.get(url))
+    assert "weight" not in data and data["half_life_text"] == ""  # the root has no siblings
+    data.update({"half_life_text": "7d", f"{child(data, 'interns')}-weight": "2"})
+    response = admin_client.post(url, data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert QuotaNode.objects.get(path="root").half_life == timedelta(days=7)
+    assert QuotaNode.objects.get(path="root/interns").weight == 2.0
+    assert QuotaNode.objects.get(path="root/algorithm").weight == 1.0
+    # Shown again as it was written.
+    data = page_data(admin_client.get(url))
+    assert data["half_life_text"] == "7d" and data[f"{child(data, 'interns')}-weight"] == 2.0
+    # A leaf's page has a weight but no half-life: the tree has one.
+    assert "half_life_text" not in page_data(admin_client.get(video_url()))
+
+
+def test_a_bad_half_life_or_weight_is_refused_in_place(admin_client):
+    url = node_url("root")
+    data = page_data(admin_client.get(url))
+    data.update({"half_life_text": "a week", f"{child(data, 'interns')}-weight": "-1"})
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    assert "must be a duration from 1h to 365d" in " ".join(form.errors["half_life_text"])
+    (interns,) = [
+        f for inline in response.context["inline_admin_formsets"] for f in inline.formset.forms
+        if f.instance.name == "interns"
+    ]  # fmt: skip
+    assert "must be a number above 0" in " ".join(interns.errors["weight"])
+    assert QuotaNode.objects.get(path="root").half_life is None

@@ -16,11 +16,15 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.engine.admission.cycle import admission_cycle
+from jobs.engine.fair_share import fair_share_record
 from jobs.models import USAGE_SAMPLES, UsageSample
 from jobs.usage.samples import usage_record
+from queues.models import DecayedUsage
+from queues.services import tree_apply
 
 from ..support.jobs import submit
 from ..support.pages import HTMX, login
+from ..support.trees import seed_tree_document
 
 pytestmark = pytest.mark.django_db
 
@@ -237,3 +241,30 @@ def test_the_history_endpoint_is_in_the_api_schema(client, member):
     assert {p["name"] for p in operation["parameters"]} >= {"node", "range"}
     point = schema["components"]["schemas"]["UsagePoint"]["properties"]
     assert point["max"]["nullable"] is True and point["used"]["type"] == "number"
+
+
+def test_with_a_half_life_each_node_shows_the_share_it_used_lately(client, member, busy):
+    document = seed_tree_document()
+    document["spec"]["fairSharing"] = {"halfLife": "7d"}
+    document["spec"]["root"]["children"][2]["weight"] = 2  # interns
+    tree_apply(document=document)
+    fair_share_record(now=timezone.now() + timedelta(days=1))  # a day of what busy holds
+
+    response = login(client, member).get(reverse("quota-tree"))
+    rows = {row["node"].path: row["fair"] for row in response.context["rows"]}
+    assert rows["root"] is None  # the root's share is the whole cluster, always
+    # interns: weight 2 of 4 among the root's children, so half the cluster.
+    assert rows["root/interns"]["share"] == "50.0%" and rows["root/interns"]["weight"] == "2"
+    assert rows["root/algorithm"]["share"] == "25.0%"
+    decayed = DecayedUsage.objects.get(path="root/interns").usage
+    assert decayed > DecayedUsage.objects.get(path="root/algorithm").usage > 0
+    assert rows["root/interns"]["used"] == f"{decayed / 0.5:.0%}"
+    html = unescape(response.content.decode())
+    assert "Fair sharing over time is on, with a half-life of 7d" in html
+    assert f"used {rows['root/interns']['used']} of its share lately (share 50.0% of" in html
+
+
+def test_without_a_half_life_the_page_shows_no_fair_share(client, member, busy):
+    response = login(client, member).get(reverse("quota-tree"))
+    assert all(row["fair"] is None for row in response.context["rows"])
+    assert "Fair sharing over time is on" not in response.content.decode()

@@ -1,7 +1,8 @@
 """Fair sharing over time as properties of the pure rule (``queues.fairness`` and the
-standings ``queues.admission.plan_admissions`` takes): with no half-life the plans are
-today's exactly; among otherwise equal borrowers the one that stands lower borrows first;
-when reclaim chooses among borrowers the one that stands higher gives back first; the
+shares used ``queues.admission.plan_admissions`` takes): with no half-life the plans are
+today's exactly; among otherwise equal borrowers the one that used less of its share
+borrows first; when reclaim chooses among borrowers the one that used more gives back
+first; the
 decay and the entitled shares add up."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def test_with_no_half_life_the_plans_are_todays(scenario):
 
 
 @given(crowded(), st.floats(0, 5))
-def test_standings_that_are_all_equal_change_nothing(scenario, level):
+def test_shares_used_that_are_all_equal_change_nothing(scenario, level):
     tree, admitted, queues, allocatable, leaving = scenario
     fair = dict.fromkeys(tree, level)
     assert run(tree, admitted, queues, allocatable, leaving, fair) == run(
@@ -41,7 +42,7 @@ def test_standings_that_are_all_equal_change_nothing(scenario, level):
 def twins(draw):
     """Two departments alike in every number, each with one leaf and the same jobs
     running, each offering the same borrowing candidate; the first has the better place
-    in the queue order (enqueued earlier), the second stands lower."""
+    in the queue order (enqueued earlier), the second used less of its share."""
     low = draw(st.integers(0, 8))
     high = draw(st.integers(low, 30))
     root = Node("root", {"cpu": 2 * low}, {"cpu": draw(st.integers(2 * low, 2 * low + 30))})
@@ -72,23 +73,25 @@ def twins(draw):
 
 
 @given(twins())
-def test_the_department_that_stands_lower_borrows_first(scenario):
+def test_the_department_that_used_less_of_its_share_borrows_first(scenario):
     tree, admitted, queues, fair = scenario
     plan = run(tree, admitted, queues, None, (), fair)
     admitted_keys = {candidate.key for candidate in plan.admitted}
     if 1000 in admitted_keys:  # the first department's candidate got spare capacity...
         assert 1001 in admitted_keys  # ...only once the second's had
-    # Without standings the queue order alone decides: the first goes first.
+    # Without shares used the queue order alone decides: the first goes first.
     today = {candidate.key for candidate in run(tree, admitted, queues, None, (), None).admitted}
     if 1001 in today:
         assert 1000 in today
 
 
 @given(st.integers(1, 8), st.floats(0, 10), st.floats(0, 10), st.booleans())
-def test_reclaim_takes_from_the_borrower_that_stands_higher(size, first, second, newest_first):
+def test_reclaim_takes_from_the_borrower_that_used_more_of_its_share(
+    size, first, second, newest_first
+):
     """Two departments without a guarantee each borrow ``size`` cpu; a third, within its
     guarantee, needs exactly that much back. Today the newest job gives way; with
-    standings, the job of the department that stands higher, whatever its age."""
+    shares used, the job of the department that used more of its share, whatever its age."""
     tree = {
         "root": Node("root", {"cpu": size}, {"cpu": 2 * size}),
         "root/a": Node("root/a", {}, {"cpu": 2 * size}),
@@ -117,7 +120,7 @@ def test_decay_halves_each_half_life_and_sums_to_one_for_ever():
     assert fairness.decay(0, day) == 1.0
     assert fairness.decay(day, day) == pytest.approx(0.5)
     assert fairness.decay(-5, day) == 1.0  # a span that starts later than now weighs as now
-    # The whole cluster held for ever stands at 1; held for one half-life, until now, 0.5.
+    # The whole cluster held for ever is 1; held for one half-life, until now, 0.5.
     assert fairness.decayed_fraction(1.0, math.inf, 0, day) == pytest.approx(1.0)
     assert fairness.decayed_fraction(1.0, day, 0, day) == pytest.approx(0.5)
     # Half of it for one half-life, then nothing for another.
@@ -139,14 +142,14 @@ def test_entitled_shares_divide_each_parent_among_its_children_by_weight(weights
         assert kids[index] == pytest.approx(shares["root/x"] * weight / sum(weights))
 
 
-def test_a_standing_is_usage_over_entitled_share():
+def test_a_share_used_is_usage_over_entitled_share():
     tree = {
         "root": Node("root"),
         "root/a": Node("root/a", weight=3.0),
         "root/b": Node("root/b", weight=1.0),
     }
-    standing = fairness.standings(tree, {"root": 0.5, "root/a": 0.3, "root/b": 0.2})
-    assert standing == pytest.approx({"root": 0.5, "root/a": 0.4, "root/b": 0.8})
+    used = fairness.shares_used(tree, {"root": 0.5, "root/a": 0.3, "root/b": 0.2})
+    assert used == pytest.approx({"root": 0.5, "root/a": 0.4, "root/b": 0.8})
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from jobs.cluster import get_backend
 from jobs.models import LEAVING, AdmissionWake, State
@@ -20,7 +20,7 @@ from jobs.tables.jobs import PendingRow, holding_rows, leaf_holding
 from kube.quantity import ResourceList, add
 from queues.admission import Admitted, Candidate, QueueHeads
 from queues.quota import Node, lent_by_node, rollup
-from queues.selectors import standings_now, tree_nodes
+from queues.selectors import half_life, shares_used_under, tree_nodes
 
 # What a cycle offers the rule of each queue: its first jobs, in queue order.
 HEADS_PER_QUEUE = 8
@@ -110,8 +110,9 @@ class Holding:
     allocatable: Mapping[str, int] | None
     admitted: Sequence[Admitted] = ()
     leaving: Sequence[Admitted] = ()
-    # Each node's standing while the tree has a half-life (queues.fairness), else empty.
+    # Each node's share used while the tree has a half-life (queues.fairness), else empty.
     fair: Mapping[str, float] = field(default_factory=dict)
+    half_life: timedelta | None = None
 
     def lent(self) -> dict[str, ResourceList]:
         return lent_by_node(self.tree, self.used)
@@ -122,13 +123,15 @@ def read_holding() -> Holding:
     rule is given besides the queues' heads."""
     admitted, leaving = holding_jobs()
     tree = tree_nodes()
+    half = half_life()
     return Holding(
         tree=tree,
         used=usage_of(admitted + leaving),
         allocatable=get_backend().allocatable(),
         admitted=admitted,
         leaving=leaving,
-        fair=standings_now(tree),
+        fair=shares_used_under(tree, half),
+        half_life=half,
     )
 
 
