@@ -356,6 +356,31 @@ def estimate_newcomers(newcomers: Sequence[Newcomer], *, now: datetime) -> list[
     return answers
 
 
+def head_starts(
+    *, now: datetime, leaves: set[str], trees: Sequence[tuple[Mapping[str, Node], set[int]]]
+) -> dict[str, tuple[int, list[Start | None]]]:
+    """The first pending job of each of ``leaves``' queues, and its expected start under
+    each (tree, jobs taken as gone) in ``trees``: what a change of the tree would do to
+    when each queue moves on (``jobs.reads.quota_preview``). One read, a replay per tree."""
+    holds = _holds()
+    holders = _holders(now, holds)
+    lines = _lines(settings.ESTIMATE_DEPTH, holds)
+    heads = {line.leaf: line.jobs[0].key for line in lines if line.leaf in leaves and line.jobs}
+    answers: dict[str, tuple[int, list[Start | None]]] = {
+        leaf: (key, []) for leaf, key in heads.items()
+    }
+    allocatable = get_backend().allocatable()
+    for tree, gone in trees:
+        starts = estimate_starts(
+            now=now, tree=tree, allocatable=allocatable,
+            holders=[holder for holder in holders if holder.key not in gone],
+            lines=[line for line in lines if line.leaf in tree], wanted=set(heads.values()),
+        )  # fmt: skip
+        for key, found in answers.values():
+            found.append(starts.get(key))
+    return answers
+
+
 @dataclass(frozen=True)
 class Holds:
     """How long a queue's jobs hold their quota, from dequeue to the release the cluster

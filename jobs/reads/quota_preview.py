@@ -27,10 +27,11 @@ from jobs.cluster import get_backend
 from jobs.engine.admission.inputs import HEADS_PER_QUEUE, queue_heads, read_holding, woken_at
 from jobs.engine.unrunnable import unrunnable_shapes
 from jobs.models import PENDING, Job
+from jobs.reads.estimate import Estimate, describe, head_starts
 from jobs.tables.jobs import pending_heads
 from kube.quantity import ResourceList, human
 from queues.admission import Plan, plan_admissions
-from queues.quota import Node, exceeds_max
+from queues.quota import Node, exceeds_max, path_to_root
 from queues.selectors import shares_used_under
 from queues.services import tree_check
 
@@ -68,6 +69,18 @@ class QuotaPreview:
     # (``jobs.engine.unrunnable``), at most UNRUNNABLE_SHOWN of them named.
     unrunnable: list[Consequence] = field(default_factory=list)
     unrunnable_count: int = 0
+    # Each queue under a changed node, or that gains or loses jobs: its first waiting job
+    # and about when it starts, with the tree as it is and with this one.
+    queues: list[QueueHead] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class QueueHead:
+    queue: str
+    job: int
+    name: str
+    before: Estimate
+    after: Estimate
 
 
 UNRUNNABLE_SHOWN = 100
@@ -143,7 +156,53 @@ def quota_preview(document: object) -> QuotaPreview:
             if key in jobs
         ],
         **_unrunnable(holding.tree, proposed),
+        queues=_queue_heads(
+            now,
+            holding.tree,
+            proposed,
+            changed={change.node for change in tree_changes(holding.tree, proposed)},
+            gone=set(preempted_ids),
+            moved=_leaves_of([*preempted_ids, *admitted_ids]),
+        ),
     )
+
+
+def _queue_heads(
+    now: datetime,
+    current: Mapping[str, Node],
+    proposed: Mapping[str, Node],
+    *,
+    changed: set[str],
+    gone: set[int],
+    moved: set[str],
+) -> list[QueueHead]:
+    """The first waiting job of every queue the change touches (under a changed node, or
+    gaining or losing jobs) and about when it starts before and after: the replay of
+    ``jobs.reads.estimate`` under each tree, the jobs the change preempts taken as gone."""
+    leaves = {
+        leaf
+        for leaf in set(current) | set(proposed)
+        if leaf in moved or any(path in changed for path in path_to_root(leaf))
+    }
+    if not leaves:
+        return []
+    heads = head_starts(now=now, leaves=leaves, trees=[(current, set()), (proposed, gone)])
+    jobs = _jobs(key for key, _starts in heads.values())
+    return [
+        QueueHead(
+            queue=jobs[key].queue.name,
+            job=key,
+            name=jobs[key].name,
+            before=describe(before, now=now, ahead=0),
+            after=describe(after, now=now, ahead=0),
+        )  # fmt: skip
+        for _leaf, (key, (before, after)) in sorted(heads.items())
+        if key in jobs
+    ]
+
+
+def _leaves_of(ids: list[int]) -> set[str]:
+    return set(Job.objects.filter(pk__in=ids).values_list("queue__node__path", flat=True))
 
 
 def _unrunnable(now: Mapping[str, Node], proposed: Mapping[str, Node]) -> dict:

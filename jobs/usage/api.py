@@ -59,6 +59,19 @@ class ConsequenceOut(serializers.Serializer):
     )
 
 
+class StartOut(serializers.Serializer):
+    at = serializers.DateTimeField(allow_null=True, help_text="null: no estimate")
+    basis = serializers.CharField(help_text="how it was reached, in words")
+
+
+class QueueHeadOut(serializers.Serializer):
+    queue = serializers.CharField()
+    job = serializers.IntegerField(help_text="its first waiting job")
+    name = serializers.CharField()
+    before = StartOut(help_text="about when that job starts with the tree as it is")
+    after = StartOut(help_text="and with this tree")
+
+
 class QuotaPreviewOut(serializers.Serializer):
     changes = ChangeOut(many=True)
     preempted = ConsequenceOut(many=True)
@@ -68,6 +81,11 @@ class QuotaPreviewOut(serializers.Serializer):
     )
     unrunnable_count = serializers.IntegerField(
         help_text="how many they are; the first 100 are named"
+    )
+    queues = QueueHeadOut(
+        many=True,
+        help_text="each queue under a changed node, or that gains or loses jobs: its first "
+        "waiting job and about when it starts, before and after",
     )
 
 

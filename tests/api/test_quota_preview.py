@@ -92,6 +92,7 @@ def test_the_tree_as_it_is_changes_nothing(api, staff, video):
         "admitted": [],
         "unrunnable": [],
         "unrunnable_count": 0,
+        "queues": [],
     }
 
 
@@ -160,3 +161,16 @@ def test_a_max_below_a_waiting_jobs_ask_names_it_as_never_starting(api, staff, v
         "can never be admitted while it stays so: Insufficient quota in root/algorithm/video: "
         "cpu requested 4"
     ), job["why"]
+
+
+def test_a_raised_max_says_when_each_queues_first_waiting_job_starts_before_and_after(
+    api, staff, video
+):
+    answer = api(staff).post(PREVIEW, with_video_cpu(max="16"), format="json").json()
+
+    [head] = answer["queues"]
+    assert (head["queue"], head["job"]) == ("root-algorithm-video", video["waiting"].pk)
+    # Now it waits for a running job to end; with 16 cpu it fits at the next cycle.
+    assert head["before"]["basis"].startswith("about ")
+    assert head["after"]["basis"] == "now: it fits, and is dequeued at the next admission cycle"
+    assert [job["job"] for job in answer["admitted"]] == [video["waiting"].pk]
