@@ -40,7 +40,8 @@ def main(argv: list[str]) -> int:
 
     from jobs.engine.admission.inputs import read_holding
     from jobs.engine.fair_share import fair_share_record
-    from jobs.models import HOLDS, JOBS as JOBS_TABLE
+    from jobs.models import HOLDS
+    from jobs.models import JOBS as JOBS_TABLE
     from jobs.services import job_submit_batch
     from queues.models import QuotaNode
 
