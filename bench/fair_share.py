@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
     from jobs.models import HOLDS
     from jobs.models import JOBS as JOBS_TABLE
     from jobs.services import job_submit_batch
-    from queues.models import QuotaNode
+    from queues.models import Queue, QuotaNode
 
     from .kueue import job_body, load
     from .replay import prepare
@@ -69,8 +69,8 @@ def main(argv: list[str]) -> int:
                                        1 + (g %% {JOBS}) AS pick) s
             JOIN (SELECT id, request, queue_id, row_number() OVER (ORDER BY id) AS pick
                   FROM {JOBS_TABLE}) j ON j.pick = s.pick
-            JOIN queues_queue q ON q.id = j.queue_id
-            JOIN queues_quotanode n ON n.id = q.node_id
+            JOIN {Queue._meta.db_table} q ON q.id = j.queue_id
+            JOIN {QuotaNode._meta.db_table} n ON n.id = q.node_id
             """,
             {"spans": spans, "now": timezone.now()},
         )
