@@ -48,7 +48,9 @@ RUN SECRET_KEY=collectstatic-build-only \
     REDIS_URL=redis://localhost:6379/0 \
     python manage.py collectstatic --noinput
 
-RUN useradd --system --uid 10001 --no-create-home --home-dir /app caldera
+# The archive of finished jobs past retention: a volume mounted here takes its owner.
+RUN useradd --system --uid 10001 --no-create-home --home-dir /app caldera \
+    && install -d -o caldera -g caldera /var/lib/caldera/archive
 USER caldera
 
 # Each process's Prometheus figures go here, for a scrape to add up (portal/process_metrics.py).

@@ -12,9 +12,11 @@ from jobs.cluster import ClusterUnavailable, Rejected
 from jobs.engine.admission.cycle import admission_cycle
 from jobs.engine.fair_share import fair_share_record
 from jobs.engine.reconcile import jobs_reconcile, quota_publish
+from jobs.engine.retention import jobs_archive
 from jobs.engine.sync import cluster_sync
 from jobs.engine.task_names import (
     ADMIT_TASK,
+    ARCHIVE_TASK,
     ESTIMATES_TASK,
     FAIR_SHARE_TASK,
     PUBLISH_QUOTA_TASK,
@@ -146,6 +148,15 @@ def fair_share() -> None:
     half-life (jobs/engine/fair_share.py)."""
 
     fair_share_record()
+
+
+@shared_task(name=ARCHIVE_TASK, ignore_result=True, **IDEMPOTENT)
+def archive() -> None:
+    """Finished jobs past JOB_RETENTION_DAYS to the archive (jobs/engine/retention.py)."""
+
+    archived = jobs_archive()
+    if archived.jobs:
+        log.info("archived %s finished jobs in %s files", archived.jobs, len(archived.files))
 
 
 @shared_task(name=ESTIMATES_TASK, ignore_result=True, **IDEMPOTENT)

@@ -21,6 +21,7 @@ from access.task_names import TOKENS_EXPIRE_TASK
 from hooks.task_names import DELIVER_TASK, PRUNE_TASK
 from jobs.engine.task_names import (
     ADMIT_TASK,
+    ARCHIVE_TASK,
     ESTIMATES_TASK,
     FAIR_SHARE_TASK,
     PUBLISH_QUOTA_TASK,
@@ -536,6 +537,20 @@ if USAGE_HISTORY_SECONDS < 1 or USAGE_HISTORY_DAYS < 1:
 FAIR_SHARE_SECONDS = env_int("FAIR_SHARE_SECONDS", 60)
 if FAIR_SHARE_SECONDS < 1:
     raise ImproperlyConfigured(f"FAIR_SHARE_SECONDS must be at least 1, got {FAIR_SHARE_SECONDS}")
+# Retention (jobs/engine/retention.py): finished jobs older than JOB_RETENTION_DAYS (0: keep
+# every job) are written to JOB_ARCHIVE_DIR as compressed JSON lines, JOB_ARCHIVE_BATCH a
+# file, and deleted with their events; beat looks for them every ARCHIVE_SECONDS. In a
+# deployment JOB_ARCHIVE_DIR is a volume of the workers' (docs/deployment.md).
+JOB_RETENTION_DAYS = env_int("JOB_RETENTION_DAYS", 180)
+JOB_ARCHIVE_DIR = Path(os.environ.get("JOB_ARCHIVE_DIR", STATE_DIR / "archive"))
+JOB_ARCHIVE_BATCH = env_int("JOB_ARCHIVE_BATCH", 5000)
+ARCHIVE_SECONDS = env_float("ARCHIVE_SECONDS", 3600.0)
+if JOB_RETENTION_DAYS < 0 or JOB_ARCHIVE_BATCH < 1 or ARCHIVE_SECONDS <= 0:
+    raise ImproperlyConfigured(
+        "JOB_RETENTION_DAYS must be 0 or more, JOB_ARCHIVE_BATCH at least 1 and "
+        f"ARCHIVE_SECONDS above 0, got {JOB_RETENTION_DAYS}, {JOB_ARCHIVE_BATCH} and "
+        f"{ARCHIVE_SECONDS}"
+    )
 # How often beat replays the admission rule forward to estimate when the first
 # ESTIMATE_DEPTH pending jobs of every queue start (jobs/reads/estimate.py); pages read the result.
 ESTIMATE_SECONDS = env_float("ESTIMATE_SECONDS", 10.0)
@@ -621,6 +636,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": USAGE_HISTORY_TASK,
         "schedule": float(USAGE_HISTORY_SECONDS),
         "options": {"expires": USAGE_HISTORY_SECONDS * 0.9},
+    },
+    "jobs-archive": {
+        "task": ARCHIVE_TASK,
+        "schedule": ARCHIVE_SECONDS,
+        "options": {"expires": ARCHIVE_SECONDS * 0.9},
     },
     "fair-share": {
         "task": FAIR_SHARE_TASK,
