@@ -46,7 +46,7 @@ def jobs_archive(*, now: datetime | None = None, batches: int | None = None) -> 
     cutoff = now - timedelta(days=settings.JOB_RETENTION_DAYS)
     directory = Path(settings.JOB_ARCHIVE_DIR)
     directory.mkdir(parents=True, exist_ok=True)
-    count, files = 0, []
+    count, files = 0, list[Path]()
     while batches is None or len(files) < batches:
         with transaction.atomic():
             ids = archive_candidates(finished_before=cutoff, limit=settings.JOB_ARCHIVE_BATCH)
