@@ -13,6 +13,7 @@ from jobs.engine.admission.cycle import admission_cycle
 from jobs.engine.reconcile import jobs_reconcile, quota_publish
 from jobs.engine.sync import cluster_sync
 from jobs.engine.task_names import (
+    ACCOUNTING_TASK,
     ADMIT_TASK,
     ESTIMATES_TASK,
     PUBLISH_QUOTA_TASK,
@@ -26,6 +27,7 @@ from jobs.engine.triggers import ADMIT, SYNC, pause, paused
 from jobs.engine.usage_audit import usage_audit as audit_usage
 from jobs.reads.estimate import estimates_refresh
 from jobs.services import submission_keys_prune
+from jobs.usage.accounting import accounting_summarise
 from jobs.usage.samples import usage_record
 
 log = logging.getLogger(__name__)
@@ -136,6 +138,14 @@ def usage_history() -> None:
     """Record this interval's usage sample of every node; delete samples past retention."""
 
     usage_record()
+
+
+@shared_task(name=ACCOUNTING_TASK, ignore_result=True, **IDEMPOTENT)
+def accounting() -> None:
+    """Summarise the completed days not yet summarised (and the day before yesterday once
+    more, for late writes) into the accounting's daily rows."""
+
+    accounting_summarise()
 
 
 @shared_task(name=ESTIMATES_TASK, ignore_result=True, **IDEMPOTENT)
