@@ -12,16 +12,14 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.usage.accounting import accounting_report, visibility_for
 from jobs.usage.accounting_out import (
     ACCOUNTING_QUERY,
     FORMATS,
     AccountingOut,
-    accounting_query,
+    accounting_answer,
     csv_name,
     report_csv,
     report_out,
-    too_many_rows,
 )
 from queues.api_base import refusals
 
@@ -79,21 +77,14 @@ class AccountingView(APIView):
         "answer at most 20,000 rows.",
         extensions=refusals(
             {
+                "from": "before 2000-01-01",
                 "to": "before from, or a period longer than its buckets allow",
                 "group": "an answer of more than 20,000 rows",
             }
         ),
     )
     def get(self, request):
-        query = accounting_query(request.query_params)
-        report = accounting_report(
-            since=query.since,
-            until=query.until,
-            group=query.group,
-            every=query.every,
-            visibility=visibility_for(request.user),
-        )
-        too_many_rows(report)
+        query, report = accounting_answer(request.query_params, request.user)
         if request.accepted_renderer.format == "csv":
             response = Response(report_csv(report), content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = content_disposition_header(True, csv_name(query))

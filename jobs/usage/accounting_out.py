@@ -17,7 +17,16 @@ from rest_framework import serializers
 from jobs.document.fields import Time
 from jobs.document.params import Choice, Day, params
 from jobs.document.validation import JobInvalid
-from jobs.usage.accounting import EVERY, GROUPS, Report, Row, hours, utc_day
+from jobs.usage.accounting import (
+    EVERY,
+    GROUPS,
+    Report,
+    Row,
+    accounting_report,
+    hours,
+    utc_day,
+    visibility_for,
+)
 
 # The longest period a question may cover, by bucket: a year of days, ten years of months.
 MAX_DAYS = {"day": 366, "month": 3660}
@@ -76,7 +85,19 @@ def accounting_query(source: Mapping, *, form: tuple[str, ...] = ()) -> Accounti
     )
 
 
-def too_many_rows(report: Report) -> None:
+def accounting_answer(
+    source: Mapping, user, *, form: tuple[str, ...] = ()
+) -> tuple[AccountingQuery, Report]:
+    """The question a request asks and its answer as ``user`` may see it; ``JobInvalid``
+    names a parameter that is wrong, or ``group`` when the answer would be too long."""
+    query = accounting_query(source, form=form)
+    report = accounting_report(
+        since=query.since,
+        until=query.until,
+        group=query.group,
+        every=query.every,
+        visibility=visibility_for(user),
+    )
     if len(report.rows) > MAX_ROWS:
         raise JobInvalid(
             {
@@ -87,6 +108,7 @@ def too_many_rows(report: Report) -> None:
                 % {"count": len(report.rows), "limit": MAX_ROWS}
             }
         )
+    return query, report
 
 
 class Hours(serializers.DictField):
