@@ -16,6 +16,7 @@ from django.db import connection
 
 from jobs.models import (
     ACCOUNTING_DAYS,
+    ACCOUNTING_LEAF_DAYS,
     HOLDS,
     JOB_EVENTS,
     JOBS,
@@ -136,16 +137,24 @@ def summary_read(
     first: date,
     last: date,
     bucket: str,
+    by_path: bool,
     by_owner: bool,
     by_runtime: bool,
     managed: Sequence[str] | None,
-    owner: int | None,
-    own: Sequence[str],
+    owner: int | None = None,
+    own: Sequence[str] = (),
+    not_under: Sequence[str] = (),
 ) -> tuple[list[tuple], list[tuple]]:
-    """The summary rows of the days ``first`` to ``last`` (both in) added up by (bucket,
-    leaf[, owner][, runtime]): ``bucket`` is ``day`` or ``month`` (the first day of the
-    bucket). Rows seen: all when ``managed`` is None, else those under one of ``managed``
-    (nodes: their subtrees) and those of ``owner`` under one of ``own``.
+    """The summary rows of the days ``first`` to ``last`` (both in) added up by (bucket[,
+    leaf][, owner][, runtime]): ``bucket`` is ``day`` or ``month`` (the first day of the
+    bucket); a key not asked for is answered empty (NULL for the owner), so that only the
+    groups asked for leave the database. With ``by_owner`` the rows per person
+    (``AccountingDay``) are read, else the rows per leaf (``AccountingLeafDay``), thirty
+    times fewer for thirty people.
+
+    Rows seen: all when ``managed`` is None; else those under one of ``managed`` (nodes:
+    their subtrees), and, from the rows per person only, those of ``owner`` under one of
+    ``own`` and under none of ``not_under``.
 
     Two statements: the figures of the jobs, the waits' histogram added up bucket by
     bucket (one SUM per bucket, no unnesting); and the resource-seconds by resource.
@@ -154,33 +163,32 @@ def summary_read(
     (bucket, path, owner, runtime, resource, seconds)."""
     if bucket not in ("day", "month"):
         raise ValueError(bucket)
+    per_owner = by_owner or owner is not None
+    table = ACCOUNTING_DAYS if per_owner else ACCOUNTING_LEAF_DAYS
     keys = (
-        f"date_trunc('{bucket}', a.day)::date, a.path, "
+        f"date_trunc('{bucket}', a.day)::date, "
+        + ("a.path, " if by_path else "''::text, ")
         + ("a.owner_id, " if by_owner else "NULL::integer, ")
         + ("a.runtime" if by_runtime else "''::text")
     )
     where = "a.day >= %(first)s AND a.day <= %(last)s"
     if managed is not None:
-        where += (
-            " AND ((a.path = ANY(%(managed)s) OR a.path LIKE ANY(%(managed_under)s))"
-            " OR (a.owner_id = %(owner)s"
-            " AND (a.path = ANY(%(own)s) OR a.path LIKE ANY(%(own_under)s))))"
-        )
-    params = {
-        "first": first,
-        "last": last,
-        "managed": list(managed or ()),
-        "managed_under": [_like_prefix(path) for path in managed or ()],
-        "owner": owner,
-        "own": list(own),
-        "own_under": [_like_prefix(path) for path in own],
-    }
+        seen = [_under("managed")]
+        if owner is not None:
+            seen.append(
+                f"(a.owner_id = %(owner)s AND {_under('own')} AND NOT {_under('not_under')})"
+            )
+        where += f" AND ({' OR '.join(seen)})"
+    params: dict = {"first": first, "last": last, "owner": owner}
+    for name, paths in (("managed", managed or ()), ("own", own), ("not_under", not_under)):
+        params[name] = list(paths)
+        params[f"{name}_below"] = [_like_prefix(path) for path in paths]
     waits = ", ".join(f"SUM(a.waits[{i}])" for i in range(1, WAIT_BUCKETS + 1))
     figures = _rows(
         f"""
         SELECT {keys}, SUM(a.succeeded), SUM(a.failed), SUM(a.cancelled), SUM(a.preemptions),
             SUM(a.admissions), SUM(a.wait_seconds), {waits}
-        FROM {ACCOUNTING_DAYS} a
+        FROM {table} a
         WHERE {where}
         GROUP BY 1, 2, 3, 4
         """,
@@ -189,7 +197,7 @@ def summary_read(
     held = _rows(
         f"""
         SELECT {keys}, r.key, SUM(r.value::numeric)
-        FROM {ACCOUNTING_DAYS} a
+        FROM {table} a
         CROSS JOIN LATERAL jsonb_each_text(a.held) AS r
         WHERE {where}
         GROUP BY 1, 2, 3, 4, 5
@@ -197,6 +205,11 @@ def summary_read(
         params,
     )
     return figures, held
+
+
+def _under(name: str) -> str:
+    """The row's leaf is one of the paths ``name`` or below one of them."""
+    return f"(a.path = ANY(%({name})s) OR a.path LIKE ANY(%({name}_below)s))"
 
 
 def _like_prefix(path: str) -> str:

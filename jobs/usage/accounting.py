@@ -44,6 +44,7 @@ from jobs.models import (
     WAIT_BUCKETS,
     AccountingDay,
     AccountingDone,
+    AccountingLeafDay,
     Job,
     State,
 )
@@ -190,26 +191,36 @@ def day_summarise(day: date, *, now: datetime) -> int:
         tables.summary_lock()
         cells = day_cells(day, now=now)
         rows = [
-            AccountingDay(
-                day=key[0],
-                path=key[1],
-                owner_id=key[2],
-                runtime=key[3],
-                held=figures.held,
-                succeeded=figures.succeeded,
-                failed=figures.failed,
-                cancelled=figures.cancelled,
-                preemptions=figures.preemptions,
-                admissions=figures.admissions,
-                wait_seconds=figures.wait_seconds,
-                waits=figures.waits,
-            )
-            for key, figures in sorted(cells.items())
+            AccountingDay(day=key[0], path=key[1], owner_id=key[2], runtime=key[3], **fields(f))
+            for key, f in sorted(cells.items())
+        ]
+        leaves: dict[tuple[date, str, str], Figures] = {}
+        for (day_, path, _owner, runtime), figures in cells.items():
+            leaves.setdefault((day_, path, runtime), Figures()).add(figures)
+        leaf_rows = [
+            AccountingLeafDay(day=key[0], path=key[1], runtime=key[2], **fields(f))
+            for key, f in sorted(leaves.items())
         ]
         AccountingDay.objects.filter(day=day).delete()
+        AccountingLeafDay.objects.filter(day=day).delete()
         AccountingDay.objects.bulk_create(rows, batch_size=2000)
+        AccountingLeafDay.objects.bulk_create(leaf_rows, batch_size=2000)
         AccountingDone.objects.update_or_create(day=day, defaults={"summarised_at": now})
     return len(rows)
+
+
+def fields(figures: Figures) -> dict:
+    """A summary row's figures."""
+    return {
+        "held": figures.held,
+        "succeeded": figures.succeeded,
+        "failed": figures.failed,
+        "cancelled": figures.cancelled,
+        "preemptions": figures.preemptions,
+        "admissions": figures.admissions,
+        "wait_seconds": figures.wait_seconds,
+        "waits": figures.waits,
+    }
 
 
 # Reading ----------------------------------------------------------------------------------
@@ -303,16 +314,19 @@ def accounting_report(
     last = min(until, today)
     groups = _Grouping(group, every)
     if since <= last:
-        figures_rows, held_rows = tables.summary_read(
-            first=since,
-            last=last,
-            bucket=every,
-            by_owner=group == "person",
-            by_runtime=group == "runtime",
-            managed=None if visibility.everything else visibility.managed,
-            owner=visibility.owner,
-            own=visibility.own,
-        )
+        figures_rows, held_rows = [], []
+        for read in _summary_reads(group, visibility):
+            found = tables.summary_read(
+                first=since,
+                last=last,
+                bucket=every,
+                by_path=group in ("department", "leaf"),
+                by_owner=group == "person",
+                by_runtime=group == "runtime",
+                **read,
+            )
+            figures_rows += found[0]
+            held_rows += found[1]
         for start, path, owner, runtime, *numbers in figures_rows:
             waits = [int(count) for count in numbers[6:]]
             groups.add(
@@ -348,6 +362,19 @@ def accounting_report(
     return Report(
         since=since, until=until, group=group, every=every, computed_to=computed_to, rows=rows
     )
+
+
+def _summary_reads(group: str, visibility: Visibility) -> list[dict]:
+    """Which summary rows a report reads: by person, the rows per person as the reader may
+    see them; else the rows per leaf (all for staff, a manager's subtrees), and a reader's
+    own jobs elsewhere from the rows per person."""
+    if visibility.everything:
+        return [{"managed": None}]
+    if group == "person":
+        return [{"managed": visibility.managed, "owner": visibility.owner, "own": visibility.own}]
+    reads = [{"managed": visibility.managed}] if visibility.managed else []
+    own = {"owner": visibility.owner, "own": visibility.own, "not_under": visibility.managed}
+    return [*reads, {"managed": (), **own}]
 
 
 def _runs(first: date, last: date, done: set[date]) -> list[tuple[date, date]]:

@@ -230,4 +230,11 @@ def test_a_manager_sees_the_department_and_a_member_their_own_jobs(
     accounting_summarise(now=NOW)
     assert {row.group for row in report(visibility=visibility_for(intern)).rows} == {"ian"}
     assert {row.group for row in report(visibility=visibility_for(manager)).rows} == {"alice"}
+    # By department, from the rows per leaf (a manager's) and per person (a member's own).
+    for user, seen in [(manager, {"algorithm"}), (outsider, {"infrastructure"}), (staff, None)]:
+        rows = report(group="department", every="month", visibility=visibility_for(user)).rows
+        assert seen is None or {row.group for row in rows} == seen
+    [mine] = report(group="leaf", every="month", visibility=visibility_for(intern)).rows
+    everyone = report(group="leaf", every="month").rows
+    assert mine.figures.held == next(r for r in everyone if r.group == mine.group).figures.held
     assert Job.objects.filter(owner=manager).count() == 0
