@@ -106,7 +106,7 @@ def test_publishing_the_quota_tree_adds_its_beat_entry():
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "['admit', 'estimates', 'publish-quota', 'submission-keys-prune', 'sync', "
+        "['accounting', 'admit', 'estimates', 'publish-quota', 'submission-keys-prune', 'sync', "
         "'tokens-expire', 'usage-audit', 'usage-history', 'webhooks', 'webhooks-prune']"
     )
 
