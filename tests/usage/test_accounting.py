@@ -9,9 +9,11 @@ import threading
 from datetime import UTC, date, datetime
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection
 
 from audit.models import AuditEntry
+from jobs.engine.task_names import ACCOUNTING_TASK
 from jobs.models import WAIT_BOUNDS, AccountingDay, AccountingDone, Job, State
 from jobs.usage.accounting import (
     Figures,
@@ -21,6 +23,7 @@ from jobs.usage.accounting import (
     day_summarise,
     visibility_for,
 )
+from portal.celery import app
 from queues.services import tree_apply
 
 from ..support.ledger import (
@@ -31,6 +34,7 @@ from ..support.ledger import (
     expected_waits,
     write_ledger,
 )
+from ..support.polling import wait_for
 from ..support.trees import seed_tree_document
 
 EVERYTHING = Visibility(everything=True)
@@ -238,3 +242,20 @@ def test_a_manager_sees_the_department_and_a_member_their_own_jobs(
     everyone = report(group="leaf", every="month").rows
     assert mine.figures.held == next(r for r in everyone if r.group == mine.group).figures.held
     assert Job.objects.filter(owner=manager).count() == 0
+
+
+def test_beat_summarises_the_completed_days_through_the_task(
+    member, intern, outsider, celery_worker
+):
+    write_ledger(member=member, intern=intern, outsider=outsider)
+    entry = next(
+        e for e in django_settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == ACCOUNTING_TASK
+    )
+    assert entry["options"]["expires"] < entry["schedule"]
+
+    app.send_task(ACCOUNTING_TASK)
+
+    # From the first job's day (October the 1st) on, at most 31 days a run.
+    wait_for(lambda: AccountingDone.objects.count() == 31)
+    assert AccountingDone.objects.order_by("day").first().day == OCT_1
+    assert AccountingDay.objects.filter(day=OCT_1).exists()
