@@ -309,9 +309,10 @@ class Moment(Param):
 
 @dataclass(frozen=True, kw_only=True)
 class Day(Param):
-    """A calendar day, RFC 3339's date (``2026-10-01``), from ``minimum`` on."""
+    """A calendar day, RFC 3339's date (``2026-10-01``), from ``minimum`` to ``maximum``."""
 
     minimum: date = date(2000, 1, 1)
+    maximum: date = date(2099, 12, 31)
 
     def parse(self, text: str) -> date:
         try:
@@ -324,6 +325,11 @@ class Day(Param):
             raise ValueError(
                 _("must be %(minimum)s or later, got %(value)s")
                 % {"minimum": self.minimum.isoformat(), "value": _quoted(text)}
+            )
+        if day > self.maximum:
+            raise ValueError(
+                _("must be %(maximum)s or earlier, got %(value)s")
+                % {"maximum": self.maximum.isoformat(), "value": _quoted(text)}
             )
         return day
 

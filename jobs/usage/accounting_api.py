@@ -77,8 +77,8 @@ class AccountingView(APIView):
         "answer at most 20,000 rows.",
         extensions=refusals(
             {
-                "from": "before 2000-01-01",
-                "to": "before from, or a period longer than its buckets allow",
+                "from": "before 2000-01-01 or after 2099-12-31",
+                "to": "after 2099-12-31, before from, or a period longer than its buckets allow",
                 "group": "an answer of more than 20,000 rows",
             }
         ),

@@ -63,6 +63,8 @@ def test_csv_parses_and_has_the_json_s_rows(api, staff, ledger):
         ({"from": "2020-01-01", "to": "2026-01-01", "every": "day"}, "to"),
         ({"from": "1990-01-01", "to": "2026-01-01", "every": "month"}, "from"),
         ({"from": "2010-01-01", "to": "2026-01-01", "every": "month"}, "to"),
+        ({"from": "9999-12-31"}, "from"),
+        ({"from": "2026-10-01", "to": "9999-12-31", "every": "month"}, "to"),
         ({"group": "team"}, "group"),
         ({"every": "week"}, "every"),
         ({"format": "xml"}, "format"),
@@ -97,3 +99,11 @@ def test_who_sees_what(api, staff, manager, member, other_member, intern, ledger
 
 def test_it_needs_a_signed_in_person(client):
     assert client.get(URL).status_code in (401, 403)
+
+
+def test_a_refusal_answers_in_the_client_s_language(api, member):
+    response = api(member).get(
+        URL, {"from": "2026-10-05", "to": "2026-10-01"}, HTTP_ACCEPT_LANGUAGE="zh-Hans"
+    )
+    assert response.status_code == 400
+    assert response.json() == {"to": ["必须不早于 from（2026-10-05）"]}
