@@ -50,6 +50,8 @@ def shown(resource: str, value: float | None) -> str:
         return _("no limit")
     if resource == "memory":
         value = value / GIB
+    if value == 0:
+        return "0"
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
 
 
