@@ -2,7 +2,7 @@
 
     python -m bench [--full] [--part kueue --part throughput --part reads --part reaction
                      --part mixed --part cluster --part estimate --part broker
-                     --part pages]
+                     --part pages --part accounting]
                     [--scenario baseline] [--variant service --variant api] [--seconds 5]
                     [--repeat 3]
 
@@ -25,7 +25,9 @@ The parts:
 - broker: submit latency and the probes with Redis answering and with it stopped by
   SIGSTOP (broker.py);
 - pages: the bytes and requests a minute of a queue page, the dashboard and a job page left
-  open in Chromium, idle, at 2,000 pending and busy (pages.py).
+  open in Chromium, idle, at 2,000 pending and busy (pages.py);
+- accounting: GET /api/v1/accounting/ over a year of daily summary rows (365 days x 60
+  leaves x 30 people x 2 runtimes), by department and month, and finer (accounting.py).
 
 Runs of the same code on a 2-core machine differ by up to 15%, so one figure says little.
 ``--repeat N`` runs the chosen parts N times: the tables show each figure's median. Every
@@ -57,7 +59,8 @@ from .services import REPO, bench_environment, flush_redis, one_node, recreate_d
 RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
 PARTS = [
-    "kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker", "pages"
+    "kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker", "pages",
+    "accounting",
 ]  # fmt: skip
 IDLE_REACTION_ROUNDS = 30
 # 60,000 jobs due within 0.4 s cannot be submitted one request at a time on 2 cores: the
@@ -168,6 +171,8 @@ def run_parts(env: dict, parts: list[str], args: argparse.Namespace, seconds: fl
         results["broker"] = broker_part(env, seconds)
     if "pages" in parts:
         results["pages"] = pages_part(env)
+    if "accounting" in parts:
+        results["accounting"] = accounting_part(env)
     return results
 
 
@@ -285,6 +290,16 @@ def broker_part(env: dict, seconds: float) -> dict:
     user = prepare(scenario)
     result = measure(scenario, user=user, env=env, port=PORT, seconds=seconds)
     print(f"bench: broker {json.dumps(result)}", flush=True)
+    return result
+
+
+def accounting_part(env: dict) -> dict:
+    from .accounting import measure
+
+    print("bench: the accounting's answer over a year of summary rows", flush=True)
+    fresh(env)
+    result = measure()
+    print(f"bench: {json.dumps(result)}", flush=True)
     return result
 
 

@@ -34,6 +34,7 @@ PARTS = {
     "estimate": "estimate",
     "broker": "broker",
     "pages": "pages",
+    "accounting": "accounting",
 }
 STAMP = ("command", "argv", "date", "machine")
 # Counts of failures: one repeat that failed must show, so repeats keep their worst.
@@ -200,6 +201,11 @@ def pages_figures(results: dict) -> Iterator[Figure]:
         yield Figure(name, minute.get("requests_per_minute"), " /min", False)
 
 
+def accounting_figures(results: dict) -> Iterator[Figure]:
+    for answer in results.get("answers", []):
+        yield Figure(f"accounting, {answer['label']}: p50", answer.get("p50_ms"), "ms", False)
+
+
 # Each section of docs/benchmarks.md: the part whose results hold its figures, and them.
 FIGURES: dict[str, tuple[str, Callable[[Any], Iterable[Figure]]]] = {
     "kueue": ("kueue", kueue_figures),
@@ -212,6 +218,7 @@ FIGURES: dict[str, tuple[str, Callable[[Any], Iterable[Figure]]]] = {
     "estimate": ("estimate", estimate_figures),
     "broker": ("broker", broker_figures),
     "pages": ("pages", pages_figures),
+    "accounting": ("accounting", accounting_figures),
 }
 
 

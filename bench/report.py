@@ -20,7 +20,8 @@ OUTPUT = REPO / "docs" / "benchmarks.md"
 # The record every run is compared with: the raw results behind OUTPUT's figures.
 RECORD = OUTPUT.with_suffix(".json")
 SECTIONS = (
-    "kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker", "pages"
+    "kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker", "pages",
+    "accounting",
 )  # fmt: skip
 
 
@@ -306,6 +307,28 @@ def render_pages(run: dict) -> list[str]:
     return lines
 
 
+def render_accounting(run: dict) -> list[str]:
+    figures = run["accounting"]
+    lines = [
+        "| question | query | rows answered | bytes | p50 | slowest |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for answer in figures["answers"]:
+        lines.append(
+            f"| {answer['label']} | `{answer['query']}` | {answer['rows']:,} | {answer['bytes']:,} "
+            f"| {_ms(answer['p50_ms'])} | {_ms(answer['max_ms'])} |"
+        )
+    lines += [
+        "",
+        f"Over {figures['summary_rows']:,} summary rows ({figures['days']} days x "
+        f"{figures['leaves']} leaves x {figures['people_per_leaf']} people x "
+        f"{figures['runtimes']} runtimes, written in {_seconds(figures['fill_seconds'])}), "
+        "asked in-process through Django's test client as staff; each question 5 times after "
+        "a warm-up.",
+    ]
+    return lines
+
+
 def render_reaction(rows: list[tuple[str, dict]]) -> list[str]:
     lines = [
         "| workers | reaction to | rounds | p50 | p99 | max |",
@@ -342,6 +365,7 @@ RENDERERS = {
     "estimate": (lambda run: run.get("estimate"), render_estimate),
     "broker": (lambda run: run.get("broker"), render_broker),
     "pages": (lambda run: run.get("pages"), render_pages),
+    "accounting": (lambda run: run.get("accounting"), render_accounting),
     # Measured by the probe beside the baseline replay, so written by the kueue part.
     "reaction-under-load": (
         _reactions_under_load,

@@ -197,6 +197,10 @@ class Job(models.Model):
             # Text in the name (``?q=``, ILIKE '%text%'): trigrams find the few jobs that
             # match instead of reading every row (pg_trgm, migration 0015).
             GinIndex(fields=["name"], opclasses=["gin_trgm_ops"], name="job_name_trigrams"),
+            # The jobs that finished on a day, which the accounting counts by final state.
+            models.Index(
+                fields=["finished_at"], name="job_finished", condition=Q(finished_at__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:
@@ -593,6 +597,88 @@ class Hold(models.Model):
         return f"#{self.job_id} in {self.path} from {self.started_at}"
 
 
+# The upper bounds, in seconds, of the wait histogram's buckets (log-spaced): bucket i holds
+# the waits below WAIT_BOUNDS[i] and at least the bound before it; the last bucket holds
+# those of a week or more. Fixed, so that histograms of any days add up bucket by bucket
+# and a percentile survives the summing (``jobs/usage/accounting.py``).
+WAIT_BOUNDS = (
+    1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 43200,
+    86400, 172800, 604800,
+)  # fmt: skip
+WAIT_BUCKETS = len(WAIT_BOUNDS) + 1
+
+
+class AccountingFigures(models.Model):
+    """A day's figures under one leaf for one runtime: the resource-seconds held, how many
+    jobs finished in each final state, their waits (first admissions of the day) as a
+    histogram, and the preemptions suffered."""
+
+    day = models.DateField()
+    path = models.CharField(max_length=500)  # the leaf, as the spans name it
+    runtime = models.CharField(max_length=20)
+    # resource -> resource-seconds held in base units (cpu millicore-seconds, memory
+    # byte-seconds, GPU-seconds), from admission to finish, open spans to the day's end.
+    held = models.JSONField(default=dict)
+    succeeded = models.IntegerField(default=0)
+    failed = models.IntegerField(default=0)
+    cancelled = models.IntegerField(default=0)
+    preemptions = models.IntegerField(default=0)  # Preempted events of the day
+    admissions = models.IntegerField(default=0)  # first admissions of the day: the waits
+    wait_seconds = models.FloatField(default=0)  # their waits added up, for the mean
+    waits = ArrayField(models.IntegerField(), size=WAIT_BUCKETS)  # by WAIT_BOUNDS
+
+    class Meta:
+        abstract = True
+
+
+class AccountingDay(AccountingFigures):
+    """What one person's jobs of one runtime did under one leaf on one UTC day. Beat writes
+    a day once it is over (``accounting_summarise``), from the ledger of holds and the job
+    rows, with its ``AccountingLeafDay`` rows; reads of a period add these rows up and
+    compute the current day live. Read by person, and for a member's own jobs."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )  # accounting_day_owner leads with it
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "path", "owner", "runtime"], name="accounting_day_once"
+            )
+        ]
+        indexes = [models.Index(fields=["owner", "day"], name="accounting_day_owner")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.path} #{self.owner_id} {self.runtime}"
+
+
+class AccountingLeafDay(AccountingFigures):
+    """The ``AccountingDay`` rows of a day added up over the people: what every grouping but
+    by person reads, thirty times fewer rows for a leaf of thirty people."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "path", "runtime"], name="accounting_leaf_day_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.path} {self.runtime}"
+
+
+class AccountingDone(models.Model):
+    """A UTC day beat has summarised into ``AccountingDay`` rows (a day without any job has
+    none): reads take these days from the summary and compute the others live."""
+
+    day = models.DateField(primary_key=True)
+    summarised_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.day}"
+
+
 class SubmissionKey(models.Model):
     """An ``Idempotency-Key`` a person or service identity sent with a submission, and what
     that submission queued: a retried request with the same key and the same body answers
@@ -629,3 +715,6 @@ PENDING_BLOCKS = PendingBlock._meta.db_table
 USAGE_SAMPLES = UsageSample._meta.db_table
 SUBMISSION_KEYS = SubmissionKey._meta.db_table
 HOLDS = Hold._meta.db_table
+ACCOUNTING_DAYS = AccountingDay._meta.db_table
+ACCOUNTING_LEAF_DAYS = AccountingLeafDay._meta.db_table
+ACCOUNTING_DONE = AccountingDone._meta.db_table

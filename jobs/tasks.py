@@ -15,6 +15,7 @@ from jobs.engine.reconcile import jobs_reconcile, quota_publish
 from jobs.engine.retention import jobs_archive
 from jobs.engine.sync import cluster_sync
 from jobs.engine.task_names import (
+    ACCOUNTING_TASK,
     ADMIT_TASK,
     ARCHIVE_TASK,
     ESTIMATES_TASK,
@@ -30,6 +31,7 @@ from jobs.engine.triggers import ADMIT, SYNC, pause, paused
 from jobs.engine.usage_audit import usage_audit as audit_usage
 from jobs.reads.estimate import estimates_refresh
 from jobs.services import submission_keys_prune
+from jobs.usage.accounting import accounting_summarise
 from jobs.usage.samples import usage_record
 
 log = logging.getLogger(__name__)
@@ -152,11 +154,21 @@ def fair_share() -> None:
 
 @shared_task(name=ARCHIVE_TASK, ignore_result=True, **IDEMPOTENT)
 def archive() -> None:
-    """Finished jobs past JOB_RETENTION_DAYS to the archive (jobs/engine/retention.py)."""
+    """Finished jobs past JOB_RETENTION_DAYS to the archive (jobs/engine/retention.py),
+    once the accounting has summarised their days."""
 
+    accounting_summarise()
     archived = jobs_archive()
     if archived.jobs:
         log.info("archived %s finished jobs in %s files", archived.jobs, len(archived.files))
+
+
+@shared_task(name=ACCOUNTING_TASK, ignore_result=True, **IDEMPOTENT)
+def accounting() -> None:
+    """Summarise the completed days not yet summarised (and the day before yesterday once
+    more, for late writes) into the accounting's daily rows."""
+
+    accounting_summarise()
 
 
 @shared_task(name=ESTIMATES_TASK, ignore_result=True, **IDEMPOTENT)

@@ -20,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from access.task_names import TOKENS_EXPIRE_TASK
 from hooks.task_names import DELIVER_TASK, PRUNE_TASK
 from jobs.engine.task_names import (
+    ACCOUNTING_TASK,
     ADMIT_TASK,
     ARCHIVE_TASK,
     ESTIMATES_TASK,
@@ -646,6 +647,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": FAIR_SHARE_TASK,
         "schedule": float(FAIR_SHARE_SECONDS),
         "options": {"expires": FAIR_SHARE_SECONDS * 0.9},
+    },
+    # A day is summarised once it is over; hourly, so that a day is read from the summary
+    # soon after midnight UTC and a run missed while beat was down is made up.
+    "accounting": {
+        "task": ACCOUNTING_TASK,
+        "schedule": 3600.0,
+        "options": {"expires": 3240.0},
     },
     "tokens-expire": {
         "task": TOKENS_EXPIRE_TASK,

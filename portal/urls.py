@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from access import api as access_api
 from hooks import api as hooks_api
+from jobs.usage import accounting_api
 from jobs.usage import api as usage_api
 from jobs.web import api as jobs_api
 from queues import api as queues_api
@@ -19,6 +20,7 @@ api_v1 = [
     path("quota-tree/", queues_api.QuotaTreeView.as_view(), name="api-quota-tree"),
     path("quota-tree/history/", usage_api.QuotaHistoryView.as_view(), name="api-quota-history"),
     path("quota-tree/preview/", usage_api.QuotaPreviewView.as_view(), name="api-quota-preview"),
+    path("accounting/", accounting_api.AccountingView.as_view(), name="api-accounting"),
     path("departments/", queues_api.DepartmentListView.as_view(), name="api-departments"),
     path(
         "departments/<slug:name>/members/",

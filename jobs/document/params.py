@@ -307,6 +307,36 @@ class Moment(Param):
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class Day(Param):
+    """A calendar day, RFC 3339's date (``2026-10-01``), from ``minimum`` to ``maximum``."""
+
+    minimum: date = date(2000, 1, 1)
+    maximum: date = date(2099, 12, 31)
+
+    def parse(self, text: str) -> date:
+        try:
+            day = date.fromisoformat(text) if _DATE.fullmatch(text) else None
+        except ValueError:  # well formed, but no such day (2026-02-30)
+            day = None
+        if day is None:
+            raise ValueError(_("%(value)s is not a date (2026-10-01)") % {"value": _quoted(text)})
+        if day < self.minimum:
+            raise ValueError(
+                _("must be %(minimum)s or later, got %(value)s")
+                % {"minimum": self.minimum.isoformat(), "value": _quoted(text)}
+            )
+        if day > self.maximum:
+            raise ValueError(
+                _("must be %(maximum)s or earlier, got %(value)s")
+                % {"maximum": self.maximum.isoformat(), "value": _quoted(text)}
+            )
+        return day
+
+    def schema(self) -> dict:
+        return {"type": "string", "format": "date"}
+
+
 def _texts(source: Mapping, name: str) -> list[str]:
     if hasattr(source, "getlist"):  # a QueryDict: every value given
         return list(source.getlist(name))

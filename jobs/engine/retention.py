@@ -6,7 +6,9 @@ one transaction: the oldest jobs in a final state (succeeded, failed, cancelled)
 finished before the cutoff are locked, written whole (the row, its events, its spans of
 held quota) as compressed JSON lines to a new file in JOB_ARCHIVE_DIR, flushed to disk,
 and only then deleted with everything that belongs to them. Nothing pending or holding
-quota is ever touched: only final states are read.
+quota is ever touched: only final states are read. Nor is a job the usage accounting has
+not summarised yet: only jobs that finished before the end of the last day it summarised
+(``AccountingDone``, contiguous from the first job's day) go, so its figures survive them.
 
 Nothing is lost: a file that cannot be written rolls the batch back, and a batch whose
 deletion fails after its file was written leaves that file behind, so the jobs are
@@ -20,14 +22,14 @@ from __future__ import annotations
 import gzip
 import os
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.models import Job
+from jobs.models import AccountingDone, Job
 from jobs.tables.retention import archive_candidates, archived_rows
 
 
@@ -43,7 +45,13 @@ def jobs_archive(*, now: datetime | None = None, batches: int | None = None) -> 
     if settings.JOB_RETENTION_DAYS <= 0:
         return Archived(0, [])
     now = now or timezone.now()
-    cutoff = now - timedelta(days=settings.JOB_RETENTION_DAYS)
+    summarised = AccountingDone.objects.order_by("-day").values_list("day", flat=True).first()
+    if summarised is None:
+        return Archived(0, [])
+    cutoff = min(
+        now - timedelta(days=settings.JOB_RETENTION_DAYS),
+        datetime.combine(summarised + timedelta(days=1), time.min, tzinfo=UTC),
+    )
     directory = Path(settings.JOB_ARCHIVE_DIR)
     directory.mkdir(parents=True, exist_ok=True)
     count, files = 0, list[Path]()

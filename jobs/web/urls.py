@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from jobs.usage import accounting_page
 from jobs.usage import views as usage_views
 
 from . import views
@@ -21,5 +22,6 @@ urlpatterns = [
     path("queues/", views.queue_list, name="queue-list"),
     path("queues/<str:name>/", views.queue_detail, name="queue-detail"),
     path("quota/", usage_views.quota_tree, name="quota-tree"),
+    path("accounting/", accounting_page.accounting, name="accounting"),
     path("quota/history.csv", usage_views.quota_history_csv, name="quota-history-csv"),
 ]

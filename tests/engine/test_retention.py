@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from jobs.engine.admission.cycle import admission_cycle
 from jobs.engine.retention import jobs_archive
-from jobs.models import Hold, Job, JobEvent, State
+from jobs.models import AccountingDone, Hold, Job, JobEvent, State
 
 from ..support.jobs import submit
 
@@ -27,6 +27,9 @@ def archive(settings, tmp_path):
     settings.JOB_RETENTION_DAYS = 180
     settings.JOB_ARCHIVE_DIR = tmp_path / "archive"
     settings.JOB_ARCHIVE_BATCH = 2
+    # The accounting has summarised every day up to yesterday.
+    yesterday = timezone.now().date() - timedelta(days=1)
+    AccountingDone.objects.create(day=yesterday, summarised_at=timezone.now())
     return settings.JOB_ARCHIVE_DIR
 
 
@@ -89,6 +92,16 @@ def test_a_file_that_cannot_be_written_deletes_nothing(member, archive, settings
         jobs_archive()
     assert Job.objects.filter(pk=old.pk).exists()
     assert JobEvent.objects.filter(job_id=old.pk).exists()
+
+
+def test_jobs_the_accounting_has_not_summarised_stay(member, archive):
+    kept = finished(member, State.SUCCEEDED, ago=OLD)
+    AccountingDone.objects.all().delete()
+    AccountingDone.objects.create(
+        day=(timezone.now() - OLD - timedelta(days=1)).date(), summarised_at=timezone.now()
+    )
+    assert jobs_archive().jobs == 0  # it finished after the last day summarised
+    assert Job.objects.filter(pk=kept.pk).exists()
 
 
 def test_retention_off_keeps_every_job(member, archive, settings):

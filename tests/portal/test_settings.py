@@ -106,7 +106,7 @@ def test_publishing_the_quota_tree_adds_its_beat_entry():
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "['admit', 'estimates', 'fair-share', 'jobs-archive', 'publish-quota', "
+        "['accounting', 'admit', 'estimates', 'fair-share', 'jobs-archive', 'publish-quota', "
         "'submission-keys-prune', 'sync', 'tokens-expire', 'usage-audit', 'usage-history', "
         "'webhooks', 'webhooks-prune']"
     )

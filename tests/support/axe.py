@@ -67,6 +67,7 @@ def main_pages(*, job: int, queue: str, department: str) -> list[Visit]:
         Visit("queues", "/queues/"),
         Visit("queue", f"/queues/{queue}/"),
         Visit("quota tree", "/quota/"),
+        Visit("accounting", "/accounting/"),
         Visit("account", "/account/"),
         Visit("department", f"/departments/{department}/"),
         Visit("webhooks", f"/departments/{department}/webhooks/"),

@@ -1,0 +1,224 @@
+"""The raw statements of the accounting (``jobs/usage/accounting.py``): a period's figures
+by UTC day, leaf, owner and runtime, computed from the ledger of holds, the job rows and
+their Preempted events; and the same figures read back, added up, from the daily summary
+(``AccountingDay``) that beat writes through the ORM.
+
+Days are UTC days: every statement bins its times on midnight UTC (``date_bin`` from the
+epoch, ``AT TIME ZONE 'UTC'``), whatever the session's zone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+
+from django.db import connection
+
+from jobs.models import (
+    ACCOUNTING_DAYS,
+    ACCOUNTING_LEAF_DAYS,
+    HOLDS,
+    JOB_EVENTS,
+    JOBS,
+    TERMINAL,
+    WAIT_BOUNDS,
+    WAIT_BUCKETS,
+    JobEvent,
+)
+from queues.selectors import QUEUES, QUOTA_NODES
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# A cell of the summary: (day, leaf path, owner id, runtime).
+Cell = tuple[date, str, int, str]
+
+
+def _rows(sql: str, params: dict) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def held_by_day(*, since: datetime, until: datetime) -> list[tuple]:
+    """Resource-seconds held from ``since`` to ``until`` by (day, leaf, owner, runtime,
+    resource): each span's request times its overlap with each day, a span still open
+    counted to ``until``. Spans are found by the index on their end (open ones too)."""
+    return _rows(
+        f"""
+        SELECT (d.start AT TIME ZONE 'UTC')::date, h.path, j.owner_id, j.runtime, r.key,
+            SUM(r.value::numeric * EXTRACT(EPOCH FROM
+                LEAST(COALESCE(h.ended_at, %(until)s), d.start + interval '1 day', %(until)s)
+                - GREATEST(h.started_at, d.start, %(since)s)))
+        FROM {HOLDS} h
+        JOIN {JOBS} j ON j.id = h.job_id
+        CROSS JOIN LATERAL generate_series(
+            date_bin('1 day', GREATEST(h.started_at, %(since)s), %(epoch)s),
+            LEAST(COALESCE(h.ended_at, %(until)s), %(until)s),
+            interval '1 day') AS d(start)
+        CROSS JOIN LATERAL jsonb_each_text(h.request) AS r
+        WHERE (h.ended_at > %(since)s OR h.ended_at IS NULL) AND h.started_at < %(until)s
+            AND LEAST(COALESCE(h.ended_at, %(until)s), d.start + interval '1 day', %(until)s)
+                > GREATEST(h.started_at, d.start, %(since)s)
+        GROUP BY 1, 2, 3, 4, 5
+        """,
+        {"since": since, "until": until, "epoch": EPOCH},
+    )
+
+
+def finished_by_day(*, since: datetime, until: datetime) -> list[tuple]:
+    """Jobs that reached a final state from ``since`` to ``until``, by (day of their finish,
+    leaf of their queue, owner, runtime, state): count."""
+    return _rows(
+        f"""
+        SELECT (j.finished_at AT TIME ZONE 'UTC')::date, n.path, j.owner_id, j.runtime,
+            j.state, COUNT(*)
+        FROM {JOBS} j
+        JOIN {QUEUES} q ON q.id = j.queue_id
+        JOIN {QUOTA_NODES} n ON n.id = q.node_id
+        WHERE j.finished_at >= %(since)s AND j.finished_at < %(until)s
+            AND j.state = ANY(%(terminal)s)
+        GROUP BY 1, 2, 3, 4, 5
+        """,
+        {"since": since, "until": until, "terminal": [str(state) for state in TERMINAL]},
+    )
+
+
+def waits_by_day(*, since: datetime, until: datetime) -> list[tuple]:
+    """The waits of the jobs first admitted from ``since`` to ``until`` (their first span's
+    start less their enqueue time), by (day of that admission, its leaf, owner, runtime,
+    histogram bucket): count and seconds added up. Bucket i (0-based) holds the waits below
+    WAIT_BOUNDS[i] and at least the bound before it."""
+    return _rows(
+        f"""
+        SELECT (h.started_at AT TIME ZONE 'UTC')::date, h.path, j.owner_id, j.runtime,
+            width_bucket(w.seconds, %(bounds)s::float8[]), COUNT(*), SUM(w.seconds)
+        FROM {HOLDS} h
+        JOIN {JOBS} j ON j.id = h.job_id
+        CROSS JOIN LATERAL (SELECT GREATEST(0, EXTRACT(EPOCH FROM h.started_at - j.enqueued_at))
+            ::float8 AS seconds) w
+        WHERE (h.ended_at >= %(since)s OR h.ended_at IS NULL)
+            AND h.started_at >= %(since)s AND h.started_at < %(until)s
+            AND NOT EXISTS (
+                SELECT 1 FROM {HOLDS} e
+                WHERE e.job_id = h.job_id AND (e.started_at, e.id) < (h.started_at, h.id))
+        GROUP BY 1, 2, 3, 4, 5
+        """,
+        {"since": since, "until": until, "bounds": list(WAIT_BOUNDS)},
+    )
+
+
+def preemptions_by_day(*, since: datetime, until: datetime) -> list[tuple]:
+    """Preemptions suffered from ``since`` to ``until``: the jobs' Preempted events (one per
+    preemption, written by the cycle that decided it), by (day, leaf of the job's queue,
+    owner, runtime): count. A preempted job held quota then, so its events are looked up
+    through the spans of the period (the index on their end) and the events' index on job
+    and time, never by reading every event."""
+    return _rows(
+        f"""
+        SELECT (e.created_at AT TIME ZONE 'UTC')::date, n.path, j.owner_id, j.runtime, COUNT(*)
+        FROM {JOB_EVENTS} e
+        JOIN {JOBS} j ON j.id = e.job_id
+        JOIN {QUEUES} q ON q.id = j.queue_id
+        JOIN {QUOTA_NODES} n ON n.id = q.node_id
+        WHERE e.reason = %(reason)s
+            AND e.created_at >= %(since)s AND e.created_at < %(until)s
+            AND e.job_id IN (
+                SELECT h.job_id FROM {HOLDS} h
+                WHERE (h.ended_at >= %(since)s OR h.ended_at IS NULL)
+                    AND h.started_at < %(until)s)
+        GROUP BY 1, 2, 3, 4
+        """,
+        {"since": since, "until": until, "reason": JobEvent.Reason.PREEMPTED},
+    )
+
+
+def summary_read(
+    *,
+    first: date,
+    last: date,
+    bucket: str,
+    by_path: bool,
+    by_owner: bool,
+    by_runtime: bool,
+    managed: Sequence[str] | None,
+    owner: int | None = None,
+    own: Sequence[str] = (),
+    not_under: Sequence[str] = (),
+) -> tuple[list[tuple], list[tuple]]:
+    """The summary rows of the days ``first`` to ``last`` (both in) added up by (bucket[,
+    leaf][, owner][, runtime]): ``bucket`` is ``day`` or ``month`` (the first day of the
+    bucket); a key not asked for is answered empty (NULL for the owner), so that only the
+    groups asked for leave the database. With ``by_owner`` the rows per person
+    (``AccountingDay``) are read, else the rows per leaf (``AccountingLeafDay``), thirty
+    times fewer for thirty people.
+
+    Rows seen: all when ``managed`` is None; else those under one of ``managed`` (nodes:
+    their subtrees), and, from the rows per person only, those of ``owner`` under one of
+    ``own`` and under none of ``not_under``.
+
+    Two statements: the figures of the jobs, the waits' histogram added up bucket by
+    bucket (one SUM per bucket, no unnesting); and the resource-seconds by resource.
+    Returns (figures, held): figures rows (bucket, path, owner, runtime, succeeded,
+    failed, cancelled, preemptions, admissions, wait_seconds, *waits); held rows
+    (bucket, path, owner, runtime, resource, seconds)."""
+    if bucket not in ("day", "month"):
+        raise ValueError(bucket)
+    per_owner = by_owner or owner is not None
+    table = ACCOUNTING_DAYS if per_owner else ACCOUNTING_LEAF_DAYS
+    keys = (
+        f"date_trunc('{bucket}', a.day)::date, "
+        + ("a.path, " if by_path else "''::text, ")
+        + ("a.owner_id, " if by_owner else "NULL::integer, ")
+        + ("a.runtime" if by_runtime else "''::text")
+    )
+    where = "a.day >= %(first)s AND a.day <= %(last)s"
+    if managed is not None:
+        seen = [_under("managed")]
+        if owner is not None:
+            seen.append(
+                f"(a.owner_id = %(owner)s AND {_under('own')} AND NOT {_under('not_under')})"
+            )
+        where += f" AND ({' OR '.join(seen)})"
+    params: dict = {"first": first, "last": last, "owner": owner}
+    for name, paths in (("managed", managed or ()), ("own", own), ("not_under", not_under)):
+        params[name] = list(paths)
+        params[f"{name}_below"] = [_like_prefix(path) for path in paths]
+    waits = ", ".join(f"SUM(a.waits[{i}])" for i in range(1, WAIT_BUCKETS + 1))
+    figures = _rows(
+        f"""
+        SELECT {keys}, SUM(a.succeeded), SUM(a.failed), SUM(a.cancelled), SUM(a.preemptions),
+            SUM(a.admissions), SUM(a.wait_seconds), {waits}
+        FROM {table} a
+        WHERE {where}
+        GROUP BY 1, 2, 3, 4
+        """,
+        params,
+    )
+    held = _rows(
+        f"""
+        SELECT {keys}, r.key, SUM(r.value::numeric)
+        FROM {table} a
+        CROSS JOIN LATERAL jsonb_each_text(a.held) AS r
+        WHERE {where}
+        GROUP BY 1, 2, 3, 4, 5
+        """,
+        params,
+    )
+    return figures, held
+
+
+def _under(name: str) -> str:
+    """The row's leaf is one of the paths ``name`` or below one of them."""
+    return f"(a.path = ANY(%({name})s) OR a.path LIKE ANY(%({name}_below)s))"
+
+
+def _like_prefix(path: str) -> str:
+    """``path/%`` with LIKE's own characters in the path escaped."""
+    escaped = path.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{escaped}/%"
+
+
+def summary_lock() -> None:
+    """Wait for the accounting's transaction-scoped lock: one summary writer at a time."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [ACCOUNTING_DAYS])
