@@ -20,7 +20,6 @@ from ..support.axe import (
     serious_violations,
     signed_in,
 )
-from ..support.chromium import launch
 from ..support.ledger import write_ledger
 
 pytestmark = pytest.mark.browser
@@ -30,18 +29,6 @@ QUERIES = [
     "?from=2026-10-01&to=2026-10-31&group=department&every=month",
     "?from=2026-10-01&to=2026-10-03&group=person&every=day",
 ]
-
-
-@pytest.fixture
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = launch(playwright)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture

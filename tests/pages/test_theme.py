@@ -30,22 +30,9 @@ from ..support.axe import (
     serious_violations,
     signed_in,
 )
-from ..support.chromium import launch
 from ..support.jobs import RAY_JOB, submit_document
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = launch(playwright)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture
