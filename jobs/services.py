@@ -695,8 +695,9 @@ def tree_apply_previewed(
     that no cycle moves a job between the preview checked here and the change: if the
     change would now preempt a job of its own doing that is not in ``previewed``, nothing
     is applied and the new preview is answered to be shown again (jobs that started or
-    ended meanwhile are no reason). Applied, the tree's audit gets one more entry: the
-    preview the person confirmed. TreeError as the save would refuse."""
+    ended meanwhile are no reason). Applied with consequences for jobs, the tree's audit
+    gets one more entry: the preview the person confirmed. TreeError as the save would
+    refuse."""
     with transaction.atomic():
         admission_held(timeout_seconds=wait_seconds)
         preview = quota_preview(document)
@@ -704,7 +705,7 @@ def tree_apply_previewed(
         if grown:
             return PreviewedApply(None, preview, grown)
         changes = tree_import(document=document, actor=actor, source=source)
-        if changes:
+        if changes and (preview.preempted or preview.admitted or preview.unrunnable_count):
             audit_record(
                 action=AuditEntry.Action.UPDATED,
                 object_type=AuditEntry.ObjectType.QUOTA_TREE,

@@ -28,7 +28,13 @@ from .. import exchange, selectors, services, signals
 from ..models import QuotaNode
 from ..quota import shown_resources
 from .history import AuditHistoryMixin, audit_url
-from .tree_forms import ChildForm, ChildrenFormSet, QuotaNodeForm
+from .tree_forms import (
+    PREVIEW_CODE,
+    ChildForm,
+    ChildrenFormSet,
+    QuotaNodeForm,
+    previewed_ids,
+)
 
 MAX_UPLOAD_BYTES = 1_000_000  # a tree of thousands of nodes; anything larger is a mistake
 NONE = "—"
@@ -246,17 +252,46 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
 
     def save_related(self, request, form, formsets, change) -> None:
         (children,) = [fs for fs in formsets if isinstance(fs, ChildrenFormSet)]
+        children.applied = []
         try:
-            children.applied = services.tree_import(
-                document=children.document, actor=request.user, source=AuditEntry.Source.ADMIN
-            )
+            # Under the admission cycle's lock, as the person previewed it (or saw nothing
+            # preempted), unless a cycle moved jobs since the form's own check.
+            applied = signals.tree_apply_previewed(
+                QuotaNode, document=children.document,
+                previewed=previewed_ids(request.POST.getlist("previewed")),
+                actor=request.user, source=AuditEntry.Source.ADMIN,
+            )  # fmt: skip
+            if applied is None:  # no receiver: applied at once
+                children.applied = services.tree_import(
+                    document=children.document, actor=request.user, source=AuditEntry.Source.ADMIN
+                )
+            elif applied["changes"] is None:
+                jobs = ", ".join(f"#{job['job']}" for job in applied["grown"])
+                messages.error(
+                    request,
+                    _("Not saved: since the check, it would also preempt %(jobs)s; look again.")
+                    % {"jobs": jobs},
+                )
+                return
+            else:
+                children.applied = applied["changes"]
         except services.TreeError as error:
             # Another admin changed the tree between the form's check and this save.
-            children.applied = []
             messages.error(request, _("Not saved: %(error)s") % {"error": error})
             return
         for change in children.applied:
             messages.info(request, change.describe())
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        """A page that shows the preview of its change: the preview, and not as an error
+        when it is all that stopped the save."""
+        for inline in context.get("inline_admin_formsets", []):
+            children = inline.formset
+            if isinstance(children, ChildrenFormSet) and children.preview is not None:
+                context["preview"], context["grown"] = children.preview, children.grown
+                if _only_the_preview(context["adminform"].form, children):
+                    context["errors"] = []  # its own line says nothing was saved yet
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     # The log entry takes a plain message as well as Django's structured one.
     def construct_change_message(self, request, form, formsets, add=False) -> str:  # type: ignore[override]
@@ -325,7 +360,7 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
                         # jobs the person was not shown: then the new preview, again.
                         applied = signals.tree_apply_previewed(
                             QuotaNode, document=document,
-                            previewed=_previewed(request.POST.getlist("previewed")),
+                            previewed=previewed_ids(request.POST.getlist("previewed")),
                             actor=request.user, source=AuditEntry.Source.YAML_IMPORT,
                         )  # fmt: skip
                         if applied is not None:
@@ -366,16 +401,20 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
 # The tree editor's buttons: see what the tree would do, then apply what was seen. A POST
 # that names neither (a script's) applies at once, as before the preview existed.
 PREVIEW, APPLY = "preview", "apply"
-MAX_PREVIEWED = 10_000  # job ids sent back with an apply; more are not read
 
 
 class _Shown(Exception):
     """The tree is shown with its preview rather than applied."""
 
 
-def _previewed(keys: list[str]) -> set[int]:
-    """The jobs the preview the person saw would preempt, as the page sent them back."""
-    return {int(key) for key in keys[:MAX_PREVIEWED] if key.isdigit() and len(key) < 19}
+def _only_the_preview(form, children: ChildrenFormSet) -> bool:
+    """Whether the preview is the one thing that stopped the save (no field is wrong)."""
+    codes = [error.code for error in children.non_form_errors().as_data()]
+    return (
+        codes == [PREVIEW_CODE]
+        and not form.errors
+        and not any(row.errors for row in children.forms)
+    )
 
 
 def _read_upload(upload) -> tuple[str, dict[str, list[str]]]:

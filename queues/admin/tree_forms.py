@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
+from django.http import QueryDict
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from kube.quantity import format_resources
 
-from .. import fairness, services
+from .. import fairness, services, signals
 from ..models import QuotaNode
 
 RESOURCE_HELP = gettext_lazy(
@@ -163,12 +164,29 @@ class ChildForm(NodeValuesForm):
         return cleaned
 
 
+# The node page's "Preview the change" button, and the formset's way of stopping the save
+# to show the preview (the admin renders the page again; it is not an error to show).
+PREVIEW_ASKED = "_preview"
+PREVIEW_CODE = "preview"
+PREVIEW_SHOWN = gettext_lazy("Nothing was saved yet: check what saving would do, then save.")
+MAX_PREVIEWED = 10_000  # job ids sent back with a save; more are not read
+
+
+def previewed_ids(keys: list[str]) -> set[int]:
+    """The jobs the preview the person saw would preempt, as the page sent them back."""
+    return {int(key) for key in keys[:MAX_PREVIEWED] if key.isdigit() and len(key) < 19}
+
+
 class ChildrenFormSet(forms.BaseInlineFormSet):
     """The children of a node. ``clean`` checks the node and its children as one tree, and
     leaves the document to apply in ``document``; the admin's save what it changed in
-    ``applied``."""
+    ``applied``. It also previews the change (``preview``) and stops the save to show it
+    when asked, or when the change would preempt jobs the person was not shown
+    (``grown``)."""
 
     applied: list[services.NodeChange]
+    preview: dict | None = None
+    grown: list[dict] = []
 
     def clean(self) -> None:
         super().clean()
@@ -197,6 +215,20 @@ class ChildrenFormSet(forms.BaseInlineFormSet):
                 % {"path": self.instance.path}
             ) from None
         self.document = document
+        # What saving would do, by the admission rule: shown instead of saving when the
+        # person asked for it, or when it would preempt jobs they were not shown.
+        preview = signals.tree_preview(QuotaNode, document)
+        if preview is not None:
+            seen = previewed_ids(cast(QueryDict, self.data).getlist("previewed"))
+            asked = PREVIEW_ASKED in self.data  # a preview of its own: nothing is "more"
+            self.grown = [
+                job
+                for job in preview["preempted"]
+                if job["by_the_change"] and job["job"] not in seen and not asked
+            ]
+            if asked or self.grown:
+                self.preview = preview
+                raise forms.ValidationError(PREVIEW_SHOWN, code=PREVIEW_CODE)
 
     def _compose(self, node_form, rows, deleted) -> tuple[dict, dict]:
         """The active tree with this node's and its children's new values, and which form

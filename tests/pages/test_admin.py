@@ -644,3 +644,45 @@ def test_a_bad_half_life_or_weight_is_refused_in_place(admin_client):
     ]  # fmt: skip
     assert "must be a number above 0" in " ".join(interns.errors["weight"])
     assert QuotaNode.objects.get(path="root").half_life is None
+
+
+def test_a_nodes_page_previews_its_change_before_saving_it(admin_client, three_running):
+    url = video_url()
+    data = page_data(admin_client.get(url))
+    data.update({"min_text": "cpu: 4\nmemory: 12Gi", "max_text": "cpu: 8\nmemory: 14Gi"})
+
+    shown = admin_client.post(url, {**data, "_preview": "Preview the change"})
+
+    assert shown.status_code == 200
+    page = shown.content.decode()
+    assert "What saving this change would do now" in page
+    newest = three_running[2]
+    assert f"#{newest.pk} j2 (alice, root-algorithm-video)" in page
+    assert f'name="previewed" value="{newest.pk}"' in page
+    assert "Please correct the error" not in page  # a preview is no error
+    assert "more job" not in page  # nothing was previewed before it
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 14_000  # unsaved
+
+    saved = admin_client.post(url, {**data, "previewed": [str(newest.pk)]})
+
+    assert saved.status_code == 302
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 8_000
+    assert AuditEntry.objects.filter(object_type=AuditEntry.ObjectType.QUOTA_TREE).exists()
+
+
+def test_saving_a_node_shows_the_preview_instead_when_it_would_preempt_unseen_jobs(
+    admin_client, three_running
+):
+    url = video_url()
+    data = page_data(admin_client.get(url))
+    data.update({"min_text": "cpu: 4\nmemory: 12Gi", "max_text": "cpu: 8\nmemory: 14Gi"})
+
+    asked = admin_client.post(url, data)  # saved at once, never previewed
+
+    assert asked.status_code == 200
+    assert "Since your preview, applying would preempt 1 more job" in asked.content.decode()
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 14_000
+    # A change that preempts nobody is saved at once, as before.
+    data.update({"max_text": "cpu: 16\nmemory: 14Gi", "min_text": "cpu: 12\nmemory: 12Gi"})
+    assert admin_client.post(url, data).status_code == 302
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 16_000
