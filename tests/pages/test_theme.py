@@ -8,14 +8,18 @@ emulated there, the person signs in and, for a chosen theme, chooses it on their
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from jobs.engine.admission.cycle import admission_cycle
+from jobs.engine.fair_share import fair_share_record
 from jobs.reads.estimate import estimates_refresh
 from jobs.services import job_cancel
 from jobs.usage.samples import usage_record
+from queues.services import tree_apply
 
 from ..support.axe import (
     DESKTOP,
@@ -31,6 +35,7 @@ from ..support.axe import (
     signed_in,
 )
 from ..support.jobs import RAY_JOB, submit_document
+from ..support.trees import seed_tree_document
 
 pytestmark = pytest.mark.browser
 
@@ -41,6 +46,10 @@ def busy(transactional_db, member, other_member, manager, settings):
     backing off behind it, one waiting behind that, one cancelled; usage samples for the
     charts. Made before the browser starts (its event loop would refuse the database)."""
     settings.BACKOFF_BASE_SECONDS = 600
+    # Fair sharing over time on: the quota tree page shows each node's share used.
+    document = seed_tree_document()
+    document["spec"]["fairSharing"] = {"halfLife": "7d"}
+    tree_apply(document=document)
     usage_record()
     first = submit_document(member, RAY_JOB, name="video-first")
     second = submit_document(member, RAY_JOB, name="video-second")
@@ -50,6 +59,7 @@ def busy(transactional_db, member, other_member, manager, settings):
     job_cancel(user=other_member, job=gone)
     estimates_refresh()
     usage_record()
+    fair_share_record(now=timezone.now() + timedelta(hours=12))
     return {"first": first, "second": second}
 
 
