@@ -14,13 +14,12 @@ read), spread over the tree's leaves, a thousand of them still open. Then it tim
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 
-from .services import bench_environment, flush_redis, recreate_database
+from .services import baseline_in_process
 
 ROUNDS = 5
 JOBS = 1000
@@ -28,13 +27,7 @@ JOBS = 1000
 
 def main(argv: list[str]) -> int:
     spans = int(argv[0]) if argv else 1_000_000
-    env = bench_environment(dict(os.environ))
-    os.environ.update(env)
-    recreate_database(env)
-    flush_redis(env)
-    import django
-
-    django.setup()
+    baseline_in_process(half_life="7d", queued=JOBS)
     from django.db import connection
     from django.utils import timezone
 
@@ -42,18 +35,8 @@ def main(argv: list[str]) -> int:
     from jobs.engine.fair_share import fair_share_record
     from jobs.models import HOLDS
     from jobs.models import JOBS as JOBS_TABLE
-    from jobs.services import job_submit_batch
     from queues.models import Queue, QuotaNode
 
-    from .kueue import job_body, load
-    from .replay import prepare
-
-    scenario = load("baseline")
-    document = scenario.tree_document()
-    document["spec"]["fairSharing"] = {"halfLife": "7d"}
-    user = prepare(scenario, document)
-    bodies = [job_body(w) for w in scenario.workloads[:JOBS]]
-    job_submit_batch(user=user, documents=bodies)
     with connection.cursor() as cursor:
         # Each span: one of the queued jobs' requests, in its leaf, from a moment in the
         # last 140 days, held ten minutes to two days; the last thousand still held.

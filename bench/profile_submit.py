@@ -16,38 +16,28 @@ from __future__ import annotations
 
 import cProfile
 import json
-import os
 import pstats
 import statistics
 import sys
 import time
 from collections.abc import Callable
 
-from .services import bench_environment, flush_redis, recreate_database
+from .services import baseline_in_process
 
 
 def main(argv: list[str]) -> int:
     http = "--http" in argv
     argv = [arg for arg in argv if arg != "--http"]
     count = int(argv[0]) if argv else 1000
-    env = bench_environment(dict(os.environ))
-    os.environ.update(env)
-    recreate_database(env)
-    flush_redis(env)
-    import django
-
-    django.setup()
+    scenario, user, _queued = baseline_in_process()
     from django.db import connection
 
     from jobs.document.schema import job_parse
     from jobs.services import job_submit
     from queues import selectors
 
-    from .kueue import job_body, load
-    from .replay import prepare
+    from .kueue import job_body
 
-    scenario = load("baseline")
-    user = prepare(scenario)
     bodies = [job_body(w) for w in scenario.workloads[:count]]
     if http:
         return _through_http(user, bodies)

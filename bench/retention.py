@@ -17,14 +17,13 @@ signed in as the scenario's submitter (staff, so every job is theirs to see):
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from .services import bench_environment, flush_redis, recreate_database
+from .services import baseline_in_process
 
 ROUNDS = 10
 RECENT = 1000
@@ -32,13 +31,7 @@ RECENT = 1000
 
 def main(argv: list[str]) -> int:
     finished = int(argv[0]) if argv else 1_000_000
-    env = bench_environment(dict(os.environ))
-    os.environ.update(env)
-    recreate_database(env)
-    flush_redis(env)
-    import django
-
-    django.setup()
+    _scenario, user, _bodies = baseline_in_process(queued=RECENT)
     from django.conf import settings
     from django.db import connection
     from django.test import Client
@@ -46,14 +39,7 @@ def main(argv: list[str]) -> int:
 
     from jobs.engine.retention import jobs_archive
     from jobs.models import JOB_EVENTS, JOBS, AccountingDone, Job, State
-    from jobs.services import job_submit_batch
 
-    from .kueue import job_body, load
-    from .replay import prepare
-
-    scenario = load("baseline")
-    user = prepare(scenario)
-    job_submit_batch(user=user, documents=[job_body(w) for w in scenario.workloads[:RECENT]])
     recent = Job.objects.order_by("-id").values_list("pk", flat=True).first()
     columns = [f.column for f in Job._meta.concrete_fields if f.column != "id"]
     copied = ", ".join(

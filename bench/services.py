@@ -162,3 +162,34 @@ def _wait_for_http(url: str, timeout: float = 60) -> None:
         except OSError:
             time.sleep(0.2)
     raise RuntimeError(f"{url} did not answer within a minute")
+
+
+def baseline_in_process(
+    *, half_life: str | None = None, queued: int = 0
+) -> tuple[object, object, list[dict]]:
+    """For a measurement in this process (``python -m bench.<module>`` inside
+    ``portal.embedded run``): a fresh bench database and Redis, Django set up, the Kueue
+    baseline scenario's tree loaded (with ``half_life`` as its fair-sharing half-life) and
+    its first ``queued`` jobs submitted as one batch. Returns the scenario, the user who
+    submits, and the bodies of those jobs."""
+    env = bench_environment(dict(os.environ))
+    os.environ.update(env)
+    recreate_database(env)
+    flush_redis(env)
+    import django
+
+    django.setup()
+    from jobs.services import job_submit_batch
+
+    from .kueue import job_body, load
+    from .replay import prepare
+
+    scenario = load("baseline")
+    document = scenario.tree_document()
+    if half_life:
+        document["spec"]["fairSharing"] = {"halfLife": half_life}
+    user = prepare(scenario, document)
+    bodies = [job_body(w) for w in scenario.workloads[:queued]]
+    if bodies:
+        job_submit_batch(user=user, documents=bodies)
+    return scenario, user, bodies
