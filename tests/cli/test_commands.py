@@ -58,7 +58,8 @@ def test_a_token_the_server_refuses_exits_5_at_once_and_saves_nothing(
     live_server, tmp_path, member, token
 ):
     cli = Cli(tmp_path)
-    refused = cli.run("login", "--url", live_server.url, CALDERA_TOKEN=token[:-1] + "x")
+    wrong = token[:-1] + ("y" if token.endswith("x") else "x")  # one character off
+    refused = cli.run("login", "--url", live_server.url, CALDERA_TOKEN=wrong)
     assert refused.returncode == 5
     assert not cli.config.exists()
 
