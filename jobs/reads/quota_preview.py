@@ -118,6 +118,7 @@ def quota_preview(document: object) -> QuotaPreview:
     parsed = tree_check(document=document)
     proposed = {node.path: node for node in parsed.nodes}
     holding = read_holding()
+    changes = tree_changes(holding.tree, proposed)
     rows = pending_heads(HEADS_PER_QUEUE + 1)
     now = timezone.now()
 
@@ -144,7 +145,7 @@ def quota_preview(document: object) -> QuotaPreview:
     admitted_ids = [c.key for c in changed.admitted]
     jobs = _jobs([*preempted_ids, *admitted_ids])
     return QuotaPreview(
-        changes=tree_changes(holding.tree, proposed),
+        changes=changes,
         preempted=[
             _consequence(jobs[p.victim.key], p.phrase().text(), p.victim.key not in preempted_now)
             for p in changed.preempted
@@ -160,7 +161,7 @@ def quota_preview(document: object) -> QuotaPreview:
             now,
             holding.tree,
             proposed,
-            changed={change.node for change in tree_changes(holding.tree, proposed)},
+            changed={change.node for change in changes},
             gone=set(preempted_ids),
             moved=_leaves_of([*preempted_ids, *admitted_ids]),
         ),
@@ -232,14 +233,19 @@ def _unrunnable(now: Mapping[str, Node], proposed: Mapping[str, Node]) -> dict:
                 "reason": too_big.phrase().text()
             }
             found.append(({"queue__node__path": leaf, "request": request}, why, was is None))
-    named: list[Consequence] = []
+    # Ids alone for the count (a deep queue of one shape is one statement); whole rows
+    # only for the jobs named.
     seen: set[int] = set()
+    shown: list[tuple[int, str, bool]] = []
     for shape, why, by_the_change in found:
-        jobs = Job.objects.filter(Q(**shape), state__in=PENDING).exclude(pk__in=seen)
-        for job in jobs.select_related("owner", "queue").order_by("id"):
-            seen.add(job.pk)
-            if len(named) < UNRUNNABLE_SHOWN:
-                named.append(_consequence(job, why, by_the_change))
+        ids = Job.objects.filter(Q(**shape), state__in=PENDING).order_by("id")
+        for pk in ids.values_list("pk", flat=True):
+            if pk not in seen:
+                seen.add(pk)
+                if len(shown) < UNRUNNABLE_SHOWN:
+                    shown.append((pk, why, by_the_change))
+    jobs = _jobs(pk for pk, _why, _by in shown)
+    named = [_consequence(jobs[pk], why, by) for pk, why, by in shown if pk in jobs]
     return {"unrunnable": named, "unrunnable_count": len(seen)}
 
 
