@@ -1,11 +1,13 @@
 """The accounting's answer over a year: how long GET /api/v1/accounting/ takes for a year
-of history grouped by department, in monthly buckets, and by leaf, by day.
+of history grouped by department, in monthly buckets, and finer: by leaf, by runtime and
+day, and by person (half a year; last month; a year under one department).
 
 A year of summary rows as beat would have written them (jobs/usage/accounting.py): DAYS
 days x LEAVES leaves x PEOPLE people per leaf x RUNTIMES runtimes, every cell used every
-day, each with four resources held and a wait histogram; the days marked summarised, so
-the answer reads the summary alone, as it does once beat has run (today aside, which is
-computed live from the ledger, empty here). Written with COPY, then ANALYZE.
+day, each with four resources held and a wait histogram, and their month rows; the days
+marked summarised, so the answer reads the summary alone, as it does once beat has run
+(today aside, which is computed live from the ledger, empty here). Written with COPY,
+then ANALYZE.
 
 The answers are asked in this process through Django's test client (no HTTP server, no
 network), signed in as staff, who see every row: the time is the view's, the summary's
@@ -70,7 +72,8 @@ def fill(first: date) -> int:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from jobs.models import ACCOUNTING_DAYS, ACCOUNTING_LEAF_DAYS, AccountingDone
+    from jobs.models import ACCOUNTING_DAYS, ACCOUNTING_LEAF_DAYS, ACCOUNTING_MONTHS, AccountingDone
+    from jobs.tables.accounting import month_rollup, next_month
     from queues.departments import department_create
     from queues.models import QuotaNode
     from queues.services import tree_apply
@@ -145,8 +148,13 @@ def fill(first: date) -> int:
         with cursor.cursor.copy(f"COPY {ACCOUNTING_LEAF_DAYS} ({columns}) FROM STDIN") as copy:
             for row in leaf_rows:
                 copy.write_row(row)
+        month = first.replace(day=1)
+        while month <= first + timedelta(days=DAYS - 1):
+            month_rollup(month)
+            month = next_month(month)
         cursor.execute(f"ANALYZE {ACCOUNTING_DAYS}")
         cursor.execute(f"ANALYZE {ACCOUNTING_LEAF_DAYS}")
+        cursor.execute(f"ANALYZE {ACCOUNTING_MONTHS}")
     now = datetime.now(UTC)
     AccountingDone.objects.bulk_create(
         AccountingDone(day=first + timedelta(days=offset), summarised_at=now)
@@ -193,6 +201,11 @@ def measure() -> dict:
     client.force_login(staff)
     year = {"from": first.isoformat(), "to": (today - timedelta(days=1)).isoformat()}
     half = {**year, "from": (today - timedelta(days=180)).isoformat()}
+    this_month = today.replace(day=1)
+    last_month = {
+        "from": (this_month - timedelta(days=1)).replace(day=1).isoformat(),
+        "to": (this_month - timedelta(days=1)).isoformat(),
+    }
     answers = [
         timed(
             client,
@@ -208,6 +221,12 @@ def measure() -> dict:
         timed(client, "a year by runtime, daily", {**year, "group": "runtime", "every": "day"}),
         # A year by person is 1,800 people x 13 months, past the answer's 20,000 rows.
         timed(client, "180 days by person, monthly", {**half, "group": "person", "every": "month"}),
+        timed(client, "last month by person", {**last_month, "group": "person"}),
+        timed(
+            client,
+            "a year by person under one department, monthly",
+            {**year, "group": "person", "every": "month", "node": "root/dept0"},
+        ),
     ]
     return {
         "summary_rows": rows,

@@ -613,7 +613,6 @@ class AccountingFigures(models.Model):
     jobs finished in each final state, their waits (first admissions of the day) as a
     histogram, and the preemptions suffered."""
 
-    day = models.DateField()
     path = models.CharField(max_length=500)  # the leaf, as the spans name it
     runtime = models.CharField(max_length=20)
     # resource -> resource-seconds held in base units (cpu millicore-seconds, memory
@@ -637,6 +636,7 @@ class AccountingDay(AccountingFigures):
     rows, with its ``AccountingLeafDay`` rows; reads of a period add these rows up and
     compute the current day live. Read by person, and for a member's own jobs."""
 
+    day = models.DateField()
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
     )  # accounting_day_owner leads with it
@@ -653,9 +653,34 @@ class AccountingDay(AccountingFigures):
         return f"{self.day} {self.path} #{self.owner_id} {self.runtime}"
 
 
+class AccountingMonth(AccountingFigures):
+    """The ``AccountingDay`` rows of a calendar month added up by person, leaf and runtime:
+    what a monthly report by person reads for the whole months of its period, thirty times
+    fewer rows than the days. Always the sum of the month's day rows: written again from
+    them in the transaction that writes a day (``jobs.tables.accounting.month_rollup``)."""
+
+    month = models.DateField()  # its first day
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )  # accounting_month_owner leads with it
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["month", "path", "owner", "runtime"], name="accounting_month_once"
+            )
+        ]
+        indexes = [models.Index(fields=["owner", "month"], name="accounting_month_owner")]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.path} #{self.owner_id} {self.runtime}"
+
+
 class AccountingLeafDay(AccountingFigures):
     """The ``AccountingDay`` rows of a day added up over the people: what every grouping but
     by person reads, thirty times fewer rows for a leaf of thirty people."""
+
+    day = models.DateField()
 
     class Meta:
         constraints = [
@@ -717,4 +742,5 @@ SUBMISSION_KEYS = SubmissionKey._meta.db_table
 HOLDS = Hold._meta.db_table
 ACCOUNTING_DAYS = AccountingDay._meta.db_table
 ACCOUNTING_LEAF_DAYS = AccountingLeafDay._meta.db_table
+ACCOUNTING_MONTHS = AccountingMonth._meta.db_table
 ACCOUNTING_DONE = AccountingDone._meta.db_table

@@ -10,13 +10,14 @@ epoch, ``AT TIME ZONE 'UTC'``), whatever the session's zone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
-from django.db import connection
+from django.db import connection, transaction
 
 from jobs.models import (
     ACCOUNTING_DAYS,
     ACCOUNTING_LEAF_DAYS,
+    ACCOUNTING_MONTHS,
     HOLDS,
     JOB_EVENTS,
     JOBS,
@@ -31,6 +32,10 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # A cell of the summary: (day, leaf path, owner id, runtime).
 Cell = tuple[date, str, int, str]
+# The figures of a summary row that add up as they are (``AccountingFigures``), beside
+# ``held`` (resource -> seconds) and ``waits`` (the histogram, bucket by bucket).
+COUNTS = ("succeeded", "failed", "cancelled", "preemptions", "admissions", "wait_seconds")
+WAITS_SUMMED = ", ".join(f"SUM(a.waits[{i}])" for i in range(1, WAIT_BUCKETS + 1))
 
 
 def _rows(sql: str, params: dict) -> list[tuple]:
@@ -132,6 +137,47 @@ def preemptions_by_day(*, since: datetime, until: datetime) -> list[tuple]:
     )
 
 
+def month_rollup(month: date) -> None:
+    """Write the ``AccountingMonth`` rows of the month starting on ``month`` again as the
+    sums of its ``AccountingDay`` rows (one statement; in the caller's transaction, which
+    writes those days under the accounting lock)."""
+    counts = ", ".join(COUNTS)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {ACCOUNTING_MONTHS} WHERE month = %s", [month])
+        cursor.execute(
+            f"""
+            INSERT INTO {ACCOUNTING_MONTHS} (month, path, owner_id, runtime, {counts}, waits, held)
+            SELECT %(month)s, f.path, f.owner_id, f.runtime, {counts}, f.waits,
+                COALESCE(h.held, '{{}}'::jsonb)
+            FROM (
+                SELECT a.path, a.owner_id, a.runtime,
+                    {", ".join(f"SUM(a.{name}) AS {name}" for name in COUNTS)},
+                    ARRAY[{WAITS_SUMMED}]::integer[] AS waits
+                FROM {ACCOUNTING_DAYS} a
+                WHERE a.day >= %(month)s AND a.day < %(next)s
+                GROUP BY 1, 2, 3
+            ) f
+            LEFT JOIN (
+                SELECT path, owner_id, runtime, jsonb_object_agg(key, seconds) AS held
+                FROM (
+                    SELECT a.path, a.owner_id, a.runtime, r.key, SUM(r.value::numeric) AS seconds
+                    FROM {ACCOUNTING_DAYS} a
+                    CROSS JOIN LATERAL jsonb_each_text(a.held) AS r
+                    WHERE a.day >= %(month)s AND a.day < %(next)s
+                    GROUP BY 1, 2, 3, 4
+                ) by_resource
+                GROUP BY 1, 2, 3
+            ) h USING (path, owner_id, runtime)
+            """,
+            {"month": month, "next": next_month(month)},
+        )
+
+
+def next_month(month: date) -> date:
+    """The first day of the month after the one ``month`` is in."""
+    return (month.replace(day=28) + timedelta(days=4)).replace(day=1)
+
+
 def summary_read(
     *,
     first: date,
@@ -144,34 +190,40 @@ def summary_read(
     owner: int | None = None,
     own: Sequence[str] = (),
     not_under: Sequence[str] = (),
-) -> tuple[list[tuple], list[tuple]]:
+    within: str | None = None,
+) -> tuple[list[str], list[tuple]]:
     """The summary rows of the days ``first`` to ``last`` (both in) added up by (bucket[,
     leaf][, owner][, runtime]): ``bucket`` is ``day`` or ``month`` (the first day of the
     bucket); a key not asked for is answered empty (NULL for the owner), so that only the
-    groups asked for leave the database. With ``by_owner`` the rows per person
-    (``AccountingDay``) are read, else the rows per leaf (``AccountingLeafDay``), thirty
-    times fewer for thirty people.
+    groups asked for leave the database. With ``by_owner`` the rows per person are read
+    (``AccountingDay``, and ``AccountingMonth`` for the whole months of a monthly read),
+    else the rows per leaf (``AccountingLeafDay``), thirty times fewer for thirty people.
 
-    Rows seen: all when ``managed`` is None; else those under one of ``managed`` (nodes:
-    their subtrees), and, from the rows per person only, those of ``owner`` under one of
-    ``own`` and under none of ``not_under``.
+    Rows seen: those under ``within`` (a node: its subtree) if given; of those, all when
+    ``managed`` is None; else those under one of ``managed`` (nodes: their subtrees), and,
+    from the rows per person only, those of ``owner`` under one of ``own`` and under none
+    of ``not_under``.
 
-    Two statements: the figures of the jobs, the waits' histogram added up bucket by
-    bucket (one SUM per bucket, no unnesting); and the resource-seconds by resource.
-    Returns (figures, held): figures rows (bucket, path, owner, runtime, succeeded,
-    failed, cancelled, preemptions, admissions, wait_seconds, *waits); held rows
-    (bucket, path, owner, runtime, resource, seconds)."""
+    Two statements: the names of the resources held in the period; then one pass adding
+    up the figures of the jobs, the waits' histogram bucket by bucket and the
+    resource-seconds resource by resource (one SUM each, nothing unnested). Returns
+    (resources, rows): rows (bucket, path, owner, runtime, succeeded, failed, cancelled,
+    preemptions, admissions, wait_seconds, *waits, *held), held in the order of
+    ``resources``, None where no row held that resource."""
     if bucket not in ("day", "month"):
         raise ValueError(bucket)
     per_owner = by_owner or owner is not None
-    table = ACCOUNTING_DAYS if per_owner else ACCOUNTING_LEAF_DAYS
+    params: dict = {"first": first, "last": last, "owner": owner}
+    source = _source(per_owner=per_owner, bucket=bucket, first=first, last=last, params=params)
     keys = (
         f"date_trunc('{bucket}', a.day)::date, "
         + ("a.path, " if by_path else "''::text, ")
         + ("a.owner_id, " if by_owner else "NULL::integer, ")
         + ("a.runtime" if by_runtime else "''::text")
     )
-    where = "a.day >= %(first)s AND a.day <= %(last)s"
+    where = "TRUE"
+    if within is not None:
+        where += f" AND {_under('within')}"
     if managed is not None:
         seen = [_under("managed")]
         if owner is not None:
@@ -179,32 +231,64 @@ def summary_read(
                 f"(a.owner_id = %(owner)s AND {_under('own')} AND NOT {_under('not_under')})"
             )
         where += f" AND ({' OR '.join(seen)})"
-    params: dict = {"first": first, "last": last, "owner": owner}
-    for name, paths in (("managed", managed or ()), ("own", own), ("not_under", not_under)):
+    for name, paths in (
+        ("within", [within] if within is not None else []),
+        ("managed", managed or ()),
+        ("own", own),
+        ("not_under", not_under),
+    ):
         params[name] = list(paths)
         params[f"{name}_below"] = [_like_prefix(path) for path in paths]
-    waits = ", ".join(f"SUM(a.waits[{i}])" for i in range(1, WAIT_BUCKETS + 1))
-    figures = _rows(
-        f"""
-        SELECT {keys}, SUM(a.succeeded), SUM(a.failed), SUM(a.cancelled), SUM(a.preemptions),
-            SUM(a.admissions), SUM(a.wait_seconds), {waits}
-        FROM {table} a
-        WHERE {where}
-        GROUP BY 1, 2, 3, 4
-        """,
-        params,
+    counts = ", ".join(f"SUM(a.{name})" for name in COUNTS)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Planned costs are far above these statements' (a JSON object's entries are
+        # estimated at a hundred, not four): compiling them would take longer than they run.
+        cursor.execute("SET LOCAL jit = off")
+        # The resources held in the period: a day's rows per leaf name every resource its
+        # rows per person name, and the month rows add those up.
+        cursor.execute(
+            f"SELECT DISTINCT jsonb_object_keys(held) FROM {ACCOUNTING_LEAF_DAYS} "
+            "WHERE day >= %(first)s AND day <= %(last)s",
+            params,
+        )
+        resources = sorted(name for (name,) in cursor.fetchall())
+        held = "".join(
+            f", SUM((a.held ->> %(resource_{index})s)::float8)" for index in range(len(resources))
+        )
+        params.update((f"resource_{index}", name) for index, name in enumerate(resources))
+        cursor.execute(
+            f"""
+            SELECT {keys}, {counts}, {WAITS_SUMMED}{held}
+            FROM {source} a
+            WHERE {where}
+            GROUP BY 1, 2, 3, 4
+            """,
+            params,
+        )
+        return resources, cursor.fetchall()
+
+
+def _source(*, per_owner: bool, bucket: str, first: date, last: date, params: dict) -> str:
+    """The rows a summary read adds up, as a table or a subquery whose rows have a ``day``:
+    the day rows of the period; for a monthly read per person, the month rows of its whole
+    months (``month`` as their day) and the day rows of the parts of months at its ends.
+    Sets the parameters it names in ``params``."""
+    columns = f"path, owner_id, runtime, held, {', '.join(COUNTS)}, waits"
+    days = ACCOUNTING_DAYS if per_owner else ACCOUNTING_LEAF_DAYS
+    if not per_owner:
+        columns = columns.replace("owner_id, ", "NULL::integer AS owner_id, ")
+    whole_first = first if first.day == 1 else next_month(first)
+    whole_end = (last + timedelta(days=1)).replace(day=1)  # the month after the last whole one
+    if bucket == "day" or not per_owner or whole_first >= whole_end:
+        return f"(SELECT day, {columns} FROM {days} WHERE day >= %(first)s AND day <= %(last)s)"
+    params.update(whole_first=whole_first, whole_end=whole_end)
+    return (
+        f"(SELECT day, {columns} FROM {days} WHERE day >= %(first)s AND day < %(whole_first)s "
+        f"UNION ALL SELECT month, {columns} FROM {ACCOUNTING_MONTHS} "
+        "WHERE month >= %(whole_first)s AND month < %(whole_end)s "
+        f"UNION ALL SELECT day, {columns} FROM {days} "
+        "WHERE day >= %(whole_end)s AND day <= %(last)s)"
     )
-    held = _rows(
-        f"""
-        SELECT {keys}, r.key, SUM(r.value::numeric)
-        FROM {table} a
-        CROSS JOIN LATERAL jsonb_each_text(a.held) AS r
-        WHERE {where}
-        GROUP BY 1, 2, 3, 4, 5
-        """,
-        params,
-    )
-    return figures, held
 
 
 def _under(name: str) -> str:

@@ -21,9 +21,11 @@ Where the figures come from (UTC days throughout; a month is the calendar month 
 
 A past day is final once it is over, as spans only close in the present: beat summarises
 each completed day once into ``AccountingDay`` rows (``accounting_summarise``), and the day
-before again after its next day ended, for late writes. A read adds up the summary rows of
-the summarised days and computes the others (today) live from the same statements, so a
-year answers from a year of summary rows, not from the ledger.
+before again after its next day ended, for late writes, and adds the month's days up again
+into ``AccountingMonth`` rows. A read adds up the summary rows of the summarised days (by
+person and month, the month rows of its whole months) and computes the others (today) live
+from the same statements, so a year answers from a year of summary rows, not from the
+ledger.
 """
 
 from __future__ import annotations
@@ -81,10 +83,9 @@ class Figures:
     wait_seconds: float = 0.0
     waits: list[int] = field(default_factory=lambda: [0] * WAIT_BUCKETS)
 
-    def add(self, other: Figures, *, resources: Iterable[str] | None = None) -> None:
+    def add(self, other: Figures) -> None:
         for name, seconds in other.held.items():
-            if resources is None or name in resources:
-                self.held[name] = self.held.get(name, 0.0) + seconds
+            self.held[name] = self.held.get(name, 0.0) + seconds
         self.succeeded += other.succeeded
         self.failed += other.failed
         self.cancelled += other.cancelled
@@ -205,6 +206,7 @@ def day_summarise(day: date, *, now: datetime) -> int:
         AccountingLeafDay.objects.filter(day=day).delete()
         AccountingDay.objects.bulk_create(rows, batch_size=2000)
         AccountingLeafDay.objects.bulk_create(leaf_rows, batch_size=2000)
+        tables.month_rollup(day.replace(day=1))
         AccountingDone.objects.update_or_create(day=day, defaults={"summarised_at": now})
     return len(rows)
 
@@ -294,7 +296,7 @@ def bucket_end(start: date, every: str) -> date:
     """The first day after the bucket."""
     if every == "day":
         return start + timedelta(days=1)
-    return (start.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return tables.next_month(start)
 
 
 def accounting_report(
@@ -304,48 +306,43 @@ def accounting_report(
     group: str,
     every: str,
     visibility: Visibility,
+    within: str | None = None,
     now: datetime | None = None,
 ) -> Report:
     """The figures of the days ``since`` to ``until`` (both in) by ``group`` and bucket,
-    as ``visibility`` lets its reader see them. Summarised days are read from the summary
-    (two statements); the others up to now are computed live (four each)."""
+    as ``visibility`` lets its reader see them, of the leaves under the node ``within``
+    (its path) or of all. Summarised days are read from the summary (two statements per
+    read); the others up to now are computed live (four each)."""
     now = now or timezone.now()
     today = utc_day(now)
     last = min(until, today)
     groups = _Grouping(group, every)
     if since <= last:
-        figures_rows, held_rows = [], []
         for read in _summary_reads(group, visibility):
-            found = tables.summary_read(
+            resources, found = tables.summary_read(
                 first=since,
                 last=last,
                 bucket=every,
                 by_path=group in ("department", "leaf"),
                 by_owner=group == "person",
                 by_runtime=group == "runtime",
+                within=within,
                 **read,
             )
-            figures_rows += found[0]
-            held_rows += found[1]
-        for start, path, owner, runtime, *numbers in figures_rows:
-            waits = [int(count) for count in numbers[6:]]
-            groups.add(
-                start,
-                path,
-                owner,
-                runtime,
-                Figures(
+            held_from = 6 + WAIT_BUCKETS
+            for start, path, owner, runtime, *numbers in found:
+                held = zip(resources, numbers[held_from:], strict=True)
+                figures = Figures(
+                    held={name: seconds for name, seconds in held if seconds is not None},
                     succeeded=int(numbers[0]),
                     failed=int(numbers[1]),
                     cancelled=int(numbers[2]),
                     preemptions=int(numbers[3]),
                     admissions=int(numbers[4]),
                     wait_seconds=float(numbers[5]),
-                    waits=waits,
-                ),
-            )
-        for start, path, owner, runtime, resource, seconds in held_rows:
-            groups.add(start, path, owner, runtime, Figures(held={resource: float(seconds)}))
+                    waits=[int(count) for count in numbers[6:held_from]],
+                )
+                groups.add(start, path, owner, runtime, figures)
         done = set(
             AccountingDone.objects.filter(day__gte=since, day__lte=last).values_list(
                 "day", flat=True
@@ -354,7 +351,7 @@ def accounting_report(
         for first, end in _runs(since, last, done):
             cells = cells_live(since=day_start(first), until=min(day_start(end), now))
             for (day, path, owner, runtime), figures in cells.items():
-                if visibility.sees(path, owner):
+                if visibility.sees(path, owner) and (within is None or _under(path, [within])):
                     groups.add(bucket_of(day, every), path, owner, runtime, figures)
     computed_to = min(now, day_start(until + timedelta(days=1)))
     rows = groups.rows()
@@ -394,58 +391,67 @@ def _runs(first: date, last: date, done: set[date]) -> list[tuple[date, date]]:
 
 
 class _Grouping:
-    """Adds cells up into (bucket, group) rows."""
+    """Adds cells up into (bucket, group) rows as they come."""
 
     def __init__(self, group: str, every: str) -> None:
         self.group, self.every = group, every
-        self._departments: list[tuple[str, str]] | None = None
-        self._people: dict[int, str] = {}
-        self._owners: set[int] = set()
-        self.pending: list[tuple[date, str, int | None, str, Figures]] = []
+        self.merged: dict[tuple[date, str | int], Figures] = {}
+        self._departments: dict[str, str] = {}  # leaf path -> its department's name
+        self._owners: dict[str, str] = {}  # node path -> the department owning it
+        if group == "department":
+            for node, name in Department.objects.values_list("quota_node__path", "name"):
+                self._owners.setdefault(node, name)
 
     def add(self, start, path: str, owner: int | None, runtime: str, figures: Figures) -> None:
-        self.pending.append((start, path, owner, runtime, figures))
-        if owner is not None:
-            self._owners.add(owner)
+        """Add a cell's figures (which the grouping may keep and add to)."""
+        if self.group == "resource":
+            for resource, seconds in figures.held.items():
+                held = self.merged.setdefault((start, resource), Figures()).held
+                held[resource] = held.get(resource, 0.0) + seconds
+            return
+        key = (start, self.key(path, owner or 0, runtime))
+        found = self.merged.get(key)
+        if found is None:
+            self.merged[key] = figures
+        else:
+            found.add(figures)
 
     def rows(self) -> list[Row]:
-        if self.group == "person" and self._owners:
-            self._people = dict(
-                get_user_model().objects.filter(pk__in=self._owners).values_list("pk", "username")
+        names: dict[str | int, str] = {}
+        if self.group == "person":
+            owners = {owner for _, owner in self.merged}
+            names.update(
+                get_user_model().objects.filter(pk__in=owners).values_list("pk", "username")
             )
-        if self.group == "department":
-            self._departments = list(Department.objects.values_list("quota_node__path", "name"))
-        merged: dict[tuple[date, str], Figures] = {}
-        for start, path, owner, runtime, figures in self.pending:
-            if self.group == "resource":
-                for resource in figures.held:
-                    one = merged.setdefault((start, resource), Figures())
-                    one.add(figures, resources={resource})
-                continue
-            merged.setdefault((start, self.key(path, owner, runtime)), Figures()).add(figures)
+        found = [
+            (start, names.get(key, f"#{key}") if self.group == "person" else key, figures)
+            for (start, key), figures in self.merged.items()
+        ]
+        jobs = self.group != "resource"
         return [
-            Row(start=start, group=key, figures=figures, with_jobs=self.group != "resource")
-            for (start, key), figures in sorted(merged.items())
+            Row(start=start, group=str(key), figures=figures, with_jobs=jobs)
+            for start, key, figures in sorted(found, key=lambda item: (item[0], item[1]))
         ]
 
-    def key(self, path: str, owner: int | None, runtime: str) -> str:
+    def key(self, path: str, owner: int, runtime: str) -> str | int:
         if self.group == "leaf":
             return path
         if self.group == "runtime":
             return runtime
         if self.group == "person":
-            return self._people.get(owner or 0, f"#{owner}")
+            return owner
         return self.department(path)
 
     def department(self, path: str) -> str:
         """The department owning the nearest node on the leaf's path to the root."""
-        owners: dict[str, str] = {}
-        for node, name in self._departments or ():
-            owners.setdefault(node, name)
-        for node in path_to_root(path):
-            if node in owners:
-                return owners[node]
-        return NO_DEPARTMENT
+        name = self._departments.get(path)
+        if name is None:
+            name = next(
+                (self._owners[node] for node in path_to_root(path) if node in self._owners),
+                NO_DEPARTMENT,
+            )
+            self._departments[path] = name
+        return name
 
 
 # The quota over time --------------------------------------------------------------------

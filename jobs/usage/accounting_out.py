@@ -15,7 +15,7 @@ from django.utils.translation import gettext
 from rest_framework import serializers
 
 from jobs.document.fields import Time
-from jobs.document.params import Choice, Day, params
+from jobs.document.params import Choice, Day, Text, params
 from jobs.document.validation import JobInvalid
 from jobs.usage.accounting import (
     EVERY,
@@ -27,6 +27,7 @@ from jobs.usage.accounting import (
     utc_day,
     visibility_for,
 )
+from jobs.usage.samples import NODE_MAX, node_known
 
 # The longest period a question may cover, by bucket: a year of days, ten years of months.
 MAX_DAYS = {"day": 366, "month": 3660}
@@ -43,6 +44,12 @@ ACCOUNTING_QUERY = params(
         description="one row per department, leaf, person, runtime or resource in each bucket",
     ),
     Choice(name="every", choices=list(EVERY), default="month", description="the buckets"),
+    Text(
+        name="node",
+        max_length=NODE_MAX,
+        description="only the leaves under this node of the quota tree, its path "
+        "(root/algorithm); default: every leaf",
+    ),
     Choice(
         name="format",
         choices=list(FORMATS),
@@ -59,6 +66,7 @@ class AccountingQuery:
     group: str
     every: str
     format: str
+    node: str | None
 
 
 def accounting_query(source: Mapping, *, form: tuple[str, ...] = ()) -> AccountingQuery:
@@ -80,8 +88,16 @@ def accounting_query(source: Mapping, *, form: tuple[str, ...] = ()) -> Accounti
                 % {"days": MAX_DAYS[every], "every": every, "got": (until - since).days + 1}
             }
         )
+    node = values["node"] or None
+    if node is not None:
+        node_known(node)
     return AccountingQuery(
-        since=since, until=until, group=values["group"], every=every, format=values["format"]
+        since=since,
+        until=until,
+        group=values["group"],
+        every=every,
+        format=values["format"],
+        node=node,
     )
 
 
@@ -97,6 +113,7 @@ def accounting_answer(
         group=query.group,
         every=query.every,
         visibility=visibility_for(user),
+        within=query.node,
     )
     if len(report.rows) > MAX_ROWS:
         raise JobInvalid(
@@ -179,12 +196,12 @@ class AccountingOut(serializers.Serializer):
 
 
 def row_out(row: Row) -> dict:
-    """One row's answer: figures in resource-hours and seconds."""
+    """One row's answer (``AccountingRowOut``): figures in resource-hours and seconds."""
     figures = row.figures
     held = {name: hours(name, seconds) for name, seconds in sorted(figures.held.items())}
     jobs = row.with_jobs
     return {
-        "start": row.start,
+        "start": row.start.isoformat(),
         "group": row.group,
         "held_hours": held,
         "min_hours": None
@@ -210,17 +227,17 @@ def row_out(row: Row) -> dict:
 
 
 def report_out(report: Report) -> dict:
-    return AccountingOut(
-        {
-            "since": report.since,
-            "until": report.until,
-            "group": report.group,
-            "every": report.every,
-            "computed_to": report.computed_to,
-            "resources": report.resources,
-            "rows": [row_out(row) for row in report.rows],
-        }
-    ).data
+    """The answer as ``AccountingOut`` states it, written directly: a year of rows by person
+    is tens of thousands, which the serializer would walk field by field."""
+    return {
+        "from": report.since.isoformat(),
+        "to": report.until.isoformat(),
+        "group": report.group,
+        "every": report.every,
+        "computed_to": report.computed_to.isoformat(),
+        "resources": report.resources,
+        "rows": [row_out(row) for row in report.rows],
+    }
 
 
 CSV_FIGURES = (
@@ -267,4 +284,5 @@ def report_csv(report: Report) -> str:
 
 
 def csv_name(query: AccountingQuery) -> str:
-    return f"accounting-{query.since}-{query.until}-{query.group}-{query.every}.csv"
+    under = f"-{query.node.replace('/', '.')}" if query.node else ""
+    return f"accounting-{query.since}-{query.until}{under}-{query.group}-{query.every}.csv"

@@ -17,8 +17,9 @@ from django.views.decorators.http import require_GET
 from jobs.document.validation import JobInvalid
 from jobs.usage.accounting import EVERY, GROUPS, Report
 from jobs.usage.accounting_out import accounting_answer, row_out
+from queues.models import QuotaNode
 
-FORM = ("from", "to", "group", "every")
+FORM = ("from", "to", "group", "node", "every")
 GIB = 2**30
 
 
@@ -120,6 +121,9 @@ def accounting(request: HttpRequest) -> HttpResponse:
         "everies": every_names(),
         "group_order": GROUPS,
         "every_order": EVERY,
+        "nodes": QuotaNode.objects.filter(active=True)
+        .order_by("path")
+        .values_list("path", flat=True),
     }
     try:
         query, report = accounting_answer(request.GET, request.user, form=FORM)
@@ -127,6 +131,8 @@ def accounting(request: HttpRequest) -> HttpResponse:
         context["errors"] = invalid.errors
         return render(request, "jobs/accounting.html", context, status=400)
     data = {"from": query.since, "to": query.until, "group": query.group, "every": query.every}
+    if query.node:
+        data["node"] = query.node
     api = reverse("api-accounting")
     context |= {
         "query": query,

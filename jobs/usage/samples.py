@@ -172,10 +172,11 @@ RANGE = Choice(
     description="the last hour, day or week",
 )
 RANGE_QUERY = params(RANGE)
+NODE_MAX = cast(int, QuotaNode._meta.get_field("path").max_length)
 HISTORY_QUERY = params(
     Text(
         name="node",
-        max_length=cast(int, QuotaNode._meta.get_field("path").max_length),
+        max_length=NODE_MAX,
         description='a node\'s path, root/algorithm (default: the root); "cluster" is no node',
     ),
     RANGE,
@@ -196,11 +197,17 @@ def history_query(source: Mapping, *, default_node: str | None = None) -> Histor
     node = values["node"] or default_node or root_path()
     if not node:
         raise JobInvalid({"node": gettext("there is no quota tree yet")})
+    node_known(node)
+    return HistoryQuery(node=node, range=RANGES[values["range"]])
+
+
+def node_known(node: str) -> None:
+    """``JobInvalid`` naming ``node`` unless a node of the tree (a retired one too) has
+    this path."""
     if not QuotaNode.objects.filter(path=node).exists():
         raise JobInvalid(
             {"node": gettext("%(node)s is no node of the quota tree") % {"node": repr(node[:200])}}
         )
-    return HistoryQuery(node=node, range=RANGES[values["range"]])
 
 
 def root_path() -> str | None:

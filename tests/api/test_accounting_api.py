@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+from datetime import date
 
 import pytest
+
+from jobs.usage.accounting import accounting_report, visibility_for
+from jobs.usage.accounting_out import AccountingOut, report_out, row_out
 
 from ..support.ledger import write_ledger
 
@@ -69,6 +74,8 @@ def test_csv_parses_and_has_the_json_s_rows(api, staff, ledger):
         ({"every": "week"}, "every"),
         ({"format": "xml"}, "format"),
         ({"format": ""}, "format"),
+        ({"node": "root/nowhere"}, "node"),
+        ({"node": "r" * 501}, "node"),
     ],
 )
 def test_bad_input_is_refused_naming_the_parameter(api, member, query, field):
@@ -97,6 +104,27 @@ def test_who_sees_what(api, staff, manager, member, other_member, intern, ledger
     assert people(intern) == {"ian"}
 
 
+def test_a_node_narrows_the_answer_and_its_csv_s_name(api, staff, ledger):
+    client = api(staff)
+    query = {**OCTOBER, "group": "person", "node": "root/infrastructure"}
+    body = client.get(URL, query).json()
+    assert [row["group"] for row in body["rows"]] == ["oscar"]
+    everyone = {
+        row["group"]: row for row in client.get(URL, {**OCTOBER, "group": "person"}).json()["rows"]
+    }
+    assert body["rows"][0] == everyone["oscar"]
+    response = client.get(URL, {**query, "format": "csv"})
+    assert (
+        "accounting-2026-10-01-2026-10-31-root.infrastructure-person-month.csv"
+        in response["Content-Disposition"]
+    )
+
+
+def test_a_node_does_not_widen_what_a_reader_sees(api, manager, ledger):
+    answer = api(manager).get(URL, {**OCTOBER, "group": "person", "node": "root/infrastructure"})
+    assert answer.status_code == 200 and answer.json()["rows"] == []
+
+
 def test_it_needs_a_signed_in_person(client):
     assert client.get(URL).status_code in (401, 403)
 
@@ -107,3 +135,27 @@ def test_a_refusal_answers_in_the_client_s_language(api, member):
     )
     assert response.status_code == 400
     assert response.json() == {"to": ["必须不早于 from（2026-10-05）"]}
+
+
+def test_the_answer_is_what_its_declared_serializer_would_write(staff, ledger):
+    """The answer is written without the serializer, for speed; the schema states it with
+    the serializer: both give the same document."""
+    report = accounting_report(
+        since=date(2026, 10, 1),
+        until=date(2026, 10, 31),
+        group="department",
+        every="day",
+        visibility=visibility_for(staff),
+    )
+    declared = AccountingOut(
+        {
+            "since": report.since,
+            "until": report.until,
+            "group": report.group,
+            "every": report.every,
+            "computed_to": report.computed_to,
+            "resources": report.resources,
+            "rows": [row_out(row) for row in report.rows],
+        }
+    ).data
+    assert report.rows and json.loads(json.dumps(declared)) == report_out(report)

@@ -1,6 +1,7 @@
 """The accounting page in a real browser: both themes and both languages, at a desktop's
 1366x900 and a phone's 390x844 (its table scrolls inside its own region, never the page),
-axe-core finding nothing serious, and its CSV export downloading the table's rows."""
+axe-core finding nothing serious, and its CSV export downloading the table's rows, of the
+whole tree and of one node's subtree."""
 
 from __future__ import annotations
 
@@ -87,6 +88,15 @@ def test_the_form_and_the_csv_export(live_server, ledger, browser):
     text = Path(download.value.path()).read_text()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert {row["group"] for row in rows} >= {"root/algorithm/video", "root/interns/intern-video"}
+    page.locator("select[name=node]").select_option("root/infrastructure")
+    page.locator("form.filters button.primary").click()
+    page.wait_for_url("**/accounting/?*node=root%2Finfrastructure*")
+    groups = page.locator("table.accounting tbody th.mono").all_inner_texts()
+    assert groups == ["root/infrastructure/devops"]
+    with page.expect_download() as download:
+        page.locator(".exports a", has_text="CSV").click()
+    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+    assert [row["group"] for row in rows] == ["root/infrastructure/devops"]
     page.goto(url + "/accounting/?from=2026-10-05&to=2026-10-01")
     assert page.locator(".errors").inner_text().startswith("to")
     opened.context.close()

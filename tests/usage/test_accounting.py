@@ -14,7 +14,15 @@ from django.db import connection
 
 from audit.models import AuditEntry
 from jobs.engine.task_names import ACCOUNTING_TASK
-from jobs.models import WAIT_BOUNDS, AccountingDay, AccountingDone, Job, State
+from jobs.models import (
+    WAIT_BOUNDS,
+    AccountingDay,
+    AccountingDone,
+    AccountingMonth,
+    Hold,
+    Job,
+    State,
+)
 from jobs.usage.accounting import (
     Figures,
     Visibility,
@@ -46,9 +54,23 @@ def ledger(db, member, intern, outsider):
     return write_ledger(member=member, intern=intern, outsider=outsider)
 
 
-def report(group="person", every="day", visibility=EVERYTHING, since=OCT_1, until=OCT_3):
+def report(
+    group="person",
+    every="day",
+    visibility=EVERYTHING,
+    since=OCT_1,
+    until=OCT_3,
+    within=None,
+    now=NOW,
+):
     return accounting_report(
-        since=since, until=until, group=group, every=every, visibility=visibility, now=NOW
+        since=since,
+        until=until,
+        group=group,
+        every=every,
+        visibility=visibility,
+        within=within,
+        now=now,
     )
 
 
@@ -193,6 +215,81 @@ def test_summarising_again_writes_no_duplicates(ledger):
     )
     # The day before yesterday is written once more once its next day is over.
     assert accounting_summarise(now=at(4, 1)) == [date(2026, 10, 2), OCT_3]
+
+
+def month_sums() -> dict:
+    """The October day rows added up here by (path, owner, runtime)."""
+    sums: dict = {}
+    for day in AccountingDay.objects.filter(day__month=10):
+        cell = sums.setdefault((day.path, day.owner_id, day.runtime), Figures())
+        cell.add(Figures(held=day.held, succeeded=day.succeeded, failed=day.failed,
+                         cancelled=day.cancelled, preemptions=day.preemptions,
+                         admissions=day.admissions, wait_seconds=day.wait_seconds,
+                         waits=day.waits))  # fmt: skip
+    return sums
+
+
+def assert_month_rows_add_up_the_days() -> None:
+    months = {
+        (m.path, m.owner_id, m.runtime): m for m in AccountingMonth.objects.filter(month=OCT_1)
+    }
+    sums = month_sums()
+    assert set(months) == set(sums)
+    for key, month in months.items():
+        assert month.held == pytest.approx(sums[key].held)
+        assert (month.succeeded, month.failed, month.cancelled, month.preemptions) == (
+            sums[key].succeeded,
+            sums[key].failed,
+            sums[key].cancelled,
+            sums[key].preemptions,
+        )
+        assert month.waits == sums[key].waits
+        assert month.wait_seconds == pytest.approx(sums[key].wait_seconds)
+
+
+def test_a_month_row_is_its_days_added_up_and_follows_a_day_written_again(ledger):
+    november = datetime(2026, 11, 2, 12, tzinfo=UTC)
+    accounting_summarise(now=november)
+    accounting_summarise(now=november)  # 32 days: two runs of at most 31
+    assert AccountingDone.objects.filter(day__month=10).count() == 31
+    assert_month_rows_add_up_the_days()
+    # A late write to a summarised day: summarising the day again writes the month again.
+    Hold.objects.filter(job=ledger["crossing"]).update(ended_at=at(2, 3))
+    day_summarise(date(2026, 10, 2), now=november)
+    assert_month_rows_add_up_the_days()
+
+
+def test_whole_months_by_person_answer_as_the_live_computation(ledger):
+    """A monthly read by person takes October from its month rows and the days around it
+    from the day rows; computed live (nothing summarised) it is the same."""
+    november = datetime(2026, 11, 2, 12, tzinfo=UTC)
+    period = {"since": date(2026, 9, 20), "until": date(2026, 11, 1), "now": november}
+    live = report(group="person", every="month", **period).rows
+    accounting_summarise(now=november)
+    accounting_summarise(now=november)
+    assert AccountingMonth.objects.filter(month=OCT_1).exists()
+    AccountingDay.objects.filter(day__month=10).update(held={}, succeeded=0)  # not read
+    summarised = report(group="person", every="month", **period).rows
+    assert [(r.start, r.group) for r in summarised] == [(r.start, r.group) for r in live]
+    assert sorted({r.start for r in live}) == [OCT_1, date(2026, 11, 1)]
+    for mine, theirs in zip(summarised, live, strict=True):
+        assert mine.figures.held == pytest.approx(theirs.figures.held)
+        assert mine.figures.states() == theirs.figures.states()
+        assert mine.figures.waits == theirs.figures.waits
+        assert mine.figures.preemptions == theirs.figures.preemptions
+
+
+@pytest.mark.parametrize("summarised", [False, True])
+def test_a_node_narrows_the_report_to_the_leaves_under_it(ledger, summarised):
+    if summarised:
+        accounting_summarise(now=NOW)
+    everyone = by_key(report(group="leaf").rows)
+    under = by_key(report(group="leaf", within="root/infrastructure").rows)
+    assert under and all(group.startswith("root/infrastructure/") for _, group in under)
+    assert under == {key: f for key, f in everyone.items() if key in under}
+    assert {g for _, g in by_key(report(within="root/infrastructure").rows)} == {"oscar"}
+    # A node is its subtree, not every path that starts with its name.
+    assert report(group="leaf", within="root/infra").rows == []
 
 
 @pytest.mark.django_db(transaction=True)

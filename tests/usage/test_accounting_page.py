@@ -40,6 +40,17 @@ def test_a_member_sees_only_their_own_jobs(client, member, ledger):
     assert "alice" in page.content.decode() and "oscar" not in page.content.decode()
 
 
+def test_a_node_chosen_in_the_form_narrows_the_table_and_the_exports(client, staff, ledger):
+    client.force_login(staff)
+    query = {"from": "2026-10-01", "to": "2026-10-31", "group": "leaf"}
+    page = client.get("/accounting/", {**query, "node": "root/infrastructure"}).content.decode()
+    assert "root/infrastructure/devops" in page and "root/algorithm/video</th>" not in page
+    assert '<option value="root/infrastructure" selected>' in page
+    assert "node=root%2Finfrastructure" in page  # the CSV and JSON links keep it
+    whole = client.get("/accounting/", {**query, "node": ""}).content.decode()
+    assert "root/algorithm/video</th>" in whole
+
+
 def test_a_reversed_period_is_refused_in_place(client, member):
     client.force_login(member)
     response = client.get("/accounting/", {"from": "2026-10-05", "to": "2026-10-01"})
