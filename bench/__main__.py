@@ -2,7 +2,7 @@
 
     python -m bench [--full] [--part kueue --part throughput --part reads --part reaction
                      --part mixed --part cluster --part estimate --part broker
-                     --part pages --part accounting]
+                     --part pages --part accounting --part retention --part fair-share]
                     [--scenario baseline] [--variant service --variant api] [--seconds 5]
                     [--repeat 3]
 
@@ -27,7 +27,11 @@ The parts:
 - pages: the bytes and requests a minute of a queue page, the dashboard and a job page left
   open in Chromium, idle, at 2,000 pending and busy (pages.py);
 - accounting: GET /api/v1/accounting/ over a year of daily summary rows (365 days x 60
-  leaves x 30 people x 2 runtimes), by department and month, and finer (accounting.py).
+  leaves x 30 people x 2 runtimes), by department and month, and finer (accounting.py);
+- retention: the jobs list and a job page with 1,000,000 finished jobs present, before and
+  after retention archives them, and the archive's speed (retention.py);
+- fair-share: beat's decayed usage and the admission cycle's read of it over 100,000 and
+  1,000,000 spans of held quota (fair_share.py).
 
 Runs of the same code on a 2-core machine differ by up to 15%, so one figure says little.
 ``--repeat N`` runs the chosen parts N times: the tables show each figure's median. Every
@@ -60,7 +64,7 @@ RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
 PARTS = [
     "kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker", "pages",
-    "accounting",
+    "accounting", "retention", "fair-share",
 ]  # fmt: skip
 IDLE_REACTION_ROUNDS = 30
 # 60,000 jobs due within 0.4 s cannot be submitted one request at a time on 2 cores: the
@@ -173,6 +177,10 @@ def run_parts(env: dict, parts: list[str], args: argparse.Namespace, seconds: fl
         results["pages"] = pages_part(env)
     if "accounting" in parts:
         results["accounting"] = accounting_part(env)
+    if "retention" in parts:
+        results["retention"] = in_process_part(env, "retention", args.scale)
+    if "fair-share" in parts:
+        results["fair_share"] = in_process_part(env, "fair-share", args.scale)
     return results
 
 
@@ -300,6 +308,22 @@ def accounting_part(env: dict) -> dict:
     fresh(env)
     result = measure()
     print(f"bench: {json.dumps(result)}", flush=True)
+    return result
+
+
+def in_process_part(env: dict, part: str, scale: float) -> dict:
+    """A part measured in this process on a fresh database: retention or fair-share."""
+    from . import fair_share, retention
+
+    fresh(env)
+    if part == "retention":
+        finished = int(retention.FINISHED * scale)
+        print(f"bench: {finished:,} finished jobs, before and after retention", flush=True)
+        result = retention.measure(finished=finished)
+    else:
+        print("bench: fair sharing over spans of held quota", flush=True)
+        result = fair_share.measure(scale=scale)
+    print(f"bench: {part} {json.dumps(result)}", flush=True)
     return result
 
 

@@ -35,6 +35,8 @@ PARTS = {
     "broker": "broker",
     "pages": "pages",
     "accounting": "accounting",
+    "retention": "retention",
+    "fair-share": "fair_share",
 }
 STAMP = ("command", "argv", "date", "machine")
 # Counts of failures: one repeat that failed must show, so repeats keep their worst.
@@ -206,6 +208,23 @@ def accounting_figures(results: dict) -> Iterator[Figure]:
         yield Figure(f"accounting, {answer['label']}: p50", answer.get("p50_ms"), "ms", False)
 
 
+def retention_figures(results: dict) -> Iterator[Figure]:
+    for when in ("before", "after"):
+        for page, times in results.get(when, {}).items():
+            name = f"{page}, {'with the finished jobs' if when == 'before' else 'archived'}"
+            yield Figure(f"{name}: median", times.get("median_ms"), "ms", False)
+    archived = results.get("archived", {})
+    yield Figure("archiving", archived.get("jobs_per_second"), "/s", True)
+
+
+def fair_share_figures(results: dict) -> Iterator[Figure]:
+    for size in results.get("sizes", []):
+        spans = f"{size['spans']:,} spans"
+        yield Figure(f"beat's record, {spans}: median", size["record"]["median_ms"], "ms", False)
+        on = size["cycle_on"]["median_ms"]
+        yield Figure(f"the cycle's read, half-life on, {spans}: median", on, "ms", False)
+
+
 # Each section of docs/benchmarks.md: the part whose results hold its figures, and them.
 FIGURES: dict[str, tuple[str, Callable[[Any], Iterable[Figure]]]] = {
     "kueue": ("kueue", kueue_figures),
@@ -219,6 +238,8 @@ FIGURES: dict[str, tuple[str, Callable[[Any], Iterable[Figure]]]] = {
     "broker": ("broker", broker_figures),
     "pages": ("pages", pages_figures),
     "accounting": ("accounting", accounting_figures),
+    "retention": ("retention", retention_figures),
+    "fair-share": ("fair-share", fair_share_figures),
 }
 
 

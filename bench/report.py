@@ -21,7 +21,7 @@ OUTPUT = REPO / "docs" / "benchmarks.md"
 RECORD = OUTPUT.with_suffix(".json")
 SECTIONS = (
     "kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker", "pages",
-    "accounting",
+    "accounting", "retention", "fair-share",
 )  # fmt: skip
 
 
@@ -329,6 +329,51 @@ def render_accounting(run: dict) -> list[str]:
     return lines
 
 
+def render_retention(run: dict) -> list[str]:
+    figures = run["retention"]
+    before, after, archived = figures["before"], figures["after"], figures["archived"]
+    lines = [
+        f"| best / median of {figures['rounds']} | with the finished jobs | after archiving |",
+        "| --- | ---: | ---: |",
+    ]
+    for page in before:
+        lines.append(
+            f"| {page} | {_ms(before[page]['best_ms'])} / {_ms(before[page]['median_ms'])} "
+            f"| {_ms(after[page]['best_ms'])} / {_ms(after[page]['median_ms'])} |"
+        )
+    lines += [
+        "",
+        f"{figures['finished']:,} jobs that finished a year ago (two events each) beside "
+        f"{figures['recent']:,} queued, written in {_seconds(figures['write_seconds'])}. "
+        f"Retention archived {archived['jobs']:,} in {_seconds(archived['seconds'])} "
+        f"({archived['jobs_per_second']:,.0f} jobs a second), {archived['files']} gzipped "
+        f"files, {archived['bytes'] / 1e6:,.1f} MB; {figures['remaining']:,} jobs remain.",
+    ]
+    return lines
+
+
+def render_fair_share(run: dict) -> list[str]:
+    figures = run["fair_share"]
+    lines = [
+        "| spans of held quota | beat's `fair_share_record` | the cycle's `read_holding`, "
+        "half-life on | off |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for size in figures["sizes"]:
+        cells = [
+            f"{_ms(size[key]['best_ms'])} / {_ms(size[key]['median_ms'])}"
+            for key in ("record", "cycle_on", "cycle_off")
+        ]
+        lines.append(f"| {size['spans']:,} | {' | '.join(cells)} |")
+    lines += [
+        "",
+        f"Best / median. The Kueue baseline's tree ({figures['nodes']} nodes) with a "
+        f"half-life of {figures['half_life']}, {figures['jobs']:,} queued jobs, spans over "
+        "the last 140 days (20 half-lives), a thousand still held.",
+    ]
+    return lines
+
+
 def render_reaction(rows: list[tuple[str, dict]]) -> list[str]:
     lines = [
         "| workers | reaction to | rounds | p50 | p99 | max |",
@@ -366,6 +411,8 @@ RENDERERS = {
     "broker": (lambda run: run.get("broker"), render_broker),
     "pages": (lambda run: run.get("pages"), render_pages),
     "accounting": (lambda run: run.get("accounting"), render_accounting),
+    "retention": (lambda run: run.get("retention"), render_retention),
+    "fair-share": (lambda run: run.get("fair_share"), render_fair_share),
     # Measured by the probe beside the baseline replay, so written by the kueue part.
     "reaction-under-load": (
         _reactions_under_load,

@@ -168,10 +168,8 @@ def baseline_in_process(
     *, half_life: str | None = None, queued: int = 0
 ) -> tuple[object, object, list[dict]]:
     """For a measurement in this process (``python -m bench.<module>`` inside
-    ``portal.embedded run``): a fresh bench database and Redis, Django set up, the Kueue
-    baseline scenario's tree loaded (with ``half_life`` as its fair-sharing half-life) and
-    its first ``queued`` jobs submitted as one batch. Returns the scenario, the user who
-    submits, and the bodies of those jobs."""
+    ``portal.embedded run``): a fresh bench database and Redis, Django set up, then
+    ``baseline_loaded``."""
     env = bench_environment(dict(os.environ))
     os.environ.update(env)
     recreate_database(env)
@@ -179,6 +177,16 @@ def baseline_in_process(
     import django
 
     django.setup()
+    return baseline_loaded(half_life=half_life, queued=queued)
+
+
+def baseline_loaded(
+    *, half_life: str | None = None, queued: int = 0
+) -> tuple[object, object, list[dict]]:
+    """Into the fresh bench database of a process with Django set up: the Kueue baseline
+    scenario's tree loaded (with ``half_life`` as its fair-sharing half-life) and its first
+    ``queued`` jobs submitted as one batch. Returns the scenario, the user who submits, and
+    the bodies of those jobs."""
     from jobs.services import job_submit_batch
 
     from .kueue import job_body, load
