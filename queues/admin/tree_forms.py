@@ -188,6 +188,18 @@ class ChildrenFormSet(forms.BaseInlineFormSet):
     preview: dict | None = None
     grown: list[dict] = []
 
+    def add_fields(self, form, index) -> None:
+        """Each field of a row named for screen readers by its column and its child: the
+        table's columns head the fields only for the eye."""
+        super().add_fields(form, index)
+        child = form.instance.name if form.instance.pk else _("the new child")
+        for field in form.fields.values():
+            label = _("Delete") if field.label is None else field.label
+            field.widget.attrs["aria-label"] = _("%(field)s of %(child)s") % {
+                "field": label,
+                "child": child,
+            }
+
     def clean(self) -> None:
         super().clean()
         self.document: dict | None = None

@@ -1,6 +1,6 @@
 """The tree editor's preview in Chromium at a desktop's and a phone's size: whose jobs
 stop, in words a person reads, with nothing axe finds serious and nothing wider than the
-screen."""
+screen; a node's page with its children within the screen too."""
 
 from __future__ import annotations
 
@@ -53,4 +53,26 @@ def test_the_preview_names_whose_jobs_stop_at_each_size(
     violations = serious_violations(page)
     assert not violations, described(violations)
     assert not opened.unexpected(), opened.errors
+    opened.context.close()
+
+
+@pytest.fixture
+def algorithm(transactional_db, tree, staff) -> int:
+    return tree["root/algorithm"].pk
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_node_s_page_with_its_children_fits_the_screen(live_server, algorithm, browser, viewport):
+    """Its children's table, wider than the page beside the admin's navigation, scrolls
+    in its own box; every field in it has a name a screen reader says."""
+    opened = signed_in(browser, live_server.url, THEMES[0], viewport, "root-admin")
+    page = opened.page
+    page.goto(live_server.url + f"/admin/queues/quotanode/{algorithm}/change/")
+    assert page.locator("#children-group tbody tr.has_original").count() == 2
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    assert page.get_by_label("Max (ceiling) of video").count() == 1
+    # The page's own errors; axe, probing this page, sets styles the policy refuses.
+    assert not opened.unexpected(), opened.errors
+    violations = serious_violations(page)
+    assert not violations, described(violations)
     opened.context.close()
