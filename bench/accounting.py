@@ -70,7 +70,7 @@ def tree_document() -> dict:
 def fill(first: date) -> int:
     """The summary rows of DAYS days from ``first``; returns how many."""
     from django.contrib.auth import get_user_model
-    from django.db import connection
+    from django.db import connection, transaction
 
     from jobs.models import ACCOUNTING_DAYS, ACCOUNTING_LEAF_DAYS, ACCOUNTING_MONTHS, AccountingDone
     from jobs.tables.accounting import month_rollup, next_month
@@ -150,7 +150,8 @@ def fill(first: date) -> int:
                 copy.write_row(row)
         month = first.replace(day=1)
         while month <= first + timedelta(days=DAYS - 1):
-            month_rollup(month)
+            with transaction.atomic():  # as beat writes them, with a day
+                month_rollup(month)
             month = next_month(month)
         cursor.execute(f"ANALYZE {ACCOUNTING_DAYS}")
         cursor.execute(f"ANALYZE {ACCOUNTING_LEAF_DAYS}")

@@ -143,6 +143,7 @@ def month_rollup(month: date) -> None:
     writes those days under the accounting lock)."""
     counts = ", ".join(COUNTS)
     with connection.cursor() as cursor:
+        _without_jit(cursor)
         cursor.execute(f"DELETE FROM {ACCOUNTING_MONTHS} WHERE month = %s", [month])
         cursor.execute(
             f"""
@@ -171,6 +172,13 @@ def month_rollup(month: date) -> None:
             """,
             {"month": month, "next": next_month(month)},
         )
+
+
+def _without_jit(cursor) -> None:
+    """No JIT compiling for the rest of the transaction: the planner puts the summary's
+    statements far above their real cost (it estimates a JSON object's entries at a
+    hundred, not four), and compiling them took longer than running them."""
+    cursor.execute("SET LOCAL jit = off")
 
 
 def next_month(month: date) -> date:
@@ -241,9 +249,7 @@ def summary_read(
         params[f"{name}_below"] = [_like_prefix(path) for path in paths]
     counts = ", ".join(f"SUM(a.{name})" for name in COUNTS)
     with transaction.atomic(), connection.cursor() as cursor:
-        # Planned costs are far above these statements' (a JSON object's entries are
-        # estimated at a hundred, not four): compiling them would take longer than they run.
-        cursor.execute("SET LOCAL jit = off")
+        _without_jit(cursor)
         # The resources held in the period: a day's rows per leaf name every resource its
         # rows per person name, and the month rows add those up.
         cursor.execute(
