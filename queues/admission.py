@@ -24,9 +24,8 @@ The rules, in the order they apply:
    own ``min``), lowest priority first, then most recently admitted, only while the
    victim's branch is above its ``min`` (while the tree has a half-life, the branch that
    used most of its share lately gives back first, then as before); then any victim the
-   others make
-   unnecessary is
-   kept (tried in reverse order, as Kueue does), so no more are preempted than it needs.
+   others make unnecessary is kept (tried in reverse order, as Kueue does), so no more
+   are preempted than it needs.
    If the queue allows it, a candidate may also preempt lower priority jobs of its own
    queue. If not enough can be freed, nothing is preempted and the candidate is refused
    with the reason.
