@@ -26,6 +26,7 @@ from jobs.engine.locks import advisory_lock
 from jobs.engine.triggers import SENDER, BrokerRequest
 from jobs.models import Job, JobEvent, State
 from queues.models import Department
+from sql.rows import chunks
 
 from . import transport
 from .addresses import UrlRefused, destination
@@ -360,5 +361,8 @@ def deliveries_prune(*, now: datetime | None = None) -> int:
     WEBHOOK_DELIVERIES_DAYS ago; pending ones stay, however old. How many went."""
     before = (now or timezone.now()) - timedelta(days=settings.WEBHOOK_DELIVERIES_DAYS)
     old = Delivery.objects.filter(created_at__lt=before).exclude(status=Status.PENDING)
-    deleted, _by_model = old.delete()
+    deleted = 0
+    # Django deletes each delivery's attempts by its id: a chunk at a time, bounded.
+    for part in chunks(list(old.values_list("pk", flat=True))):
+        deleted += Delivery.objects.filter(pk__any=part).delete()[0]
     return deleted

@@ -147,7 +147,7 @@ def jobs_chosen(user, ids: Iterable[object]) -> tuple[list[Job], list[int]]:
             ) from None
     wanted = list(dict.fromkeys(wanted))
     _check_size(len(wanted), "ids")
-    found = {job.pk: job for job in jobs_for_user(user).filter(pk__in=wanted)}
+    found = {job.pk: job for job in jobs_for_user(user).filter(pk__any=wanted)}
     return [found[pk] for pk in wanted if pk in found], [pk for pk in wanted if pk not in found]
 
 

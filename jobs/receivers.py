@@ -41,7 +41,7 @@ def namespace_trouble(sender, **kwargs) -> dict[str, str]:
 def live_jobs(sender, *, queue_ids: list[int], **kwargs) -> dict[int, int]:
     """Queued, backing-off and quota-holding jobs per queue id: a leaf with any stays."""
     rows = (
-        Job.objects.filter(queue_id__in=queue_ids, state__in=LIVE)
+        Job.objects.filter(queue_id__any=queue_ids, state__in=LIVE)
         .values_list("queue_id")
         .annotate(n=Count("id"))
     )

@@ -170,6 +170,7 @@ INSTALLED_APPS = [
     "template_partials",
     "axes",
     "csp",
+    "sql",
     "portal",
     "queues",
     "jobs",

@@ -127,7 +127,9 @@ def queue_departments(queues: Iterable[Queue]) -> dict[int, Department]:
     wanted = {path for chain in paths.values() for path in chain}
     departments = {
         d.quota_node.path: d
-        for d in Department.objects.filter(quota_node__path__in=wanted).select_related("quota_node")
+        for d in Department.objects.filter(quota_node__path__any=list(wanted)).select_related(
+            "quota_node"
+        )
     }
     owners = {}
     for queue_id, chain in paths.items():

@@ -302,7 +302,7 @@ def _refuse_retiring_busy(paths: list[str]) -> None:
     if not paths:
         return
     queues = dict(
-        Queue.objects.filter(node__path__in=paths, active=True).values_list("id", "node__path")
+        Queue.objects.filter(node__path__any=paths, active=True).values_list("id", "node__path")
     )
     busy = {queues[qid]: count for qid, count in signals.live_jobs(Queue, queues).items() if count}
     if busy:
@@ -367,8 +367,8 @@ def _sync_queues(nodes: Mapping[str, QuotaNode], leaves: set[str], *, actor, sou
                 _audit_queue(Action.CREATED, queue, None, snapshot, actor=actor, source=source)
             else:
                 _audit_queue(Action.RETIRED, queue, snapshot, None, actor=actor, source=source)
-    live = {node.id for node in nodes.values()}
-    leaving = Queue.objects.exclude(node_id__in=live).filter(active=True).select_related("node")
+    live = [node.id for node in nodes.values()]
+    leaving = Queue.objects.exclude(node_id__any=live).filter(active=True).select_related("node")
     for queue in leaving:
         _audit_queue(Action.RETIRED, queue, queue_snapshot(queue), None, actor=actor, source=source)
     leaving.update(active=False)

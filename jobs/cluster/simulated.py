@@ -476,7 +476,7 @@ class _Session:
                 after = self.cluster.pods
                 gone = [name for name in self.before if name not in after]
                 if gone:
-                    SimulatedPod.objects.filter(name__in=gone).delete()
+                    SimulatedPod.objects.filter(name__any=gone).delete()
                 new = [pod for name, pod in after.items() if name not in self.before]
                 SimulatedPod.objects.bulk_create([_row(pod) for pod in new])
                 changed = [

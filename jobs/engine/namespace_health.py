@@ -45,7 +45,7 @@ def namespaces_troubled(
         update_fields=["reason", "gone", "seen_at"],
     )
     return dict(
-        UnavailableNamespace.objects.filter(namespace__in=list(troubles)).values_list(
+        UnavailableNamespace.objects.filter(namespace__any=list(troubles)).values_list(
             "namespace", "since"
         )
     )
@@ -55,10 +55,10 @@ def namespaces_checked(troubles: Mapping[str, NamespaceTrouble], *, now: datetim
     """A sync's finding over every namespace it observed: these are unavailable, every
     other is fine. Returns the namespaces that are back."""
     namespaces_troubled(troubles, now=now)
-    back = UnavailableNamespace.objects.exclude(namespace__in=list(troubles))
+    back = UnavailableNamespace.objects.exclude(namespace__any=list(troubles))
     cleared = sorted(back.values_list("namespace", flat=True))
     if cleared:
-        UnavailableNamespace.objects.filter(namespace__in=cleared).delete()
+        UnavailableNamespace.objects.filter(namespace__any=cleared).delete()
     return cleared
 
 

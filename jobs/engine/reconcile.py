@@ -44,6 +44,7 @@ from jobs.models import LEAVING, Job, JobEvent, State
 from queues import exchange, phrases, services
 from queues.phrases import Phrase
 from queues.selectors import queue_departments
+from sql.rows import rows_update
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> No
 
 
 def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
-    jobs = list(Job.objects.filter(pk__in=list(job_ids)).select_related("queue__node", "owner"))
+    jobs = list(Job.objects.filter(pk__any=list(job_ids)).select_related("queue__node", "owner"))
     wanted = {job.pk: object_wanted(job.state, job.runtime) for job in jobs}
     # Every queue's department in one query, not one per queue.
     owners = queue_departments({job.queue for job in jobs if wanted[job.pk] != ABSENT})
@@ -107,7 +108,7 @@ def start_clocks(job_ids: list[int], *, now: datetime) -> None:
     with transaction.atomic():
         lock_jobs(job_ids)
         Job.objects.filter(
-            pk__in=job_ids, state=State.ADMITTED, start_clock_at__isnull=True
+            pk__any=job_ids, state=State.ADMITTED, start_clock_at__isnull=True
         ).update(start_clock_at=now)
 
 
@@ -120,7 +121,7 @@ def jobs_refused(reasons: Mapping[int, Phrase | str], *, now: datetime) -> list[
     failed = jobs_transition(State.FAILED, reasons, now, "Refused")
     if failed:
         get_backend().remove(
-            [object_ref(job) for job in Job.objects.filter(pk__in=failed)], now=now
+            [object_ref(job) for job in Job.objects.filter(pk__any=failed)], now=now
         )
         capacity_changed(now=now)
         transaction.on_commit(request_admission)
@@ -161,14 +162,14 @@ def jobs_deferred(reasons: Mapping[int, Phrase | str], *, now: datetime) -> list
         jobs = list(
             Job.objects.select_for_update(of=("self",), no_key=True)
             .select_related("queue")
-            .filter(pk__in=list(reasons), state=State.ADMITTED)
+            .filter(pk__any=list(reasons), state=State.ADMITTED)
             .order_by("pk")
         )
         for job in jobs:
             transitions.leave_for_backoff(
                 job, reason=reasons[job.pk], attempts=job.backoff_count + 1, now=now
             )
-        Job.objects.bulk_update(jobs, transitions.LEFT_FOR_BACKOFF)
+        rows_update(jobs, transitions.LEFT_FOR_BACKOFF)
         JobEvent.objects.record(
             (
                 (job.pk, "Deferred", next_try(reasons[job.pk], job.next_attempt_at or now))
@@ -192,7 +193,7 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
     that the objects are gone."""
     with transaction.atomic():
         moved = list(
-            Job.objects.filter(pk__in=job_ids, state__in=LEAVING)
+            Job.objects.filter(pk__any=job_ids, state__in=LEAVING)
             .select_for_update(of=("self",), no_key=True)
             .order_by("pk")
             .values_list("pk", "state", "queue__name")
@@ -201,7 +202,7 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
             return []
         transitions.move(
             State.QUEUED,
-            Q(pk__in=[pk for pk, state, _ in moved if state == State.PREEMPTED]),
+            Q(pk__any=[pk for pk, state, _ in moved if state == State.PREEMPTED]),
             dequeued_at=None,
             started_at=None,
             **transitions.NO_BACKOFF_REASON,
@@ -210,7 +211,7 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
         )
         transitions.move(
             State.CANCELLED,
-            Q(pk__in=[pk for pk, state, _ in moved if state == State.STOPPING]),
+            Q(pk__any=[pk for pk, state, _ in moved if state == State.STOPPING]),
             finished_at=now,
             leaving_since=None,
         )
@@ -250,7 +251,7 @@ def jobs_transition(
     """Compare-and-swap these jobs into ``target`` together; an event for each that moved."""
     if not messages:
         return []
-    which = Q(pk__in=list(messages))
+    which = Q(pk__any=list(messages))
     with transaction.atomic():
         if target == State.RUNNING:
             moved = transitions.move(target, which, started_at=now)

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from jobs.models import AccountingDone, Job
 from jobs.tables.retention import archive_candidates, archived_rows
+from sql.rows import chunks
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ def jobs_archive(*, now: datetime | None = None, batches: int | None = None) -> 
                 break
             path = directory / f"jobs-{now:%Y%m%dT%H%M%SZ}-{ids[0]}-{ids[-1]}.jsonl.gz"
             _write(path, archived_rows(ids))
-            Job.objects.filter(pk__in=ids).delete()  # with its events, holds, hooks
+            for part in chunks(ids):  # Django names each cascaded row: bounded
+                Job.objects.filter(pk__any=part).delete()  # with its events, holds, hooks
         count += len(ids)
         files.append(path)
     return Archived(count, files)

@@ -19,6 +19,7 @@ from jobs.engine import transitions
 from jobs.models import Job, JobEvent, State
 from queues import phrases
 from queues.phrases import Phrase
+from sql.rows import rows_update
 
 
 def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list[int]]:
@@ -37,14 +38,14 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
         Job.objects.filter(
             state=State.ADMITTED, start_clock_at__lte=now - timedelta(seconds=timeout)
         )
-        .exclude(pk__in=started)
+        .exclude(pk__any=list(started))
         .values_list("pk", flat=True)
     )
     if not late:
         return [], []
     last_failure: dict[int, str] = {}
     for job_id, message in (
-        JobEvent.objects.filter(job_id__in=late, reason__in=SCHEDULING_FAILURES)
+        JobEvent.objects.filter(job_id__any=late, reason__in=SCHEDULING_FAILURES)
         .order_by("job_id", "-created_at", "-id")
         .values_list("job_id", "message")
     ):
@@ -53,7 +54,7 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
         jobs = list(
             Job.objects.select_for_update(of=("self",), no_key=True)
             .select_related("queue")
-            .filter(pk__in=late, state=State.ADMITTED)
+            .filter(pk__any=late, state=State.ADMITTED)
             .order_by("pk")
         )
         events: list[tuple[Job, str, Phrase]] = []
@@ -87,9 +88,7 @@ def jobs_time_out(now: datetime, *, started: list[int]) -> tuple[list[int], list
                     ),
                 )
             )  # fmt: skip
-        Job.objects.bulk_update(
-            jobs, [*transitions.LEFT_FOR_BACKOFF, "start_timeouts", "finished_at"]
-        )
+        rows_update(jobs, [*transitions.LEFT_FOR_BACKOFF, "start_timeouts", "finished_at"])
         JobEvent.objects.record(
             ((job.pk, reason, message) for job, reason, message in events), at=now, warning=True
         )

@@ -39,6 +39,7 @@ from jobs.tables.jobs import (
 from queues import phrases
 from queues.phrases import Phrase
 from queues.selectors import tree_namespaces
+from sql.rows import rows_update
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,7 @@ def _lost_with_namespace(namespaces: list[str], now: datetime) -> list[int]:
     """Running jobs whose namespace is gone lost their objects with it: they fail."""
     if not namespaces:
         return []
-    running = Job.objects.filter(state=State.RUNNING, namespace__in=namespaces)
+    running = Job.objects.filter(state=State.RUNNING, namespace__any=namespaces)
     messages: dict[int, Phrase | str] = {
         pk: Phrase(phrases.NAMESPACE_GONE, {"namespace": namespace})
         for pk, namespace in running.values_list("pk", "namespace")
@@ -249,7 +250,7 @@ def _record_events(events) -> int:
     stored = {
         key: (pk, count)
         for key, pk, count in JobEvent.objects.filter(
-            dedup_key__in=[e.uid for e in events]
+            dedup_key__any=[e.uid for e in events]
         ).values_list("dedup_key", "pk", "count")
     }
     repeats = [
@@ -264,11 +265,12 @@ def _record_events(events) -> int:
         if e.uid in stored and e.count > stored[e.uid][1]
     ]
     # The sync runs alone (its advisory lock): no other writer moves these rows meanwhile.
-    JobEvent.objects.bulk_update(repeats, ["count", "created_at", "first_at", "message"])
+    rows_update(repeats, ["count", "created_at", "first_at", "message"])
     events = [e for e in events if e.uid not in stored]
     if not events:
         return len(repeats)
-    known = set(Job.objects.filter(pk__in={e.job_id for e in events}).values_list("pk", flat=True))
+    jobs = Job.objects.filter(pk__any=list({e.job_id for e in events}))
+    known = set(jobs.values_list("pk", flat=True))
     rows = [
         JobEvent(
             job_id=event.job_id,

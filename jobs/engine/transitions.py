@@ -69,7 +69,7 @@ def move(target: str, which: Q, *, among: Iterable[str] | None = None, **stamps)
             .values_list("pk", flat=True)
         )
         if moved:
-            Job.objects.filter(pk__in=moved).update(state=target, **stamps)
+            Job.objects.filter(pk__any=moved).update(state=target, **stamps)
     return moved
 
 
@@ -187,14 +187,18 @@ def backoff_candidates(ids: list[int]) -> list[tuple]:
 
 def back_off(reasons: list[tuple[int, Phrase, datetime]], *, now: datetime) -> None:
     """Put pending jobs into backoff, each (id, reason, next attempt) its own: the reason's
-    English text with its code and arguments."""
+    English text with its code and arguments. The rows go as one JSON document, so the
+    statement has four parameters however many jobs back off."""
     if not reasons:
         return
-    placeholders = ", ".join(
-        ["(%s::bigint, %s::text, %s::text, %s::jsonb, %s::timestamptz)"] * len(reasons)
-    )
     rows = [
-        (job_id, reason.english(), reason.code, json.dumps(reason.args), next_at)
+        {
+            "id": job_id,
+            "reason": reason.english(),
+            "code": reason.code,
+            "args": dict(reason.args),
+            "next_at": next_at.isoformat(),
+        }
         for job_id, reason, next_at in reasons
     ]
     with connection.cursor() as cursor:
@@ -204,13 +208,9 @@ def back_off(reasons: list[tuple[int, Phrase, datetime]], *, now: datetime) -> N
             SET state = %s, backoff_reason = v.reason, backoff_code = v.code,
                 backoff_args = v.args, next_attempt_at = v.next_at,
                 backoff_count = j.backoff_count + 1, last_tried_at = %s
-            FROM (VALUES {placeholders}) AS v(id, reason, code, args, next_at)
+            FROM jsonb_to_recordset(%s::jsonb)
+                AS v(id bigint, reason text, code text, args jsonb, next_at timestamptz)
             WHERE j.id = v.id AND j.state = ANY(%s)
             """,
-            [
-                State.BACKOFF,
-                now,
-                *[item for row in rows for item in row],
-                movable(State.BACKOFF, PENDING),
-            ],
+            [State.BACKOFF, now, json.dumps(rows), movable(State.BACKOFF, PENDING)],
         )

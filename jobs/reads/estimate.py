@@ -278,7 +278,7 @@ def estimates(jobs: Sequence, positions: Mapping[int, int]) -> dict[int, Estimat
     wanted = [job.pk for job in jobs if job.state in PENDING and job.pk in positions]
     if not wanted:
         return {}
-    stored = {row.job_id: row for row in StartEstimate.objects.filter(job_id__in=wanted)}
+    stored = {row.job_id: row for row in StartEstimate.objects.filter(job_id__any=wanted)}
     now, depth = timezone.now(), settings.ESTIMATE_DEPTH
     answers = {}
     for key in wanted:

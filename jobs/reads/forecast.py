@@ -102,7 +102,7 @@ def _stored_ahead(jobs: Sequence[Job]) -> list[int]:
     """For each job, the pending jobs of its queue of its priority or higher, in one query."""
     counts: dict[int, list[tuple[int, int]]] = defaultdict(list)
     rows = (
-        Job.objects.filter(queue_id__in={job.queue_id for job in jobs}, state__in=PENDING)
+        Job.objects.filter(queue_id__any=list({job.queue_id for job in jobs}), state__in=PENDING)
         .values_list("queue_id", "priority")
         .annotate(count=Count("id"))
         .order_by()

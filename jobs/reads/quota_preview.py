@@ -203,7 +203,7 @@ def _queue_heads(
 
 
 def _leaves_of(ids: list[int]) -> set[str]:
-    return set(Job.objects.filter(pk__in=ids).values_list("queue__node__path", flat=True))
+    return set(Job.objects.filter(pk__any=ids).values_list("queue__node__path", flat=True))
 
 
 def _unrunnable(now: Mapping[str, Node], proposed: Mapping[str, Node]) -> dict:
@@ -254,7 +254,7 @@ def _key(shape: dict) -> str:
 
 
 def _jobs(ids: Iterable[int]) -> dict[int, Job]:
-    chosen = Job.objects.filter(pk__in=list(ids)).select_related("owner", "queue")
+    chosen = Job.objects.filter(pk__any=list(ids)).select_related("owner", "queue")
     return {job.pk: job for job in chosen.only("id", "name", "owner__username", "queue__name")}
 
 

@@ -263,7 +263,7 @@ def job_positions(jobs: list[Job]) -> dict[int, int]:
 def pending_counts(queue_ids: list[int]) -> dict[int, int]:
     """Pending (queued and backoff) jobs of each queue, from its blocks."""
     return dict(
-        PendingBlock.objects.filter(queue_id__in=queue_ids)
+        PendingBlock.objects.filter(queue_id__any=queue_ids)
         .values_list("queue_id")
         .annotate(n=Sum("jobs"))
         .values_list("queue_id", "n")

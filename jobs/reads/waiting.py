@@ -421,7 +421,7 @@ def _last_failures(job_ids: list[int]) -> dict[int, JobEvent]:
     if not job_ids:
         return {}
     events = (
-        JobEvent.objects.filter(Q(job_id__in=job_ids), reason__in=SCHEDULING_FAILURES)
+        JobEvent.objects.filter(Q(job_id__any=job_ids), reason__in=SCHEDULING_FAILURES)
         .order_by("job_id", "-created_at", "-id")
         .distinct("job_id")
     )

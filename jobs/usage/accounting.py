@@ -421,7 +421,7 @@ class _Grouping:
         if self.group == "person":
             owners = {owner for _, owner in self.merged}
             names.update(
-                get_user_model().objects.filter(pk__in=owners).values_list("pk", "username")
+                get_user_model().objects.filter(pk__any=list(owners)).values_list("pk", "username")
             )
         found = [
             (start, names.get(key, f"#{key}") if self.group == "person" else key, figures)
@@ -482,7 +482,7 @@ def quota_timelines(paths: Iterable[str]) -> dict[str, list[tuple[datetime, Quot
     paths = sorted(set(paths))
     entries = (
         AuditEntry.objects.filter(
-            object_type=AuditEntry.ObjectType.QUOTA_NODE, object_key__in=paths
+            object_type=AuditEntry.ObjectType.QUOTA_NODE, object_key__any=paths
         )
         .order_by("at", "id")
         .values_list("object_key", "at", "before", "after")
@@ -492,7 +492,7 @@ def quota_timelines(paths: Iterable[str]) -> dict[str, list[tuple[datetime, Quot
         timeline = timelines.setdefault(path, [(datetime.min.replace(tzinfo=UTC), _parsed(before))])
         timeline.append((at, _parsed(after)))
     missing = [path for path in paths if path not in timelines]
-    for node in QuotaNode.objects.filter(path__in=missing).filter(Q(active=True)):
+    for node in QuotaNode.objects.filter(path__any=missing).filter(Q(active=True)):
         timelines[node.path] = [(datetime.min.replace(tzinfo=UTC), (node.min, node.max))]
     return timelines
 
