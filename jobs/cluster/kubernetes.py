@@ -316,8 +316,9 @@ class KubernetesBackend(ClusterBackend):
 
     def _refused_in(self, namespace: str, refusal: Unauthorized) -> NamespaceTrouble:
         """The authorizer refused Caldera in the namespace: the namespace's trouble when
-        the namespace itself can be read (it is gone, being deleted, or there without a Role
-        for Caldera); else the refusal is raised as it is, the whole cluster's."""
+        ``_trouble`` can tell it (it is gone, being deleted, there without a Role for
+        Caldera, or not yet readable by Caldera's roles); else the refusal is raised as it
+        is, the whole cluster's."""
         try:
             trouble = self._trouble(namespace, refusal.message)
         except ClusterUnavailable:
@@ -325,11 +326,13 @@ class KubernetesBackend(ClusterBackend):
         return trouble or NamespaceTrouble(refusal.message)
 
     def _trouble(self, namespace: str, refused: str) -> NamespaceTrouble | None:
-        """What is wrong with the namespace, read from the namespace itself (every identity
-        of Caldera may get namespaces at the cluster scope): not found, being deleted, or,
-        when the server ``refused`` Caldera there though it is there, no Role for Caldera.
-        None when it is fine. ClusterUnavailable when that read fails too: the trouble is
-        then the cluster's, not the namespace's (an API server restarting refuses all)."""
+        """What is wrong with the namespace, read from the namespace itself: not found,
+        being deleted, or, when the server ``refused`` Caldera there though it is there, no
+        Role for Caldera. None when it is fine. The read itself refused while Caldera's
+        identity holds its cluster role (a leaf added since ``manage.py cluster_rbac`` was
+        applied: the tree's ClusterRole names the namespaces it may read) is that
+        namespace's trouble too. ClusterUnavailable when the read fails otherwise: the
+        trouble is then the cluster's (an API server restarting refuses all)."""
         said = f" (the server said: {refused})" if refused else ""
         try:
             answer = self._call(
@@ -337,6 +340,13 @@ class KubernetesBackend(ClusterBackend):
                 self.core.read_namespace,
                 namespace,
                 _preload_content=False,
+            )
+        except Unauthorized as error:
+            if not self._identity_holds():
+                raise
+            return NamespaceTrouble(
+                f"Caldera may not read namespace {namespace}: its roles do not name it yet "
+                f"({access.RBAC_FIX}; the server said: {error.message})"
             )
         except client.ApiException as error:
             if error.status != 404:
@@ -351,9 +361,20 @@ class KubernetesBackend(ClusterBackend):
             return NamespaceTrouble(f"namespace {namespace} is being deleted{said}")
         if refused:
             return NamespaceTrouble(
-                f"Caldera has no Role in namespace {namespace} (manage.py cluster_rbac){said}"
+                f"Caldera has no Role in namespace {namespace} ({access.RBAC_FIX}){said}"
             )
         return None
+
+    def _identity_holds(self) -> bool:
+        """Whether the server still grants Caldera's identity what it needs whatever the
+        tree (listing nodes: deploy/kubernetes/rbac.yaml's ClusterRole), asked in an access
+        review: then a refusal about one namespace is that namespace's, not the cluster's."""
+        nodes = {"group": "", "resource": "nodes", "verb": "list"}
+        try:
+            status = self._review("SelfSubjectAccessReview", {"resourceAttributes": nodes})
+        except (ClusterUnavailable, Rejected, client.ApiException):
+            return False
+        return status.get("allowed") is True
 
     # -- the pieces ----------------------------------------------------------------------
 
@@ -538,6 +559,9 @@ class KubernetesBackend(ClusterBackend):
                 spec.object_name,
                 patch,
             )
+        except Unauthorized as error:  # a Role without patch: the namespace's trouble
+            trouble = self._refused_in(spec.namespace, error)
+            raise Rejected(403, trouble.reason, namespace=spec.namespace) from None
         except client.ApiException as error:
             # 404: deleted since the create; the next sync finds it missing and creates it.
             if error.status != 404:

@@ -359,7 +359,8 @@ def test_an_object_the_server_refuses_is_reported_with_its_reason_not_retried(
 
 def test_a_forbidden_call_makes_the_cluster_unavailable_and_fails_no_job(kube, backend):
     kube.answer_next("post", RAYJOBS, 403)
-    kube.answer_next("get", "/api/v1/namespaces/video", 403)  # refused there too: everywhere
+    kube.answer_next("get", "/api/v1/namespaces/video", 403)  # refused there too,
+    kube.authorize(refused={("list", "nodes")})  # and its cluster role is gone: everywhere
 
     with pytest.raises(ClusterUnavailable, match="create RayJob rayjob-video-7"):
         backend.apply([ray_spec(script="")], now=NOW)
@@ -409,10 +410,28 @@ def test_a_failed_listing_is_never_read_as_an_empty_cluster(kube, backend):
 
 def test_a_listing_that_is_not_allowed_is_unavailable_not_empty(kube, backend):
     kube.answer_next("get", "/apis/kubeflow.org/v1/namespaces/video/pytorchjobs", 403)
-    kube.answer_next("get", "/api/v1/namespaces/video", 403)  # refused there too: everywhere
+    kube.answer_next("get", "/api/v1/namespaces/video", 403)  # refused there too,
+    kube.authorize(refused={("list", "nodes")})  # and its cluster role is gone: everywhere
 
     with pytest.raises(ClusterUnavailable, match="pytorchjobs"):
         backend.observe(now=NOW, namespaces=WHERE)
+
+
+def test_a_namespace_its_roles_do_not_name_yet_is_that_namespaces_trouble(kube, backend):
+    """Refused the listing and the namespace itself, while its cluster role holds (a leaf
+    added since ``manage.py cluster_rbac`` was applied): only that namespace says nothing."""
+    kube.add_namespace("text")
+    backend.apply([pytorch_spec(script="")], now=NOW)
+    kube.answer_next("get", "/apis/kubeflow.org/v1/namespaces/video/pytorchjobs", 403)
+    kube.answer_next("get", "/api/v1/namespaces/video", 403)
+
+    observation = backend.observe(now=NOW, namespaces=WHERE)
+
+    assert [s.job_id for s in observation.statuses] == [9]  # text's
+    [(namespace, trouble)] = observation.troubled.items()
+    assert namespace == "video" and not trouble.gone
+    assert trouble.reason.startswith("Caldera may not read namespace video: its roles do not")
+    assert "manage.py cluster_rbac | kubectl apply -f -" in trouble.reason
 
 
 def test_a_listing_refused_in_one_namespace_is_that_namespaces_trouble_not_empty(kube, backend):
@@ -622,7 +641,8 @@ def test_a_full_resource_quota_refuses_for_now_and_stores_nothing(kube, backend)
 
 
 def test_a_403_from_the_authorizer_everywhere_makes_the_cluster_unavailable(kube, backend):
-    kube.server.restart(unready=0, refusing=2)  # the create, then the namespace's read
+    # The create, the namespace's read, then the access review of Caldera's cluster role.
+    kube.server.restart(unready=0, refusing=3)
 
     with pytest.raises(ClusterUnavailable, match=(
         r'rayjobs.ray.io is forbidden: User "system:serviceaccount:caldera-system:caldera" '

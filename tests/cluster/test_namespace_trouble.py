@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.cluster import ClusterUnavailable, NamespaceTrouble
+from jobs.cluster import ClusterUnavailable, NamespaceTrouble, get_backend
 from jobs.engine.admission.cycle import admission_cycle
 from jobs.engine.namespace_health import namespaces_troubled
 from jobs.engine.objects import object_ref
@@ -21,9 +21,12 @@ from jobs.engine.sync import cluster_sync
 from jobs.models import Job, State, UnavailableNamespace
 from jobs.reads.selectors import cluster_trouble, queue_usage
 from jobs.services import job_cancel
+from queues.services import tree_apply
 
 from ..support.jobs import refresh, submit
-from ..support.kubernetes import on_kubernetes, roles
+from ..support.kubernetes import TREE_NAMESPACES, on_kubernetes, roles
+from ..support.specs import ray_spec
+from ..support.trees import seed_tree_document
 
 pytestmark = pytest.mark.django_db
 
@@ -100,6 +103,59 @@ def test_a_deleted_namespace_holds_only_its_own_jobs_until_it_is_back(
         assert ("intern-text", object_ref(held).name) in rayjobs(kube)
     assert refresh(held).state == "admitted" and refresh(text).state == "admitted"
     assert not UnavailableNamespace.objects.exists()
+
+
+def with_leaf(name: str, namespace: str) -> dict:
+    """The seed tree with a leaf under algorithm that binds ``namespace``."""
+    document = seed_tree_document()
+    algorithm = next(c for c in document["spec"]["root"]["children"] if c["name"] == "algorithm")
+    algorithm["children"].append(
+        {"name": name, "min": {"cpu": 0}, "max": {"cpu": 8}, "namespaces": [namespace]}
+    )
+    return document
+
+
+def test_a_leaf_added_before_its_roles_troubles_only_its_own_namespace(member, now):
+    """The admin adds a leaf; nobody has applied ``manage.py cluster_rbac`` since. The
+    server refuses Caldera the new namespace and even the namespace itself (the tree's
+    ClusterRole names the old tree's namespaces): that namespace waits with the fix named,
+    and every other namespace syncs and admits as before."""
+    later = lambda seconds: now + timedelta(seconds=seconds)  # noqa: E731
+    with on_kubernetes(CLUSTER_RUNTIMES=["kuberay"], NAMESPACE_GRACE_SECONDS=600) as kube:
+        kube.rbac(roles())
+        video = submit(member, now, **SMALL)
+        assert admission_cycle(now=now).admitted == [video.pk]
+        jobs_reconcile([video.pk], now=now)
+        cluster_sync(now=now)
+
+        kube.add_namespace("audio")
+        tree_apply(document=with_leaf("audio", "audio"))
+        audio = submit(member, later(1), queue="root/algorithm/audio", **SMALL)
+        assert admission_cycle(now=later(1)).admitted == [audio.pk]  # not known refused yet
+        jobs_reconcile([audio.pk], now=later(1))  # its create is refused: it goes back
+        audio = refresh(audio)
+        assert audio.state == "backoff" and queue_usage(audio.queue) == {}
+        assert "manage.py cluster_rbac | kubectl apply -f -" in audio.backoff_reason
+        assert cluster_trouble() is None
+
+        running(kube, video)
+        synced = cluster_sync(now=later(2))
+        assert synced.started == [video.pk] and synced.troubled == ["audio"]
+        assert cluster_trouble() is None
+        reason = UnavailableNamespace.objects.get(namespace="audio").reason
+        assert 'cannot get resource "namespaces"' in reason  # the server's words
+        assert "manage.py cluster_rbac | kubectl apply -f -" in reason
+        assert admission_cycle(now=later(3)).admitted == []
+        assert refresh(audio).state == "backoff"
+        other = submit(member, later(4), queue="root/algorithm/text", **SMALL)
+        assert admission_cycle(now=later(4)).admitted == [other.pk]  # the others go on
+
+        kube.apply_roles(roles(namespaces=(*TREE_NAMESPACES, "audio")))
+        assert cluster_sync(now=later(5)).back == ["audio"]
+        assert admission_cycle(now=later(6)).admitted == [audio.pk]
+        jobs_reconcile([audio.pk], now=later(6))
+        assert ("audio", object_ref(audio).name) in rayjobs(kube)
+    assert refresh(video).state == "running"
 
 
 def test_jobs_of_a_namespace_that_stays_gone_fail_after_the_grace(intern, now):
@@ -223,3 +279,21 @@ def test_a_namespace_that_lists_but_refuses_creates_stays_unavailable_until_its_
         kube.apply_roles(roles())
         assert cluster_sync(now=later(3)).back == ["intern-text"]
         assert not UnavailableNamespace.objects.exists()
+
+
+def test_a_release_its_role_does_not_allow_is_its_namespaces_trouble(now):
+    documents = roles()
+    for doc in documents:
+        if doc["kind"] == "Role" and doc["metadata"]["namespace"] == "video":
+            for rule in doc["rules"]:
+                rule["verbs"] = [verb for verb in rule["verbs"] if verb != "patch"]
+    with on_kubernetes(CLUSTER_RUNTIMES=["kuberay"]) as kube:
+        kube.rbac(documents)
+        backend = get_backend()
+        assert backend.apply([ray_spec(suspend=True)], now=now) == {}
+
+        refused = backend.apply([ray_spec(suspend=False)], now=now)  # the release: a patch
+
+        assert refused[7].namespace == "video"  # held with its namespace, not failed
+        assert 'cannot patch resource "rayjobs"' in refused[7].reason
+        assert "Caldera has no Role in namespace video" in refused[7].reason

@@ -139,7 +139,8 @@ class Server(kmock.KubernetesEmulator):
         restarting = self._restarting(request)
         if restarting is not None:
             return await restarting(request)
-        for check in self.__dict__.get("denials", []) if request.resource is not None else ():
+        checked = request.resource is not None or _NAMESPACE_READ.match(request.url.path)
+        for check in self.__dict__.get("denials", []) if checked else ():
             refusal = check(request)
             if refusal is not None:
                 return await refusal(request)
@@ -563,22 +564,28 @@ class Emulator:
         self.refused: list[str] = []  # what RBAC refused, as "verb path"
 
         def check(request):
-            plural = request.resource.plural or ""
-            if not plural or plural.endswith(("accessreviews", "rulesreviews")):
-                return None  # discovery and self reviews: every identity's
-            if request.subresource:  # to RBAC, pods/log is a resource of its own
-                plural = f"{plural}/{request.subresource}"
-            verb = VERBS[request.action] if request.method.value != "PUT" else "update"
-            if request.method.value == "PATCH":
-                verb = "patch"
-            group = request.resource.group or ""
-            if self.roles.allows(verb, group, plural, request.namespace, request.name):
+            namespace_read = _NAMESPACE_READ.match(request.url.path)
+            if namespace_read:  # a Namespace is cluster-scoped: its name is the object's
+                plural, group, verb = "namespaces", "", "get"
+                namespace, name = None, namespace_read["name"]
+            else:
+                plural = request.resource.plural or ""
+                if not plural or plural.endswith(("accessreviews", "rulesreviews")):
+                    return None  # discovery and self reviews: every identity's
+                if request.subresource:  # to RBAC, pods/log is a resource of its own
+                    plural = f"{plural}/{request.subresource}"
+                verb = VERBS[request.action] if request.method.value != "PUT" else "update"
+                if request.method.value == "PATCH":
+                    verb = "patch"
+                group = request.resource.group or ""
+                namespace, name = request.namespace, request.name
+            if self.roles.allows(verb, group, plural, namespace, name):
                 return None
             self.refused.append(f"{verb} {request.url.path}")
             kind = f"{plural}.{group}" if group else plural
-            named = f' "{request.name}"' if request.name else ""
+            named = f' "{name}"' if name else ""
             where = (
-                f'in the namespace "{request.namespace}"' if request.namespace
+                f'in the namespace "{namespace}"' if namespace
                 else "at the cluster scope"
             )  # fmt: skip
             return status(403, "Forbidden", (
@@ -634,6 +641,7 @@ class Emulator:
         def check(request):
             if (
                 left[0] <= 0
+                or request.resource is None
                 or request.action != actions[verb]
                 or request.resource.plural != resource.plural
                 or request.namespace != namespace
@@ -801,6 +809,7 @@ class Rbac:
 
 
 PLAIN_TEXT = {"Content-Type": "text/plain"}
+_NAMESPACE_READ = re.compile(r"^/api/v1/namespaces/(?P<name>[^/]+)$")  # GET of a Namespace
 _DISCOVERY = re.compile(r"^/(api|apis(/[^/]+/[^/]+)?)/?$")  # what every identity may read
 _PATH = re.compile(r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<namespace>[^/]+))?"
                    r"/(?P<plural>[^/?]+)(?:/(?P<name>[^/?]+))?")  # fmt: skip

@@ -63,11 +63,18 @@ def on_kubernetes(namespaces: tuple[str, ...] | None = None, **settings):
                 get_backend.cache_clear()
 
 
-def roles(*, without: tuple[str, str] | None = None, runtimes=("kuberay",), publish=()):
+def roles(
+    *,
+    without: tuple[str, str] | None = None,
+    runtimes=("kuberay",),
+    publish=(),
+    namespaces: tuple[str, ...] = TREE_NAMESPACES,
+):
     """deploy/kubernetes/rbac.yaml's ClusterRole with the roles ``manage.py cluster_rbac``
-    generates for the seed tree; ``without`` takes a (namespace, resource) rule out."""
+    generates for the seed tree (or a tree binding ``namespaces``); ``without`` takes a
+    (namespace, resource) rule out."""
     static = [o for o in deploy_objects() if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-    generated = rbac_documents(namespaces=TREE_NAMESPACES, runtimes=runtimes, publish=publish)
+    generated = rbac_documents(namespaces=namespaces, runtimes=runtimes, publish=publish)
     for doc in generated:
         if without and doc["kind"] == "Role" and doc["metadata"]["namespace"] == without[0]:
             doc["rules"] = [r for r in doc["rules"] if without[1] not in r["resources"]]
