@@ -43,7 +43,8 @@ def probe_redis() -> redis.Redis:
     return _redis(settings.REDIS_URL, settings.PROBE_TIMEOUT_SECONDS)
 
 
-def _database() -> bool:
+def database_answers() -> bool:
+    """Whether PostgreSQL answers ``SELECT 1`` within PROBE_TIMEOUT_SECONDS."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             # Local to this transaction: the connection goes back to the request's
@@ -76,13 +77,13 @@ def livez(request: HttpRequest) -> JsonResponse:
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
-    database, broker = _database(), _workers() is not None
+    database, broker = database_answers(), _workers() is not None
     body = {"database": "ok" if database else "down", "broker": "ok" if broker else "down"}
     return JsonResponse(body, status=200 if database and broker else 503)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    database = _database()
+    database = database_answers()
     workers = _workers()
     body = {
         "web": "ok",

@@ -1,4 +1,5 @@
-"""Workers say they are alive in Redis; /healthz counts them with one read.
+"""Workers and beat say they are alive in Redis; /healthz counts the workers with one read,
+and ``manage.py probe`` asks about the process of its own host (a container's health check).
 
 Pinging every worker from every health check (``app.control.ping``) cost half a second
 per request and, under a flood of anonymous checks, longer than the liveness probe's
@@ -13,10 +14,13 @@ so each is one round trip and the hosts' clocks never matter.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
+import time
 
 import redis
 from celery import bootsteps
+from celery.beat import PersistentScheduler
 from django.conf import settings
 
 from jobs.engine.triggers import redis_client
@@ -24,6 +28,7 @@ from jobs.engine.triggers import redis_client
 log = logging.getLogger(__name__)
 
 WORKERS_KEY = "caldera:workers"
+BEAT_KEY = "caldera:beat:{host}"  # beat's last tick, one key per host it runs on
 BEATS_TO_LIVE = 3
 
 _BEAT = """
@@ -35,6 +40,12 @@ redis.call('EXPIRE', KEYS[1], ARGV[2])
 _LIVE = """
 local now = tonumber(redis.call('TIME')[1])
 return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')
+"""
+_ONE_LIVE = """
+local now = tonumber(redis.call('TIME')[1])
+local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if at and now - tonumber(at) <= tonumber(ARGV[2]) then return 1 end
+return 0
 """
 
 
@@ -53,6 +64,44 @@ def live_workers(client: redis.Redis | None = None) -> int:
     errors."""
     client = client or redis_client()
     return int(client.eval(_LIVE, 1, WORKERS_KEY, _time_to_live()))
+
+
+def worker_live(hostname: str) -> bool:
+    """Whether the worker ``hostname`` (``celery@<host>``) beat within its time to live.
+    Raises redis errors."""
+    return bool(redis_client().eval(_ONE_LIVE, 1, WORKERS_KEY, hostname, _time_to_live()))
+
+
+def beat_ticked(host: str) -> None:
+    """Record that beat on ``host`` is running its schedule now."""
+    redis_client().set(BEAT_KEY.format(host=host), "1", ex=_time_to_live())
+
+
+def beat_live(host: str) -> bool:
+    """Whether beat on ``host`` ticked within BEATS_TO_LIVE beats. Raises redis errors."""
+    return bool(redis_client().exists(BEAT_KEY.format(host=host)))
+
+
+class Scheduler(PersistentScheduler):
+    """Beat's scheduler (CELERY_BEAT_SCHEDULER): the file-backed one, that also says it
+    ticks, at most once a WORKER_HEARTBEAT_SECONDS, so that a beat whose loop stopped
+    reads as not live. A broker outage only skips the mark, as the workers' beats."""
+
+    marked_at = 0.0
+    failing = False
+
+    def tick(self, *args, **kwargs):
+        delay = super().tick(*args, **kwargs)
+        if time.monotonic() - self.marked_at >= settings.WORKER_HEARTBEAT_SECONDS:
+            self.marked_at = time.monotonic()
+            try:
+                beat_ticked(socket.gethostname())
+                self.failing = False
+            except redis.RedisError as error:
+                if not self.failing:
+                    log.warning("beat's liveness not written (Redis down?): %s", error)
+                self.failing = True
+        return delay
 
 
 class WorkerHeartbeat(bootsteps.StartStopStep):

@@ -441,6 +441,9 @@ CELERY_BROKER_URL = REDIS_URL
 # AttributeError("'NoneType' object has no attribute 'hostname'") (see portal/broker.py).
 CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
 CELERY_TASK_IGNORE_RESULT = True
+# Beat's schedule kept in its file as Celery's own scheduler keeps it, beat's liveness marked
+# in Redis for its health check (``manage.py probe beat``).
+CELERY_BEAT_SCHEDULER = "portal.heartbeat:Scheduler"
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Broker loss: a worker (and beat) waits for Redis for ever, at start-up and after a loss,

@@ -68,6 +68,30 @@ def test_the_probes_tell_liveness_from_readiness():
     assert "/readyz" in " ".join(compose["services"]["web"]["healthcheck"]["test"])
 
 
+COMPOSE = REPO / "docker-compose.yml"
+CALDERA_SERVICES = ("web", "worker", "beat")
+
+
+def test_compose_gives_every_caldera_process_its_settings_and_a_health_check():
+    """docker-compose.yml read as Compose reads it: YAML merge keys resolved, each one
+    replacing a nested mapping whole. Every Caldera process has each setting the settings
+    require and every setting the others have, with the same value (the worker and beat
+    only add their own), and each has a health check."""
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    required = set(re.findall(r'env_str\("([A-Z_]+)"\)', SETTINGS.read_text()))
+    assert required == {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}
+    environments = {name: services[name].get("environment") or {} for name in CALDERA_SERVICES}
+    shared = set.intersection(*(set(environment) for environment in environments.values()))
+    for name, environment in environments.items():
+        assert required <= set(environment), (name, sorted(required - set(environment)))
+        for other in environments.values():
+            assert {k: environment[k] for k in shared} == {k: other[k] for k in shared}
+    assert set(environments["web"]) <= shared  # the web server's are everyone's
+    probes = {name: services[name]["healthcheck"]["test"] for name in CALDERA_SERVICES}
+    assert probes["worker"] == ["CMD", "python", "manage.py", "probe", "worker"]
+    assert probes["beat"] == ["CMD", "python", "manage.py", "probe", "beat"]
+
+
 def test_the_settings_configmap_sets_only_settings_caldera_reads():
     read = set(re.findall(r'env_\w+\("([A-Z_]+)"', SETTINGS.read_text()))
     data = by_kind("ConfigMap")["caldera-settings"]["data"]
