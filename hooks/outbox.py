@@ -60,7 +60,7 @@ _OWED = f"""
           AND p.event = '{JOB_EVENT_PREFIX}{State.BACKOFF}'
           AND p.created_at > now() - interval '{BACKOFF_EVENT_SECONDS} seconds'
     )
-    ORDER BY t.id, t.hook_id;
+    ORDER BY t.id, t.hook_id
 """
 
 INSTALL = f"""
@@ -69,13 +69,19 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM {WEBHOOKS} WHERE paused_at IS NULL) THEN
         RETURN NULL;
     END IF;
+    -- Through EXECUTE, planned for each statement's own rows: a statement without
+    -- parameters would keep the plan of its first run, made for one job, for the life of
+    -- the connection (migration jobs 0028 says what that cost).
     IF TG_OP = 'INSERT' THEN
+        EXECUTE $q$
         WITH changes AS (
             SELECT n.id, n.queue_id, n.state, ''::varchar AS before, n.backoff_reason
             FROM new_jobs n
         ),
         {_OWED}
+        $q$;
     ELSE
+        EXECUTE $q$
         WITH changes AS (
             SELECT n.id, n.queue_id, n.state, o.state AS before, n.backoff_reason
             FROM new_jobs n JOIN old_jobs o ON o.id = n.id
@@ -83,6 +89,7 @@ BEGIN
                OR (n.state = '{State.BACKOFF}' AND n.backoff_count <> o.backoff_count)
         ),
         {_OWED}
+        $q$;
     END IF;
     RETURN NULL;
 END $$;
