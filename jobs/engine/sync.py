@@ -133,9 +133,12 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         # whose object is missing from this complete listing, or suspended when it should
         # not be (or the reverse), are reconciled.
         leftover, mismatched = [], []
+        moved = _moved_by(result)
         for job_id, status in phases.items():
             job = jobs.get(job_id)
-            wanted = ABSENT if job is None else object_wanted(_state_now(job, result), job.runtime)
+            wanted = (
+                ABSENT if job is None else object_wanted(moved.get(job_id, job.state), job.runtime)
+            )
             if wanted == ABSENT:
                 if not status.deleting:
                     leftover.append(status.ref)
@@ -231,12 +234,12 @@ def _nodes_changed(now: datetime) -> list[int]:
     return failed
 
 
-def _state_now(job: _Known, result: SyncResult) -> str:
-    if job.pk in result.timed_out:
-        return State.BACKOFF
-    if job.pk in result.start_failed:
-        return State.FAILED
-    return State.SUCCEEDED if job.pk in result.finished else job.state
+def _moved_by(result: SyncResult) -> dict[int, str]:
+    """The state this sync moved each job to (one lookup a listed job, however many moved):
+    finished, timed out into backoff, or failed for good."""
+    moved: dict[int, str] = dict.fromkeys(result.finished, State.SUCCEEDED)
+    moved |= dict.fromkeys(result.start_failed, State.FAILED)
+    return moved | dict.fromkeys(result.timed_out, State.BACKOFF)
 
 
 def _record_events(events) -> int:
