@@ -63,25 +63,15 @@ _OWED = f"""
     ORDER BY t.id, t.hook_id
 """
 
-INSTALL = f"""
-CREATE OR REPLACE FUNCTION hooks_job_events() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM {WEBHOOKS} WHERE paused_at IS NULL) THEN
-        RETURN NULL;
-    END IF;
-    -- Through EXECUTE, planned for each statement's own rows: a statement without
-    -- parameters would keep the plan of its first run, made for one job, for the life of
-    -- the connection (migration jobs 0028 says what that cost).
-    IF TG_OP = 'INSERT' THEN
-        EXECUTE $q$
+# The deliveries owed for an insert's jobs, and for an update's changes of state.
+_INSERTED = f"""
         WITH changes AS (
             SELECT n.id, n.queue_id, n.state, ''::varchar AS before, n.backoff_reason
             FROM new_jobs n
         ),
         {_OWED}
-        $q$;
-    ELSE
-        EXECUTE $q$
+"""
+_UPDATED = f"""
         WITH changes AS (
             SELECT n.id, n.queue_id, n.state, o.state AS before, n.backoff_reason
             FROM new_jobs n JOIN old_jobs o ON o.id = n.id
@@ -89,7 +79,25 @@ BEGIN
                OR (n.state = '{State.BACKOFF}' AND n.backoff_count <> o.backoff_count)
         ),
         {_OWED}
-        $q$;
+"""
+# Up to this many jobs a statement's deliveries are found as planned once; past it, through
+# EXECUTE, planned for its own rows: a statement without parameters would keep the plan of
+# its first run, made for one job, for the life of the connection (migration jobs 0028
+# says what that cost).
+PLANNED_ONCE = 64
+
+INSTALL = f"""
+CREATE OR REPLACE FUNCTION hooks_job_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {WEBHOOKS} WHERE paused_at IS NULL) THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        IF (SELECT count(*) <= {PLANNED_ONCE} FROM new_jobs) THEN {_INSERTED};
+        ELSE EXECUTE $q$ {_INSERTED} $q$;
+        END IF;
+    ELSIF (SELECT count(*) <= {PLANNED_ONCE} FROM new_jobs) THEN {_UPDATED};
+    ELSE EXECUTE $q$ {_UPDATED} $q$;
     END IF;
     RETURN NULL;
 END $$;
