@@ -29,6 +29,7 @@ RUN pip install --require-hashes -r requirements.txt
 COPY manage.py ./
 COPY portal ./portal
 COPY kube ./kube
+COPY k8s/crds ./k8s/crds
 COPY sql ./sql
 COPY audit ./audit
 COPY queues ./queues

@@ -506,4 +506,6 @@ def in_language(reason: str) -> str:
     if not isinstance(reason, Said):
         return reason
     template = gettext(reason.template)
-    return template % reason.values if reason.values else template
+    if not reason.values:
+        return template
+    return template % {name: in_language(value) for name, value in reason.values.items()}

@@ -91,7 +91,7 @@ def test_the_checker_rejects_an_undeclared_field_and_a_wrong_type():
     rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = "two"
     found = k8s_schema.errors(rayjob)
     assert any("shutdownAfterJobFinish" in error for error in found)
-    assert any("workerGroupSpecs.0.replicas" in error for error in found)
+    assert any("workerGroupSpecs[0].replicas" in error for error in found)
 
 
 def test_the_rayjob_follows_the_seed():
