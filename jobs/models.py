@@ -94,6 +94,9 @@ class Job(models.Model):
     class Kind(models.TextChoices):
         RAY = "ray", "Ray"
         PYTORCH = "pytorch", "PyTorch"
+        # A Volcano Job with neither the ray nor the pytorch plugin (tasks of any image), as
+        # the team sends it: no document or form writes one.
+        BATCH = "batch", "Batch"
 
     class Runtime(models.TextChoices):
         KUBERAY = "kuberay", "KubeRay RayJob"
@@ -117,6 +120,16 @@ class Job(models.Model):
         db_index=False,
     )  # fmt: skip
     image = models.CharField(max_length=500)
+    # The job as the team sent it, when it sent a Kubernetes object (jobs.document.native):
+    # {"objects": [the job, its ConfigMaps...], "replaced": {path: {"from", "to"}},
+    # "unknown": {path: [why]}}, placed in its queue. Caldera creates exactly these with its
+    # own additions (jobs.cluster.manifests.objects). None for a job written as Caldera's
+    # document, whose objects are made from its columns.
+    manifest = models.JSONField(null=True, blank=True)
+    # The name its object keeps in the cluster, when the team named it (metadata.name);
+    # "" when Caldera names it from the job (<name>-<id>). Unique among the live jobs of a
+    # namespace (job_object_name_live), since the cluster holds one object of a name.
+    object_name = models.CharField(max_length=63, blank=True, default="", db_default="")
     entrypoint = models.TextField(blank=True)
     command = models.JSONField(default=list, blank=True)
     script = models.TextField(blank=True)
@@ -202,6 +215,13 @@ class Job(models.Model):
                 fields=["finished_at"], name="job_finished", condition=Q(finished_at__isnull=False)
             ),
         ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "object_name"],
+                condition=Q(state__in=list(LIVE)) & ~Q(object_name=""),
+                name="job_object_name_live",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} #{self.pk}"
@@ -272,6 +292,10 @@ KINDS: dict[str, KindShape] = {
         (Job.Runtime.KUBEFLOW, Job.Runtime.VOLCANO),
     ),
 }  # fmt: skip
+
+
+# The kinds Caldera's document and the form write (a batch job comes as a Volcano Job).
+DOCUMENT_KINDS = [(kind, label) for kind, label in Job.Kind.choices if kind in KINDS]
 
 
 def kind_shape(kind: str) -> KindShape:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -16,14 +16,29 @@ from audit.models import AuditEntry
 from audit.services import audit_record
 from jobs.cluster import get_backend
 from jobs.document.idempotency import IDEMPOTENCY_HEADER, IdempotencyKey
-from jobs.document.native import QUEUE_LABELS, NativeJob, is_manifest, number_text, read_body
+from jobs.document.native import (
+    QUEUE_LABELS,
+    NativeJob,
+    is_manifest,
+    native_columns,
+    native_placed,
+    number_text,
+    read_body,
+)
 from jobs.document.schema import JobDraft, job_document, job_parse, priority_read
-from jobs.document.validation import PRIORITY_RANGE, JobInvalid, job_pods
+from jobs.document.validation import (
+    MAX_RUN_SECONDS,
+    MIN_RUN_SECONDS,
+    PRIORITY_RANGE,
+    JobInvalid,
+    job_pods,
+)
 from jobs.engine.locks import admission_held
 from jobs.engine.transitions import sources_of, step
 from jobs.engine.triggers import request_admission, request_reconcile
 from jobs.models import (
     LEAVING,
+    LIVE,
     PENDING,
     QUEUE_ORDER,
     TERMINAL,
@@ -98,25 +113,24 @@ class Submission:
 
 def submission_read(body: object, *, queue: str = "", priority: object = None) -> Submission:
     """A job document, Caldera's or a Kubernetes object (a RayJob, a PyTorchJob, a Volcano
-    Job, alone or in a List with its script's ConfigMap), read and checked as a draft.
+    Job, alone or with its ConfigMaps), read and checked as a draft.
 
-    The queue is, in order: ``queue`` (the caller's ?queue= or ``--queue``), the object's
-    own (``QUEUE_LABELS``, then a Volcano Job's ``spec.queue`` or a PyTorchJob's
-    scheduling queue), else the queue whose leaf binds the object's namespace. An object
-    that names a namespace must be sent to the queue that runs its jobs there.
-    ``priority`` (?priority=) overrides the document's.
+    The queue is, in order: ``queue`` (the caller's ?queue= or ``--queue``: the object's own
+    places for it are then replaced by it), the object's own (``QUEUE_LABELS``, then a
+    Volcano Job's ``spec.queue`` or a PyTorchJob's scheduling queue), else the queue whose
+    leaf binds the object's namespace. ``priority`` (?priority=) overrides the document's.
     """
     if not is_manifest(body):
         if not queue and priority is None:
             return Submission(job_parse(body))  # the hot path: a batch reads a thousand
         return Submission(job_parse(_overridden(body, queue, priority)))
     native = read_body(body)
-    if not queue and "queue" not in native.document:
-        native.document["queue"] = _namespace_queue(native)
-    for name, value in (("queue", queue), ("priority", priority)):
-        if value:
-            native.where.pop(name, None)  # a refusal names the parameter itself
-    return Submission(_native_draft(native, _overridden(native.document, queue, priority)), native)
+    if queue:
+        native.queue = queue
+        native.where.pop("queue", None)  # a refusal names the parameter itself
+    elif not native.queue:
+        native.queue = _namespace_queue(native)
+    return Submission(_native_draft(native, priority, queue_named=bool(queue)), native)
 
 
 def _overridden(document: object, queue: str, priority: object) -> object:
@@ -131,13 +145,40 @@ def _overridden(document: object, queue: str, priority: object) -> object:
     return document
 
 
-def _native_draft(native: NativeJob, document: object) -> JobDraft:
-    """The object's draft, with the namespace it names: ``_job_for`` checks it against the
-    queue's once the queue is looked up, as every submission's is."""
-    with native.paths():
-        draft = job_parse(document)
-    draft.namespace = native.namespace
-    return draft
+def _native_draft(native: NativeJob, priority: object, *, queue_named: bool) -> JobDraft:
+    """The object's draft: the columns it gives (``native_columns``), its priority (the
+    query's, else its ``caldera.io/priority`` annotation) and expected run time (its
+    ``caldera.io/run-seconds``), and the namespace it names, which ``_job_for`` checks
+    against the queue's once the queue is looked up."""
+    annotations = native.annotations
+    given = priority if priority is not None else annotations.get("caldera.io/priority", 0)
+    errors: dict[str, list[str]] = {}
+    columns = native_columns(native)
+    try:
+        columns["priority"] = priority_read(number_text(given))
+    except JobInvalid as invalid:
+        key = "priority" if priority is not None else native.place("priority")
+        errors[key] = invalid.errors["priority"]
+    seconds = number_text(annotations.get("caldera.io/run-seconds"))
+    if seconds is not None and (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not MIN_RUN_SECONDS <= seconds <= MAX_RUN_SECONDS
+    ):
+        errors[native.place("run_seconds")] = [
+            _("must be a number of seconds from %(least)s to %(most)s")
+            % {"least": MIN_RUN_SECONDS, "most": MAX_RUN_SECONDS}
+        ]
+    columns["run_seconds"] = seconds
+    if errors:
+        raise JobInvalid(errors)
+    return JobDraft(
+        queue=native.queue,
+        columns=columns,
+        namespace=native.namespace,
+        native=native,
+        queue_named=queue_named,
+    )
 
 
 def _namespace_queue(native: NativeJob) -> str:
@@ -182,11 +223,31 @@ def job_submit(
     now = now or timezone.now()
     submission_key_check(user=user, key=key, now=now)
     job = _checked_job(user, draft, now)
-    with submission_once(user=user, key=key, now=now) as record:
+    with submission_once(user=user, key=key, now=now) as record, _name_kept(job):
         job_insert_with_event(job, _enqueued(job, user))
         record([job])
     transaction.on_commit(request_admission)
     return job
+
+
+@contextmanager
+def _name_kept(*jobs: Job) -> Iterator[None]:
+    """A transaction in which another submission that took the object name of one of
+    ``jobs`` since it was checked (``job_object_name_live``) is a refusal naming it."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError as error:
+        if "job_object_name_live" not in str(error):
+            raise
+        named = [job for job in jobs if job.object_name]
+        raise JobInvalid(
+            {
+                "metadata.name": [
+                    _name_taken(job.object_name, job.namespace, None) for job in named[:1]
+                ]
+            }
+        ) from None
 
 
 def _window_start(now: datetime) -> datetime:
@@ -255,8 +316,21 @@ def submission_once(
 def _checked_job(user, draft: JobDraft, now: datetime) -> Job:
     """The job, unsaved, once the user may submit it to its queue."""
     found = queue_selectors.queue_for_submit(draft.queue)
-    target = _submit_target(user, draft.queue, found)
+    with _and_its_problems(draft):
+        target = _submit_target(user, draft.queue, found)
     return _job_for(user, draft, target, now, nodes=get_backend().nodes())
+
+
+@contextmanager
+def _and_its_problems(draft: JobDraft) -> Iterator[None]:
+    """A refusal of the draft's queue names the problems its object's pods and fence have
+    too: every problem of a body in one answer."""
+    try:
+        yield
+    except JobInvalid as invalid:
+        if draft.native is None or not draft.native.problems:
+            raise
+        raise JobInvalid({**draft.native.problems, **invalid.errors}) from None
 
 
 def job_preview(*, user, draft: JobDraft, now: datetime | None = None) -> Job:
@@ -292,7 +366,7 @@ def job_submit_batch(
         user=user, documents=documents, now=now, queue=queue, priority=priority
     )
     _reserve_tickets(jobs)
-    with submission_once(user=user, key=key, now=now) as record, transaction.atomic():
+    with submission_once(user=user, key=key, now=now) as record, _name_kept(*jobs):
         jobs_copy(jobs)
         JobEvent.objects.record(
             ((job.pk, JobEvent.Reason.ENQUEUED, _enqueued_message(job, user)) for job in jobs),
@@ -336,6 +410,7 @@ def job_preview_batch(
     nodes = get_backend().nodes()  # and the cluster's node shapes, once
     jobs = []
     errors: dict[str, list[str]] = {}
+    named: dict[tuple[str, str], int] = {}  # (namespace, object name) -> the job that has it
     for index, draft in enumerate(drafts):
         try:
             if isinstance(draft, JobInvalid):
@@ -349,11 +424,29 @@ def job_preview_batch(
                     targets[draft.queue] = invalid
             read_as = read[index]
             assert read_as is not None  # read, since it has a draft
-            with read_as.paths():
+            with read_as.paths(), _and_its_problems(draft):
                 target = targets[draft.queue]
                 if isinstance(target, JobInvalid):
                     raise target
-                jobs.append(_job_for(user, draft, target, now, nodes=nodes))
+                job = _job_for(user, draft, target, now, nodes=nodes)
+                if (
+                    job.object_name
+                    and named.setdefault((job.namespace, job.object_name), index) != index
+                ):
+                    raise JobInvalid(
+                        {
+                            "name": _(
+                                "jobs[%(other)s] of this batch has the object name %(name)s "
+                                "in %(namespace)s"
+                            )
+                            % {
+                                "other": named[(job.namespace, job.object_name)],
+                                "name": job.object_name,
+                                "namespace": job.namespace,
+                            }
+                        }
+                    )
+                jobs.append(job)
         except JobInvalid as invalid:
             errors |= {
                 f"jobs[{index}].{field}": reasons for field, reasons in invalid.errors.items()
@@ -408,9 +501,12 @@ def _refused(user, queue: Queue, needed: str, otherwise: str) -> JobPermissionDe
 def _job_for(
     user, draft: JobDraft, target: tuple, now: datetime, *, nodes: list[ResourceList] | None
 ) -> Job:
-    """The job a draft becomes in its queue, unsaved.
+    """The job a draft becomes in its queue, unsaved, or JobInvalid naming every problem the
+    queue's rules find (and, for a Kubernetes object, every problem of its pods and of the
+    fence found when it was read): the priority, the quota, the nodes, the namespace.
     ``nodes`` are the cluster's node shapes (``ClusterBackend.nodes``)."""
     queue, path_nodes, role = target
+    errors: dict[str, list[str]] = dict(draft.native.problems) if draft.native else {}
     if draft.priority > 0 and role == queue_selectors.MEMBER:
         refusal = queue_selectors.scope_refusal(user, queue, Right.MANAGE)
         if refusal:
@@ -419,35 +515,39 @@ def _job_for(
             ) % {"refusal": refusal}
         else:
             reason = _("members submit at priority 0 or below; ask a manager to raise it")
-        raise JobInvalid({"priority": reason})
+        errors.setdefault("priority", []).append(reason)
     too_big = exceeds_max(leaf=queue.node.path, request=draft.request, tree=path_nodes)
     if too_big is not None:
-        raise JobInvalid(
-            {
-                "request": _("can never be admitted: %(reason)s")
-                % {"reason": too_big.phrase().text()}
-            }
+        errors.setdefault("request", []).append(
+            _("can never be admitted: %(reason)s") % {"reason": too_big.phrase().text()}
         )
     pods = job_pods(kind=draft.kind, runtime=draft.runtime, head=draft.head, workers=draft.workers)
     nowhere = unplaceable(
         pods=pods, nodes=nodes, path_nodes=path_nodes.values(), request=draft.request
     )
     if nowhere is not None:
-        raise JobInvalid(
-            {nowhere.field: _("can never run: %(reason)s") % {"reason": nowhere.phrase.text()}}
+        errors.setdefault(nowhere.field, []).append(
+            _("can never run: %(reason)s") % {"reason": nowhere.phrase.text()}
         )
-    if draft.namespace and draft.namespace != job_namespace(queue):
-        raise JobInvalid(
-            {
-                "namespace": _(
-                    "the queue %(queue)s runs its jobs in the namespace %(namespace)s; "
-                    "leave it out or name that one"
-                )
-                % {"queue": queue.node.path, "namespace": job_namespace(queue)}
-            }
+    columns = draft.columns
+    if draft.native is not None:
+        try:
+            columns = {**columns, "manifest": _placed(draft, queue)}
+        except JobInvalid as invalid:
+            for key, reasons in invalid.errors.items():
+                errors.setdefault(key, []).extend(reasons)
+    elif draft.namespace and draft.namespace != job_namespace(queue):
+        errors.setdefault("namespace", []).append(
+            _(
+                "the queue %(queue)s runs its jobs in the namespace %(namespace)s; "
+                "leave it out or name that one"
+            )
+            % {"queue": queue.node.path, "namespace": job_namespace(queue)}
         )
+    if errors:
+        raise JobInvalid(errors)
     return Job(
-        **draft.columns,
+        **columns,
         queue=queue,
         namespace=job_namespace(queue),
         owner=user,
@@ -455,6 +555,37 @@ def _job_for(
         state=State.QUEUED,
         enqueued_at=now,
     )
+
+
+def _placed(draft: JobDraft, queue: Queue) -> dict:
+    """The objects of a draft sent as Kubernetes objects, placed in ``queue``
+    (``native_placed``), once no live job of the namespace has its object's name."""
+    namespace = job_namespace(queue)
+    placed = native_placed(
+        draft.native,
+        namespace=namespace,
+        queue_name=queue.name,
+        priority_class=queue.priority_class,
+        replace=draft.queue_named,
+    )
+    name = draft.columns["object_name"]
+    if name:
+        taken = (
+            Job.objects.filter(namespace=namespace, object_name=name, state__in=LIVE)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if taken is not None:
+            raise JobInvalid({"name": [_name_taken(name, namespace, taken)]})
+    return placed
+
+
+def _name_taken(name: str, namespace: str, job_id: int | None) -> str:
+    """Why a job may not keep the name its object was sent with."""
+    return _(
+        "job #%(job)s, queued or running, already has an object named %(name)s in the "
+        "namespace %(namespace)s; name this one otherwise, or give a generateName"
+    ) % {"job": job_id if job_id is not None else "?", "name": name, "namespace": namespace}
 
 
 def _token_of(user) -> int | None:

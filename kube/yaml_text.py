@@ -2,8 +2,9 @@
 
 A YAML body reaches the same readers a JSON one does (a job's manifest, the runtime
 environment inside a RayJob), so it is read to the same values and within bounds a JSON
-body cannot break: one document; few aliases, and no structure that aliases blow up
-past ``MAX_NODES`` values (a "billion laughs" is a few hundred bytes); no deeper nesting
+body cannot break: one document, or several read as a ``List`` (a file of a job and its
+ConfigMaps, as ``kubectl apply -f`` reads it); few aliases, and no structure that aliases
+blow up past ``MAX_NODES`` values (a "billion laughs" is a few hundred bytes); no deeper nesting
 than JSON's limit; and only JSON's values: a timestamp stays text, as Kubernetes reads
 it, and a ``!!binary`` or ``!!set`` is refused.
 """
@@ -49,21 +50,35 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-def load_one(text: str) -> Any:
-    """The one document ``text`` holds, as JSON would hold it; YamlRefused otherwise."""
+MAX_DOCUMENTS = 50  # a job and its ConfigMaps, as a file of several documents holds them
+
+
+def load_file(text: str) -> Any:
+    """What ``text`` holds, as JSON would hold it, read as ``kubectl apply -f`` reads a
+    file: one document is itself; several (``---`` between them) are the ``v1`` ``List`` of
+    those that are not empty. YamlRefused otherwise."""
     loader = _Loader(text)
+    documents = []
     try:
-        data = loader.get_single_data()
-    except yaml.composer.ComposerError as error:
-        if "expected a single document" in str(error):
-            raise YamlRefused("holds more than one document; send one") from None
-        raise YamlRefused(f"is not YAML: {error}") from None
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            document = loader.get_data()
+            if document is not None:
+                documents.append(document)
+            if len(documents) > MAX_DOCUMENTS:
+                raise YamlRefused(f"holds more than {MAX_DOCUMENTS} documents")
     except yaml.YAMLError as error:
         raise YamlRefused(f"is not YAML: {error}") from None
     except RecursionError:
         raise YamlRefused(f"is nested deeper than {MAX_DEPTH} levels") from None
     finally:
         loader.dispose()
+    data = (
+        documents[0]
+        if len(documents) == 1
+        else {"apiVersion": "v1", "kind": "List", "items": documents}
+        if documents
+        else None
+    )
     _check(data)
     return data
 

@@ -28,7 +28,7 @@ from rest_framework.parsers import (
     MultiPartParser,
 )
 
-from kube.yaml_text import YamlRefused, load_one
+from kube.yaml_text import YamlRefused, load_file
 
 _IN_FREE_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
 _ANYWHERE = re.compile(r"[\x00-\x1f\ud800-\udfff]")
@@ -205,7 +205,7 @@ class CheckedYAMLParser(BaseParser):
         except UnicodeDecodeError:
             raise exceptions.ValidationError({"body": [_("is not UTF-8 text")]}) from None
         try:
-            data = load_one(text)
+            data = load_file(text)
         except YamlRefused as refused:
             raise exceptions.ValidationError({refused.field: [str(refused)]}) from None
         return _storable(data, _("must be a YAML mapping"))

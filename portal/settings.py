@@ -427,6 +427,7 @@ SPECTACULAR_SETTINGS = {
     # Choice sets that share a field's name: a job's and a token's kind and state.
     "ENUM_NAME_OVERRIDES": {
         "KindEnum": "jobs.models.Job.Kind",
+        "DocumentKindEnum": "jobs.models.DOCUMENT_KINDS",
         "StateEnum": "jobs.models.State",
         "AccessTokenKindEnum": "access.models.AccessToken.Kind",
         "AccessTokenStateEnum": "access.models.TOKEN_STATES",

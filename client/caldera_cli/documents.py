@@ -1,8 +1,10 @@
 """Job documents from files, as ``POST /api/v1/jobs/`` takes them, in JSON or YAML: Caldera's
 own, or the Kubernetes objects a team already has (a RayJob, a PyTorchJob, a Volcano Job).
-Several YAML documents in one file, separated by ``---``, are several jobs; a file of one
-job object and the ConfigMap holding its script is one job, sent as a ``v1`` ``List`` of
-both (the server reads the script from it)."""
+A file of one job object and other objects (the ConfigMaps it mounts, a Volcano Queue) is
+one job, sent whole as a ``v1`` ``List`` in the file's order, as ``kubectl apply -f`` would
+apply it (the server keeps the ConfigMaps with the job, and replaces a Queue by the job's
+own when ``--queue`` names it); several YAML documents that are each a job are several
+jobs."""
 
 from __future__ import annotations
 
@@ -34,9 +36,8 @@ class Document:
         return "apiVersion" in self.body
 
 
-# The kinds of object that are a job, and the one that holds a job's script.
+# The kinds of object that are a job.
 JOB_KINDS = ("RayJob", "PyTorchJob", "Job")
-SCRIPT_KIND = "ConfigMap"
 
 
 def read(paths: list[str]) -> list[Document]:
@@ -58,22 +59,25 @@ def read(paths: list[str]) -> list[Document]:
     return documents
 
 
+def _is_job(body: dict[str, Any]) -> bool:
+    return "apiVersion" not in body or body.get("kind") in JOB_KINDS
+
+
 def _jobs(path: str, parsed: list[dict[str, Any]]) -> list[Document]:
-    """A file's jobs: each document, except that a ConfigMap goes with the one job object
-    of its file, in a List."""
-    scripts = [body for body in parsed if body.get("kind") == SCRIPT_KIND and "apiVersion" in body]
-    if not scripts:
+    """A file's jobs: each document when every one is a job; else the file's one job with
+    the other objects, as one List in the file's order."""
+    if len(parsed) == 1 or all(_is_job(body) for body in parsed):
         return [
             Document(path if len(parsed) == 1 else f"{path}#{index}", body)
             for index, body in enumerate(parsed, start=1)
         ]
-    jobs = [body for body in parsed if body not in scripts]
+    jobs = [body for body in parsed if _is_job(body)]
     if len(jobs) != 1 or "apiVersion" not in jobs[0]:
         raise BadDocument(
-            f"{path}: a ConfigMap goes in a file with the one job object that mounts it "
-            f"(this file has {len(jobs)} other documents)"
+            f"{path}: the ConfigMaps and other objects of a file go with its one job object "
+            f"(this file has {len(jobs)} jobs)"
         )
-    return [Document(path, {"apiVersion": "v1", "kind": "List", "items": [jobs[0], *scripts]})]
+    return [Document(path, {"apiVersion": "v1", "kind": "List", "items": parsed})]
 
 
 def _text(path: str) -> str:
@@ -90,13 +94,6 @@ def _checked(source: str, body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadDocument(
             f"{source}: a job document is a mapping of fields, not {type(body).__name__}"
-        )
-    kind = body.get("kind")
-    if "apiVersion" in body and kind not in (*JOB_KINDS, SCRIPT_KIND):
-        raise BadDocument(
-            f"{source}: a {kind} is not a job; caldera submit takes a RayJob, a PyTorchJob or a "
-            "Volcano Job (with the ConfigMap of its script), or Caldera's job document "
-            "(Caldera's queues are its quota tree's: leave other objects out)"
         )
     return body
 

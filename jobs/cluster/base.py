@@ -86,6 +86,9 @@ class ObjectRef:
     name: str
     namespace: str = ""
     runtime: str = ""
+    # The ConfigMaps that go with it: those the team sent with its object; None for the
+    # one Caldera makes for a document's script (named after the object).
+    config_maps: tuple[str, ...] | None = None
 
 
 class Phase(StrEnum):

@@ -568,24 +568,33 @@ class KubernetesBackend(ClusterBackend):
                 raise Rejected(error.status, _api_message(error)) from None
 
     def _delete_one(self, ref: ObjectRef) -> None:
-        """Delete the job object and the script ConfigMap, if any. The job object goes in
-        the foreground: it stays listed, marked as being deleted, until the garbage
-        collector has removed what it owns (its pods, which end their grace period first),
-        so the sync sees it gone only once the cluster has let go of its resources."""
+        """Delete the job object, then its ConfigMaps (those the team sent with it, or the
+        one of a document's script). The job object goes in the foreground: it stays
+        listed, marked as being deleted, until the garbage collector has removed what it
+        owns (its pods, which end their grace period first), so the sync sees it gone only
+        once the cluster has let go of its resources."""
         resource = kinds.RESOURCES[ref.runtime]
-        calls: list[tuple[str, Callable[..., object], tuple[str, ...]]] = [
+        config_maps = (
+            ref.config_maps if ref.config_maps is not None else (script_configmap_name(ref.name),)
+        )
+        calls: list[tuple[str, Callable[..., object], tuple[str, ...], str]] = [
             (
                 f"delete {resource.kind} {ref.name}",
                 self.custom.delete_namespaced_custom_object,
                 (resource.group, resource.version, ref.namespace, resource.plural, ref.name),
+                "Foreground",
             ),
-            (
-                f"delete ConfigMap {script_configmap_name(ref.name)}",
-                self.core.delete_namespaced_config_map,
-                (script_configmap_name(ref.name), ref.namespace),
+            *(
+                (
+                    f"delete ConfigMap {name}",
+                    self.core.delete_namespaced_config_map,
+                    (name, ref.namespace),
+                    "Background",
+                )
+                for name in config_maps
             ),
         ]
-        for (what, fn, args), policy in zip(calls, ("Foreground", "Background"), strict=True):
+        for what, fn, args, policy in calls:
             try:
                 self._call(what, fn, *args, propagation_policy=policy)
             except Unauthorized as error:

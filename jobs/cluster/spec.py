@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from kube.quantity import add, format_resources, parse_resources
 
@@ -73,6 +74,9 @@ class JobSpec:
     # "volcano" when the cluster schedules gangs with Volcano: a RayJob then names its
     # Volcano queue (the label KubeRay's Volcano integration reads).
     batch_scheduler: str = ""
+    # The objects the team sent, the job's first, when it sent them: Caldera creates these
+    # with its own additions (jobs.cluster.manifests.objects) instead of making its own.
+    objects: tuple[dict[str, Any], ...] = ()
 
     @property
     def autoscales(self) -> bool:

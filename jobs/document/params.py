@@ -430,6 +430,15 @@ def page(*, default_limit: int, of: str) -> Params:
 # The pages of the lists read by offset (the jobs list's own are in jobs.reads.listing).
 QUEUE_PAGE = page(default_limit=50, of="pending jobs")
 EVENTS_PAGE = page(default_limit=PAGE_MAX, of="events")
+# GET /api/v1/jobs/{id}/manifest/: the objects Caldera creates, or those the team sent.
+MANIFEST_QUERY = params(
+    Choice(
+        name="as",
+        choices=("created", "sent"),
+        default="created",
+        description="created: the objects as Caldera creates them; sent: as the team sent them",
+    )
+)
 
 
 class HtmxHttpRequest(HttpRequest):

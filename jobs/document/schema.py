@@ -88,6 +88,11 @@ class JobDraft:
     # The namespace a Kubernetes object named (``jobs.document.native``), which must be
     # its queue's; "" when it named none, as Caldera's document never does.
     namespace: str = ""
+    # The Kubernetes object read (``jobs.document.native.NativeJob``), placed in its queue
+    # once the queue is looked up; None for Caldera's document. ``queue_named``: the
+    # caller named the queue (?queue=), so the object's own places for it are replaced.
+    native: Any = None
+    queue_named: bool = False
 
     # What the services' rules read of it.
 

@@ -53,7 +53,7 @@ from jobs.document.validation import (
     MIN_RUN_SECONDS,
     NAME_MAX,
 )
-from jobs.models import Job
+from jobs.models import DOCUMENT_KINDS, Job
 
 _INTEGER = re.compile(r"^[+-]?\d{1,18}$")  # longer goes on as text, for JobIn to refuse
 
@@ -194,10 +194,8 @@ FIELDS: tuple[JobField, ...] = (
     ),
     JobField(
         "kind",
-        partial(Choice, Job.Kind.choices, required=True),
-        FormInput(
-            gettext_lazy("Kind"), type="select", choices=Job.Kind.choices, value=Job.Kind.RAY
-        ),
+        partial(Choice, DOCUMENT_KINDS, required=True),
+        FormInput(gettext_lazy("Kind"), type="select", choices=DOCUMENT_KINDS, value=Job.Kind.RAY),
         spec=_as_is,
     ),
     JobField(

@@ -12,6 +12,7 @@ from django.conf import settings
 from jobs.cluster import ObjectRef
 from jobs.cluster.kinds import RESOURCES
 from jobs.cluster.manifests.common import object_name
+from jobs.cluster.manifests.objects import config_map_names
 from jobs.cluster.spec import JobSpec, PodGroup
 from jobs.document.shape import spec_values
 from jobs.models import IN_CLUSTER, PENDING, Job, kind_shape
@@ -33,8 +34,20 @@ def object_wanted(state: str, runtime: str) -> str:
     return ABSENT
 
 
+def job_object_name(job: Job) -> str:
+    """The name of the job's object in the cluster: the team's own (``metadata.name``), or
+    one derived from the job (``<name>-<id>``: Caldera's document, a ``generateName``)."""
+    return job.object_name or object_name(job.name, job.pk)
+
+
 def object_ref(job: Job) -> ObjectRef:
-    return ObjectRef(object_name(job.name, job.pk), job.namespace, job.runtime)
+    sent = job.manifest["objects"] if job.manifest else None
+    return ObjectRef(
+        job_object_name(job),
+        job.namespace,
+        job.runtime,
+        config_map_names(sent) if sent is not None else None,
+    )
 
 
 def head_group(kind: str) -> str:
@@ -48,7 +61,7 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
     return JobSpec(
         **spec_values(job),
         id=job.pk,
-        object_name=object_name(job.name, job.pk),
+        object_name=job_object_name(job),
         namespace=job.namespace,
         head=PodGroup(
             name=head_group(job.kind),
@@ -68,6 +81,7 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
         dequeued_at=job.dequeued_at,
         batch_scheduler="volcano" if "volcano" in settings.CLUSTER_RUNTIMES else "",
         suspend=suspend,
+        objects=tuple(job.manifest["objects"]) if job.manifest else (),
     )
 
 

@@ -12,14 +12,23 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
-from jobs.cluster import FINISHED_PHASES, ClusterUnavailable, NamespaceTrouble, Phase, get_backend
+from jobs.cluster import (
+    FINISHED_PHASES,
+    ClusterUnavailable,
+    NamespaceTrouble,
+    ObjectRef,
+    Phase,
+    get_backend,
+)
+from jobs.cluster.manifests.objects import config_map_names
 from jobs.engine.admission.writes import capacity_changed
 from jobs.engine.cluster_health import cluster_answered, cluster_unavailable
 from jobs.engine.locks import SYNC, advisory_lock
@@ -141,7 +150,7 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
             )
             if wanted == ABSENT:
                 if not status.deleting:
-                    leftover.append(status.ref)
+                    leftover.append((job_id, status.ref))
             elif status.phase not in FINISHED_PHASES and (status.phase == Phase.SUSPENDED) != (
                 wanted == SUSPENDED
             ):
@@ -160,7 +169,7 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         if left:
             result.left = jobs_left(left, now=now)
     if leftover:
-        get_backend().remove(leftover, now=now)
+        get_backend().remove(_with_config_maps(leftover), now=now)
     if missing:
         jobs_reconcile(missing, now=now)
     if result.freed or result.back:
@@ -184,6 +193,22 @@ class _Known:
     pk: int
     state: str
     runtime: str
+
+
+def _with_config_maps(listed: list[tuple[int, ObjectRef]]) -> list[ObjectRef]:
+    """The listed objects to remove (by job id), each with the ConfigMaps its job was sent
+    with: one query for those sent as objects; a job no longer stored had a document's."""
+    sent: dict[int, Any] = dict(
+        Job.objects.filter(
+            pk__any=[job_id for job_id, _ in listed], manifest__isnull=False
+        ).values_list("pk", "manifest")
+    )
+    return [
+        replace(ref, config_maps=config_map_names(sent[job_id]["objects"]))
+        if job_id in sent
+        else ref
+        for job_id, ref in listed
+    ]
 
 
 def _known(ids: list[int]) -> dict[int, _Known]:

@@ -396,6 +396,10 @@ def _copy_value(field) -> Callable:
     """How an INSERT or COPY takes a field's value from an instance, without the ORM's
     per-field preparation (the field types jobs and events use)."""
     if isinstance(field, models.JSONField):
+        if field.null:  # None is SQL's NULL, not JSON's null
+            return lambda instance: (
+                None if (value := getattr(instance, field.attname)) is None else Jsonb(value)
+            )
         return lambda instance: Jsonb(getattr(instance, field.attname))
     if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
         return lambda instance: field.pre_save(instance, add=True)

@@ -26,7 +26,7 @@ from jobs.cluster import ClusterUnavailable, LogUnavailable
 from jobs.cluster.manifests import build_manifests
 from jobs.document.fields import flat
 from jobs.document.idempotency import REPLAYED_HEADER, idempotency_key, idempotency_parameter
-from jobs.document.params import EVENTS_PAGE, QUEUE_PAGE
+from jobs.document.params import EVENTS_PAGE, MANIFEST_QUERY, QUEUE_PAGE
 from jobs.document.schema import (
     JobBatchIn,
     JobIn,
@@ -47,12 +47,14 @@ from jobs.web.answers.jobs import (
     JobDryRunOut,
     JobOut,
     JobPage,
+    JobSubmittedOut,
     WaitingOut,
     batch_out,
     dry_run_out,
     dry_runs_out,
     job_out,
     jobs_out,
+    sent_out,
 )
 from jobs.web.answers.logs import JobLogOut
 from jobs.web.answers.manifests import KubernetesObject
@@ -227,8 +229,10 @@ class JobListView(APIView):
         request=JSON_BODY,
         parameters=[*SUBMIT_QUERY, idempotency_parameter("the job"), REPLAYED],
         responses={
-            201: JobOut,
-            200: OpenApiResponse(JobOut, description="The job the key's first request queued"),
+            201: JobSubmittedOut,
+            200: OpenApiResponse(
+                JobSubmittedOut, description="The job the key's first request queued"
+            ),
             409: KEY_USED,
         },
         summary="Submit",
@@ -244,8 +248,11 @@ class JobListView(APIView):
                 job = services.job_submit(user=request.user, draft=submission.draft, key=key)
         except services.AlreadySubmitted as done:
             (first,) = done.jobs
-            return replayed(job_out(first, selectors.job_position(first)))
-        return Response(job_out(job, selectors.job_position(job)), status=status.HTTP_201_CREATED)
+            return replayed(job_out(first, selectors.job_position(first)) | sent_out(first))
+        return Response(
+            job_out(job, selectors.job_position(job)) | sent_out(job),
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class JobDryRunView(APIView):
@@ -545,7 +552,7 @@ class JobDetailView(APIView):
     def get(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
         position = selectors.job_position(job)
-        answer = job_out(job, position)
+        answer = job_out(job, position) | sent_out(job)
         told = waiting.job_waiting(job, position)
         answer["waiting"] = None if told is None else WaitingOut(told).data
         start = estimate.job_estimate(job, position)
@@ -623,11 +630,28 @@ class JobEventsView(APIView):
 
 class JobManifestView(APIView):
     @extend_schema(
-        responses=KubernetesObject(many=True),
-        summary="The Kubernetes objects Caldera creates for the job",
+        parameters=MANIFEST_QUERY.parameters(),
+        responses={200: KubernetesObject(many=True), 409: DetailOut},
+        summary="The Kubernetes objects Caldera creates for the job, or those the team sent",
+        description="``as=created`` (the default): the objects Caldera creates in the "
+        "cluster, in the order it creates them (the ConfigMaps, then the job). ``as=sent``: "
+        "the objects as the team sent them (the job, then its ConfigMaps), placed in the "
+        "job's queue (``replaced`` of GET /api/v1/jobs/{id}/ lists what that changed); 409 "
+        "for a job written as Caldera's document, which sent no object.",
     )
     def get(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
+        wanted = MANIFEST_QUERY.read(request.query_params)
+        if wanted["as"] == "sent":
+            if not job.manifest:
+                raise services.JobConflict(
+                    _(
+                        "job #%(job)s was written as Caldera's document, not sent as an object; "
+                        "GET /api/v1/jobs/%(job)s/ gives the document"
+                    )
+                    % {"job": job.pk}
+                )
+            return Response(job.manifest["objects"])
         return Response(build_manifests(job_spec_full(job)))
 
 

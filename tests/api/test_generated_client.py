@@ -72,7 +72,7 @@ def test_a_generated_client_submits_lists_reads_and_cancels_a_job(generated, liv
 
     assert submitted.status_code == 201, submitted.content
     job = submitted.parsed
-    assert isinstance(job, models.Job)
+    assert isinstance(job, models.JobSubmitted)
     assert (job.name, job.state, job.position) == ("rayjob-video", models.StateEnum.QUEUED, 1)
     assert isinstance(page, models.JobPage)
     assert [listed.id for listed in page.results] == [job.id]

@@ -53,6 +53,8 @@ PYTORCH = {
 # What Caldera adds to a job: the columns no field of the document is kept in.
 CALDERA_S_OWN = {
     "id",
+    "manifest",  # the objects a team sent (jobs.document.native), not a document's field
+    "object_name",
     "queue",
     "namespace",
     "owner",

@@ -1,8 +1,9 @@
-"""Kubernetes objects a team already has, submitted as they are: a KubeRay RayJob, a Kubeflow
-PyTorchJob, a Volcano Job with the ray or the pytorch plugin (alone, or in a List with its
-script's ConfigMap), as JSON or YAML. Each either becomes the job it describes, whose own
-objects keep every part taken and validate against the CRDs, or is refused with the paths
-Caldera cannot represent; nothing is stored half-way."""
+"""The objects a team already has, submitted unchanged: every job of the operators' samples
+(k8s/samples) and of the seed documents (tests/support/manifests), as the file is, through
+POST /api/v1/jobs/?queue=. Each is kept as sent; its quota request is what Kubernetes counts
+for its pods; the objects Caldera creates are the ones sent plus only Caldera's additions
+and the replacements the answer lists, and validate against the CRDs. What Caldera cannot
+let a tenant have is refused by path, every problem at once; nothing is stored half-way."""
 
 from __future__ import annotations
 
@@ -13,365 +14,432 @@ from pathlib import Path
 import pytest
 import yaml
 
+from jobs.cluster import get_backend
 from jobs.document.schema import job_document
 from jobs.models import Job
+from kube import schema
 
 from ..support import k8s_schema
 from ..support.jobs import PYTORCH_JOB, RAY_JOB
 
 pytestmark = pytest.mark.django_db
 JOBS = "/api/v1/jobs/"
+YAML = "application/yaml"
 MANIFESTS = Path(__file__).parent.parent / "support" / "manifests"
+# A cluster with the seed 002's MetaX GPU nodes beside the default ones.
+NODES = "4xcpu=16,memory=64Gi,nvidia.com/gpu=4;8xcpu=64,memory=256Gi,metax-tech.com/gpu=8"
 
-SCRIPT = "import ray\nray.init()\nprint('done')\n"
-DOCUMENTS = {
-    "ray-kuberay": {
-        **RAY_JOB,
-        "script": SCRIPT,
-        "script_filename": "sample_code.py",
-        "pip": ["requests==2.26.0"],
-        "env": {"counter_name": "test_counter"},
-    },
-    "ray-kuberay-autoscaling": {
-        **RAY_JOB,
-        "workers": [{**RAY_JOB["workers"][0], "replicas": 1, "max_replicas": 3}],
-    },
-    "ray-volcano": {
-        **RAY_JOB,
-        "runtime": "volcano",
-        "env": {"MODE": "fast"},
-        "script": SCRIPT,
-        "workers": [{**RAY_JOB["workers"][0], "name": "worker"}],  # the plugin's task
-    },
-    "pytorch-kubeflow": {**PYTORCH_JOB, "env": {"NCCL_DEBUG": "INFO"}},
-    "pytorch-volcano": {**PYTORCH_JOB, "runtime": "volcano", "script": SCRIPT},
+# Every file that holds a job, with what its gang asks for, counted by hand from the file as
+# Kubernetes counts a pod (requests; limits where nothing is requested), every pod of it.
+REQUESTS = {
+    "kubeflow-pytorch-mnist-nccl.yaml": {"nvidia.com/gpu": "2", "pods": "2"},
+    "kubeflow-pytorch-simple.yaml": {"pods": "2"},
+    # Head: requests 1 cpu / 2Gi (limits 5Gi); one worker requesting 200m under a limit of 1.
+    "kuberay-ray-job.sample.yaml": {"cpu": "1200m", "memory": "2Gi", "pods": "2"},
+    "kuberay-ray-job.shutdown.yaml": {"cpu": "2", "memory": "3Gi", "pods": "2"},
+    "kuberay-ray-job.volcano-scheduler-queue.yaml": {"cpu": "3", "memory": "4Gi", "pods": "3"},
+    "volcano-job.yaml": {"cpu": "6", "pods": "6"},
+    "volcano-pytorch-plugin.yaml": {"pods": "3"},
+    "volcano-ray-example.yaml": {"pods": "3"},
+    "volcano-ray-plugin.yaml": {"pods": "3"},
+    "seed-001-pytorchjob.yaml": {"cpu": "12", "memory": "48Gi", "nvidia.com/gpu": "3", "pods": "3"},
+    "seed-001-volcano-ray.yaml": {"cpu": "6", "memory": "12Gi", "pods": "3"},
+    "seed-002-pytorchjob.yaml": {"metax-tech.com/gpu": "64", "pods": "8"},
+    "seed-002-volcano-pytorch.yaml": {"metax-tech.com/gpu": "64", "pods": "8"},
+    "seed-003-rayjob.yaml": {"cpu": "12", "memory": "12G", "pods": "3"},
+    "seed-004-rayjob.yaml": {"cpu": "3", "memory": "4Gi", "pods": "3"},
+    "seed-004-volcano-ray.yaml": {"pods": "3"},
 }
+# What each file says that the cluster will not do as written.
+WARNINGS = {
+    "seed-001-pytorchjob.yaml": {
+        "spec.cleanPodPolicy",  # runPolicy.cleanPodPolicy in kubeflow.org/v1 since 1.4
+        # The master mounts workspace, a volume only the workers declare.
+        "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].volumeMounts[0].name",
+    },
+}
+JOB_KINDS = ("RayJob", "PyTorchJob", "Job")
+SUSPEND = {("spec", "suspend"), ("spec", "runPolicy", "suspend")}
 
 
-def objects_of(api, user, job_id: int) -> dict:
-    """GET .../manifest/ as one body: the object, or a List of the script's ConfigMap and it."""
-    objects = api(user).get(f"{JOBS}{job_id}/manifest/").json()
-    if len(objects) == 1:
-        return objects[0]
-    return {"apiVersion": "v1", "kind": "List", "items": objects}
+def path_of(name: str) -> Path:
+    return MANIFESTS / name if name.startswith("seed-") else k8s_schema.SAMPLES / name
 
 
-def same_job(first: Job, second: Job) -> None:
-    """Every field of the document but the name (an object's name is the job's name and
-    id) and the run time, which no Kubernetes object carries unless its annotation does."""
-    ours = {k: v for k, v in job_document(first).items() if k not in ("name", "run_seconds")}
-    theirs = {k: v for k, v in job_document(second).items() if k not in ("name", "run_seconds")}
-    assert theirs == ours
+def documents(name: str) -> list[dict]:
+    return [obj for obj in yaml.safe_load_all(path_of(name).read_text()) if obj]
 
 
-@pytest.mark.parametrize("case", DOCUMENTS)
-def test_caldera_s_own_objects_come_back_as_the_same_job(api, member, case):
-    original = api(member).post(JOBS, DOCUMENTS[case], format="json")
-    assert original.status_code == 201, original.json()
-    sent = objects_of(api, member, original.json()["id"])
-
-    copied = api(member).post(JOBS, sent, format="json")
-
-    assert copied.status_code == 201, copied.json()
-    first, second = (
-        Job.objects.get(pk=original.json()["id"]),
-        Job.objects.get(pk=copied.json()["id"]),
-    )
-    same_job(first, second)
-    assert second.name == first.name + f"-{first.pk}"  # the object's name
-    (job_object,) = [
-        obj
-        for obj in api(member).get(f"{JOBS}{second.pk}/manifest/").json()
-        if obj["kind"] != "ConfigMap"  # a core object: the API server's own schema
-    ]
-    assert k8s_schema.errors(job_object) == []
+def the_job(objects: list[dict]) -> dict:
+    (job,) = [obj for obj in objects if obj["kind"] in JOB_KINDS]
+    return job
 
 
-def test_a_yaml_body_is_read_as_its_json_would_be(api, member):
-    original = api(member).post(JOBS, DOCUMENTS["pytorch-kubeflow"], format="json").json()
-    text = yaml.safe_dump(objects_of(api, member, original["id"]))
-
-    copied = api(member).generic("POST", JOBS, text.encode(), content_type="application/yaml")
-
-    assert copied.status_code == 201, copied.json()
-    same_job(Job.objects.get(pk=original["id"]), Job.objects.get(pk=copied.json()["id"]))
-
-
-def seed_rayjob() -> dict:
-    """Seed 003's RayJob with its script's ConfigMap, as one List."""
-    config_map, rayjob = yaml.safe_load_all((MANIFESTS / "seed-003-rayjob.yaml").read_text())
-    return {"apiVersion": "v1", "kind": "List", "items": [config_map, rayjob]}
+def leaves(value: object, where: tuple = ()) -> dict[tuple, object]:
+    """Every path of an object down to a value that is not a non-empty map or list."""
+    if isinstance(value, dict | list) and value:
+        found: dict[tuple, object] = {}
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            found |= leaves(item, (*where, key))
+        return found
+    return {where: value}
 
 
-def test_the_seed_s_rayjob_is_refused_for_what_caldera_cannot_keep_and_nothing_else(api, member):
-    response = api(member).post(JOBS, seed_rayjob(), format="json")
-
-    assert response.status_code == 400
-    assert response.json() == {
-        "items[1].metadata.labels.job-type": [
-            "not supported: Caldera labels the job's objects itself (caldera.io/*)"
-        ],
-        "items[1].spec.rayClusterSpec.headGroupSpec.rayStartParams": [
-            "Caldera writes {} or {'dashboard-host': '0.0.0.0'} here; leave it out"
-        ],
+def addition(where: tuple) -> bool:
+    """Whether Caldera may add or set this path of a job it creates: its namespace, its
+    labels and annotations (on the object and on its pod templates), the job's suspend flag,
+    its Volcano queue (a label, a Volcano Job's spec.queue, a PyTorchJob's scheduling queue)."""
+    last = where[-1]
+    if where == ("metadata", "namespace"):
+        return True
+    if len(where) >= 2 and where[-2] in ("labels", "annotations"):
+        return last.startswith(("caldera.io/", "kube-queue/")) or last == "volcano.sh/queue-name"
+    return where in SUSPEND | {
+        ("spec", "queue"),
+        ("spec", "runPolicy", "schedulingPolicy", "queue"),
     }
-    assert not Job.objects.exists()
 
 
-def test_without_those_the_seed_s_rayjob_runs_with_its_script_from_its_namespace_s_leaf(
-    api, member
+@pytest.fixture
+def metax_nodes(settings):
+    settings.SIMULATED_CLUSTER_NODES = NODES
+    get_backend.cache_clear()
+
+
+def test_every_sample_and_seed_file_of_a_job_is_listed():
+    files = {
+        path.name
+        for path in [*k8s_schema.SAMPLES.glob("*.yaml"), *MANIFESTS.glob("seed-*.yaml")]
+        if any(obj and obj.get("kind") in JOB_KINDS for obj in yaml.safe_load_all(path.read_text()))
+    }
+    assert files == set(REQUESTS)
+
+
+@pytest.mark.parametrize("name", sorted(REQUESTS))
+def test_a_file_is_queued_as_it_is_and_created_with_caldera_s_additions_alone(
+    api, member, metax_nodes, name
 ):
-    body = seed_rayjob()
-    rayjob = body["items"][1]
-    del rayjob["metadata"]["labels"]
-    del rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]["num-cpus"]
+    text = path_of(name).read_bytes()
 
-    response = api(member).post(JOBS, body, format="json")
+    response = api(member).generic(
+        "POST", f"{JOBS}?queue=root/algorithm/text", text, content_type=YAML
+    )
 
     assert response.status_code == 201, response.json()
-    job = Job.objects.get()
-    assert (job.name, job.queue.node.path, job.namespace) == (
-        "rayjob-video", "root/algorithm/video", "video"
-    )  # fmt: skip
-    assert (job.script_filename, job.script) == (
-        "sample_code.py", body["items"][0]["data"]["sample_code.py"]
-    )  # fmt: skip
-    assert job.pip == ["requests==2.26.0", "pendulum==2.1.2"]
-    assert job.env == {"counter_name": "test_counter"}
-    assert job.entrypoint == "python /home/ray/samples/sample_code.py"
-    assert job.request["cpu"] == 12_000 and job.workers[0]["replicas"] == 2
+    answer = response.json()
+    assert answer["request"] == REQUESTS[name]
+    assert answer["sent_as"] == "object"
+    assert set(answer["warnings"]) == WARNINGS.get(name, set())
+    job = Job.objects.get(pk=answer["id"])
+    assert (job.namespace, job.queue.name) == ("text", "root-algorithm-text")
+    sent = documents(name)
+    kept = api(member).get(f"{JOBS}{job.pk}/manifest/?as=sent").json()
+    created = api(member).get(f"{JOBS}{job.pk}/manifest/").json()
+    # The job and every ConfigMap of the file are kept (a Volcano Queue is the queue's own).
+    kinds = sorted(obj["kind"] for obj in sent if obj["kind"] != "Queue")
+    assert sorted(obj["kind"] for obj in kept) == kinds == sorted(o["kind"] for o in created)
+    assert created[-1]["kind"] in JOB_KINDS  # its ConfigMaps are created first
+
+    replaced = answer["replaced"]
+    theirs, ours = leaves(the_job(sent)), leaves(the_job(created))
+    at = "" if len(sent) == 1 else f"items[{sent.index(the_job(sent))}]."
+    for where, value in theirs.items():
+        if where in SUSPEND:
+            continue  # Caldera's: the job's state sets it
+        told = replaced.get(at + schema.render(where))
+        if told is not None:
+            assert (told["from"], ours.get(where)) == (value, told["to"]), where
+        else:
+            assert ours.get(where, "missing") == value, where
+    for where in set(ours) - set(theirs):
+        named = where == ("metadata", "name") and ("metadata", "generateName") in theirs
+        assert named or addition(where) or theirs.get(where[:-1]) == {}, where
+    assert ours[("metadata", "labels", "caldera.io/job-id")] == str(job.pk)
+    assert ours[("metadata", "namespace")] == "text"
+    for obj in created:
+        problems = schema.object_problems(obj)
+        assert set(problems) <= WARNINGS.get(name, set()), problems
 
 
-# Every sample manifest of a job and every seed's that is YAML: the paths each is refused for.
-REFUSED = {
-    "kubeflow-pytorch-mnist-nccl.yaml": {
-        "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].args",
-        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].args",
-    },
-    "kubeflow-pytorch-simple.yaml": {
-        "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].imagePullPolicy",
-        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].imagePullPolicy",
-    },
-    "kuberay-ray-job.sample.yaml": {
-        "spec.rayClusterSpec.rayVersion",
-        "spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].resources.limits.memory",
-        "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0].resources.limits.cpu",
-    },
-    "kuberay-ray-job.shutdown.yaml": {
-        "spec.rayClusterSpec.rayVersion",
-        "spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].resources.limits.memory",
-    },
-    "kuberay-ray-job.volcano-scheduler-queue.yaml": {
-        "spec.rayClusterSpec.rayVersion",
-        "spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].resources.limits.memory",
-    },
-    "volcano-job.yaml": {"spec.plugins"},
-    "volcano-pytorch-plugin.yaml": {
-        "spec.minAvailable",
-        "spec.tasks[0].template.spec.containers[0].imagePullPolicy",
-        "spec.tasks[1].template.spec.containers[0].imagePullPolicy",
-        "spec.tasks[1].template.spec.containers[0].workingDir",
-    },
-    # No entrypoint (the plugin starts a bare cluster) and no resources to count.
-    "volcano-ray-example.yaml": {
-        "spec.tasks[0].template.spec.containers[0].command",
-        "spec.tasks[0].template.spec.containers[0].resources",
-        "spec.tasks[1].template.spec.containers[0].resources",
-    },
-    "volcano-ray-plugin.yaml": {
-        "spec.tasks[0].template.spec.containers[0].command",
-        "spec.tasks[0].template.spec.containers[0].resources",
-        "spec.tasks[1].template.spec.containers[0].resources",
-    },
-    "seed-001-volcano-ray.yaml": {
-        "spec.tasks[0].template.spec.containers[0].command",
-        "spec.tasks[0].template.spec.containers[0].args",
-        "spec.tasks[0].template.spec.containers[0].resources.limits.memory",
-        "spec.tasks[0].template.spec.containers[0].resources.limits.cpu",
-        "spec.tasks[1].template.spec.containers[0].command",
-        "spec.tasks[1].template.spec.containers[0].args",
-        "spec.tasks[1].template.spec.containers[0].env",
-        "spec.tasks[1].template.spec.containers[0].resources.limits.memory",
-        "spec.tasks[1].template.spec.containers[0].resources.limits.cpu",
-    },
-    "seed-001-pytorchjob.yaml": {
-        "metadata.annotations['sidecar.istio.io/inject']",
-        "spec.cleanPodPolicy",
-        "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].volumeMounts",
-        "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].ports",
-        "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].resources.limits.memory",
-        "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].resources.limits.cpu",
-        "spec.pytorchReplicaSpecs.Worker.template.spec.volumes",
-        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].ports",
-        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].volumeMounts",
-        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory",
-        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits.cpu",
-    },
-}
-
-
-def job_objects(path: Path) -> list[dict]:
-    return [
-        obj
-        for obj in yaml.safe_load_all(path.read_text())
-        if obj and obj["kind"] in ("RayJob", "PyTorchJob", "Job")
+def test_the_request_counts_init_containers_sidecars_and_overhead_as_kubernetes_does(api, member):
+    job = the_job(documents("kubeflow-pytorch-simple.yaml"))
+    master = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    master["containers"][0]["resources"] = {"requests": {"cpu": "1"}, "limits": {"memory": "2Gi"}}
+    master["initContainers"] = [
+        {"name": "fetch", "image": "busybox", "resources": {"requests": {"cpu": "3"}}},
+        {
+            "name": "proxy",
+            "image": "envoy",
+            "restartPolicy": "Always",
+            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
+        },
     ]
+    master["overhead"] = {"cpu": "100m"}
+    del job["spec"]["pytorchReplicaSpecs"]["Worker"]
+
+    answer = api(member).post(f"{JOBS}?queue=root/algorithm/text", job, format="json").json()
+
+    # max(1 + 0.5 sidecar, 3 fetching) + 0.1 overhead cpu; 2Gi limit + 1Gi sidecar memory.
+    assert answer["request"] == {"cpu": "3100m", "memory": "3Gi", "pods": "1"}
 
 
-def as_sent(path: Path) -> tuple[dict, str]:
-    """The file's job as ``caldera submit`` sends it (in a List with its script's ConfigMap,
-    when the file has one), and where the job is in it."""
-    objects = [obj for obj in yaml.safe_load_all(path.read_text()) if obj]
-    (job,) = job_objects(path)
-    config_maps = [obj for obj in objects if obj["kind"] == "ConfigMap"]
-    if not config_maps:
-        return job, ""
-    return {"apiVersion": "v1", "kind": "List", "items": [job, *config_maps]}, "items[0]."
+def test_a_ray_group_that_autoscales_counts_at_its_minimum_with_kuberay_s_autoscaler(api, member):
+    job = the_job(documents("kuberay-ray-job.shutdown.yaml"))
+    cluster = job["spec"]["rayClusterSpec"]
+    cluster["enableInTreeAutoscaling"] = True
+    cluster["workerGroupSpecs"][0].update(replicas=3, minReplicas=1, maxReplicas=5)
+
+    answer = api(member).post(f"{JOBS}?queue=root/algorithm/text", job, format="json").json()
+
+    # head 1 cpu / 2Gi + the autoscaler's 500m / 512Mi, and one 1 cpu / 1Gi worker.
+    assert answer["request"] == {"cpu": "2500m", "memory": "3584Mi", "pods": "2"}
+    created = the_job(api(member).get(f"{JOBS}{answer['id']}/manifest/").json())
+    group = created["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (3, 1, 5)
 
 
-def test_every_sample_and_seed_job_is_listed():
-    files = {p.name for p in k8s_schema.SAMPLES.glob("*.yaml") if job_objects(p)}
-    files |= {p.name for p in MANIFESTS.glob("seed-001-*.yaml")}
-    assert files == set(REFUSED)
+def test_a_file_of_several_yaml_documents_is_read_as_kubectl_reads_it(api, member):
+    text = path_of("kuberay-ray-job.sample.yaml").read_text()
+
+    response = api(member).generic(
+        "POST", f"{JOBS}?queue=root/algorithm/text", text.encode(), content_type=YAML
+    )
+
+    assert response.status_code == 201, response.json()
+    kept = api(member).get(f"{JOBS}{response.json()['id']}/manifest/?as=sent").json()
+    assert [obj["kind"] for obj in kept] == ["RayJob", "ConfigMap"]
+    assert kept[1]["data"] == documents("kuberay-ray-job.sample.yaml")[1]["data"]
 
 
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_a_sample_is_refused_with_the_paths_caldera_cannot_represent(api, member, name):
-    path = MANIFESTS / name if name.startswith("seed-") else k8s_schema.SAMPLES / name
-    sent, at = as_sent(path)
+def test_without_the_queue_named_the_namespace_must_be_the_queue_s(api, member):
+    text = path_of("seed-003-rayjob.yaml").read_bytes()
 
-    response = api(member).post(f"{JOBS}?queue=root/algorithm/video", sent, format="json")
+    by_namespace = api(member).generic("POST", JOBS, text, content_type=YAML)
 
-    assert response.status_code == 400
-    assert set(response.json()) == {at + place for place in REFUSED[name]}
+    assert by_namespace.status_code == 201, by_namespace.json()
+    assert (by_namespace.json()["queue"], by_namespace.json()["replaced"]) == (
+        "root-algorithm-video", {}
+    )  # fmt: skip
+    elsewhere = api(member).generic(
+        "POST", f"{JOBS}?queue=root/algorithm/text", text, content_type=YAML
+    )
+    assert elsewhere.json()["replaced"] == {
+        "items[0].metadata.namespace": {"from": "video", "to": "text"},
+        "items[1].metadata.namespace": {"from": "video", "to": "text"},
+    }
+    sample = the_job(documents("kubeflow-pytorch-simple.yaml"))  # namespace kubeflow
+    sample["metadata"]["labels"] = {"volcano.sh/queue-name": "root-algorithm-video"}
+    refused = api(member).post(JOBS, sample, format="json").json()
+    assert refused == {
+        "metadata.namespace": [
+            "the queue runs its jobs in the namespace video; leave it out, name that one, or "
+            "send ?queue= to run it there"
+        ]
+    }
+    assert Job.objects.count() == 2
+
+
+def test_a_volcano_queue_in_the_file_is_replaced_only_when_the_queue_is_named(api, member):
+    text = path_of("kuberay-ray-job.volcano-scheduler-queue.yaml").read_bytes()
+
+    refused = api(member).generic("POST", JOBS, text, content_type=YAML).json()
+
+    assert refused == {
+        "items[1].metadata.labels['volcano.sh/queue-name']": [
+            "'kuberay-test-queue' is not a queue you can submit to"
+        ]
+    }
+    placed = (
+        api(member)
+        .generic("POST", f"{JOBS}?queue=root/algorithm/video", text, content_type=YAML)
+        .json()
+    )
+    assert placed["replaced"] == {
+        "items[0]": {"from": "scheduling.volcano.sh/v1beta1 Queue kuberay-test-queue", "to": None},
+        "items[1].metadata.labels['volcano.sh/queue-name']": {
+            "from": "kuberay-test-queue", "to": "root-algorithm-video"
+        },
+    }  # fmt: skip
+
+
+def test_the_object_keeps_its_name_and_one_live_job_of_a_namespace_has_it(api, member):
+    sample = the_job(documents("kuberay-ray-job.shutdown.yaml"))
+    first = api(member).post(f"{JOBS}?queue=root/algorithm/video", sample, format="json")
+    assert first.status_code == 201, first.json()
+    assert (
+        the_job(api(member).get(f"{JOBS}{first.json()['id']}/manifest/").json())["metadata"]["name"]
+        == "rayjob-sample-shutdown"
+    )
+
+    again = api(member).post(f"{JOBS}?queue=root/algorithm/video", sample, format="json")
+
+    assert again.status_code == 400
+    assert again.json() == {
+        "metadata.name": [
+            f"job #{first.json()['id']}, queued or running, already has an object named "
+            "rayjob-sample-shutdown in the namespace video; name this one otherwise, or give a "
+            "generateName"
+        ]
+    }
+    elsewhere = api(member).post(f"{JOBS}?queue=root/algorithm/text", sample, format="json")
+    assert elsewhere.status_code == 201, elsewhere.json()
+    both = api(member).post(
+        f"{JOBS}batch/?queue=root/algorithm/text",
+        {
+            "jobs": [
+                dict(sample, metadata={"name": "twin"}),
+                dict(sample, metadata={"name": "twin"}),
+            ]
+        },
+        format="json",
+    )
+    assert both.json() == {
+        "jobs[1].metadata.name": ["jobs[0] of this batch has the object name twin in text"]
+    }
+    generated = dict(sample, metadata={"generateName": "rayjob-sample-"})
+    twice = [
+        api(member).post(f"{JOBS}?queue=root/algorithm/video", generated, format="json").json()
+        for _ in range(2)
+    ]
+    names = [
+        the_job(api(member).get(f"{JOBS}{job['id']}/manifest/").json())["metadata"]["name"]
+        for job in twice
+    ]
+    assert names == [f"rayjob-sample-{job['id']}" for job in twice]
+
+
+def test_caldera_s_keys_an_early_start_and_another_priority_class_are_refused_by_path(
+    api, member, metax_nodes
+):
+    job = the_job(documents("seed-002-pytorchjob.yaml"))
+    job["metadata"]["labels"] = {"caldera.io/job-id": "7"}
+    job["metadata"]["annotations"] = {"kube-queue/job-enqueue-timestamp": "now"}
+    job["spec"]["runPolicy"] = {"suspend": False, "schedulingPolicy": {"priorityClass": "vip"}}
+    master = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
+    master["spec"]["priorityClassName"] = "system-node-critical"
+
+    answer = api(member).post(f"{JOBS}?queue=root/algorithm/text", job, format="json").json()
+
+    assert answer == {
+        "metadata.labels['caldera.io/job-id']": [
+            "Caldera's own key: it writes it on the objects it creates; leave it out"
+        ],
+        "metadata.annotations['kube-queue/job-enqueue-timestamp']": [
+            "Caldera's own key: it writes it on the objects it creates; leave it out"
+        ],
+        "spec.runPolicy.suspend": [
+            "Caldera releases the job when its queue admits it; leave suspend out or true"
+        ],
+        "spec.runPolicy.schedulingPolicy.priorityClass": [
+            "the queue sets no priority class; leave it out"
+        ],
+        "spec.pytorchReplicaSpecs.Master.template.spec.priorityClassName": [
+            "the queue sets no priority class; leave it out"
+        ],
+    }
     assert not Job.objects.exists()
 
 
-def test_what_a_job_cannot_hold_is_refused_with_its_path_never_dropped(api, member):
-    sent = _built(api, member, RAY_JOB)
-    pod = sent["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
-    pod["volumes"] = [{"name": "data", "emptyDir": {}}]
-    pod["nodeSelector"] = {"gpu": "a100"}
-    pod["containers"][0]["securityContext"] = {"privileged": True}
+def test_every_problem_of_a_body_is_named_at_once_by_schema_and_path(api, member):
+    job = the_job(documents("volcano-ray-plugin.yaml"))
+    job["spec"]["tasks"][0]["replicas"] = "one"
+    job["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "lots"}
+    }
+    job["spec"]["tasks"][1]["template"]["spec"]["hostNetwork"] = True
+    job["spec"]["tasks"][1]["template"]["spec"]["nodeSelecter"] = {"gpu": "a100"}
 
-    answer = api(member).post(JOBS, sent, format="json").json()
+    answer = api(member).post(f"{JOBS}?queue=root/algorithm/text", job, format="json").json()
 
-    group = "spec.rayClusterSpec.workerGroupSpecs[0].template.spec"
+    worker = "spec.tasks[1].template.spec"
     assert answer == {
-        f"{group}.volumes": [
-            "not supported: Caldera mounts the job's script itself (a ConfigMap sent with the job)"
+        "spec.tasks[0].replicas": ["must be an integer"],
+        f"{worker}.containers[0].resources.requests.cpu": [
+            "'lots' is not a Kubernetes quantity (examples: 500m, 2, 1.5, 4Gi, 4G)"
         ],
-        f"{group}.nodeSelector": ["not supported: the quota tree and the scheduler place the pods"],
-        f"{group}.containers[0].securityContext": ["not supported"],
-    }
-
-
-def _built(api, user, document: dict) -> dict:
-    """The object Caldera would make of ``document``: the dry run's."""
-    answer = api(user).post(f"{JOBS}dry-run/", document, format="json").json()
-    assert "objects" in answer, answer
-    (obj,) = answer["objects"]
-    return obj
-
-
-def test_the_services_refusals_name_the_object_s_paths(api, member):
-    sent = _built(api, member, RAY_JOB)
-    sent["metadata"]["labels"]["caldera.io/queue"] = "nowhere"
-    sent["metadata"]["labels"].pop("volcano.sh/queue-name", None)
-    sent["metadata"]["annotations"] = {"caldera.io/priority": "5"}
-    group = sent["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
-    group["replicas"] = group["minReplicas"] = group["maxReplicas"] = 99
-
-    answer = api(member).post(JOBS, sent, format="json").json()
-
-    assert answer == {"metadata.labels['caldera.io/queue']": [
-        "'nowhere' is not a queue you can submit to"
-    ]}  # fmt: skip
-    sent["metadata"]["labels"]["caldera.io/queue"] = "root-algorithm-video"
-    answer = api(member).post(JOBS, sent, format="json").json()
-    assert set(answer) == {"metadata.annotations['caldera.io/priority']"}
-    del sent["metadata"]["annotations"]
-    answer = api(member).post(JOBS, sent, format="json").json()
-    assert list(answer) == ["request"] and "can never be admitted" in answer["request"][0]
-
-
-def test_the_queue_is_the_callers_then_the_labels_then_the_namespace_s_leaf(api, member):
-    sent = _built(api, member, RAY_JOB)
-    for label in ("caldera.io/queue", "volcano.sh/queue-name"):
-        sent["metadata"]["labels"].pop(label, None)
-    sent["metadata"]["namespace"] = "text"
-
-    by_namespace = api(member).post(JOBS, sent, format="json")
-    assert by_namespace.status_code == 201, by_namespace.json()
-    assert by_namespace.json()["queue"] == "root-algorithm-text"
-
-    sent["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "root-algorithm-video"
-    refused = api(member).post(JOBS, sent, format="json").json()
-    assert refused == {
-        "metadata.namespace": [
-            "the queue root/algorithm/video runs its jobs in the namespace video; leave it "
-            "out or name that one"
-        ]
-    }
-    del sent["metadata"]["namespace"]
-    by_label = api(member).post(f"{JOBS}", sent, format="json").json()
-    assert by_label["queue"] == "root-algorithm-video"
-    by_caller = api(member).post(f"{JOBS}?queue=root/algorithm/text", sent, format="json")
-    assert by_caller.json()["queue"] == "root-algorithm-text"
-
-    del sent["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
-    nowhere = api(member).post(JOBS, sent, format="json").json()
-    assert list(nowhere) == ["queue"] and "names no queue" in nowhere["queue"][0]
-
-
-def test_places_that_name_different_queues_are_refused(api, member):
-    sent = _built(api, member, RAY_JOB)
-    sent["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "root-algorithm-text"
-
-    answer = api(member).post(JOBS, sent, format="json").json()
-
+    }  # the schema's problems at once, before what the rules would say of them
+    job["spec"]["tasks"][0]["replicas"] = 1
+    job["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["resources"] = {}
+    job["spec"]["tasks"][1]["template"]["spec"]["serviceAccountName"] = "deployer"
+    answer = api(member).post(f"{JOBS}?queue=nowhere", job, format="json").json()
     assert answer == {
-        "metadata.labels['kueue.x-k8s.io/queue-name']": [
-            "names another queue than metadata.labels['caldera.io/queue'] (root-algorithm-video)"
+        "queue": ["'nowhere' is not a queue you can submit to"],
+        f"{worker}.hostNetwork": [
+            "not allowed by the Pod Security Standards' baseline profile (Host Namespaces): a "
+            "pod may not share the node's network, PID or IPC"
+        ],
+    }  # the queue's refusal with the pods' own
+    answer = api(member).post(f"{JOBS}?queue=root/algorithm/text", job, format="json").json()
+    assert answer == {
+        f"{worker}.serviceAccountName": [
+            "the queue's pods run as default; Caldera creates them and may not lend them "
+            "another ServiceAccount"
+        ],
+        f"{worker}.hostNetwork": [
+            "not allowed by the Pod Security Standards' baseline profile (Host Namespaces): a "
+            "pod may not share the node's network, PID or IPC"
+        ],
+    }
+    del job["spec"]["tasks"][1]["template"]["spec"]["hostNetwork"]
+    del job["spec"]["tasks"][1]["template"]["spec"]["serviceAccountName"]
+    placed = api(member).post(f"{JOBS}?queue=root/algorithm/text", job, format="json").json()
+    assert placed["warnings"] == {
+        f"{worker}.nodeSelecter": [
+            "is not a field here: the Job CRD does not declare it, so the API server drops it"
         ]
     }
 
 
 def test_an_object_caldera_does_not_run_is_refused_by_its_kind(api, member):
     sent = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}, "spec": {}}
-
     answer = api(member).post(JOBS, sent, format="json").json()
-
     assert list(answer) == ["kind"] and "not batch/v1 Job" in answer["kind"][0]
+
+    cluster = documents("kuberay-ray-cluster.volcano-scheduler.yaml")[0]
+    answer = api(member).post(JOBS, cluster, format="json").json()
+    assert list(answer) == ["kind"] and "send a RayJob" in answer["kind"][0]
 
 
 def test_a_batch_takes_objects_and_names_their_paths_by_their_place(api, member):
-    good = _built(api, member, RAY_JOB)
+    good = the_job(documents("volcano-ray-plugin.yaml"))
     bad = copy.deepcopy(good)
-    bad["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["hostNetwork"] = True
+    bad["metadata"]["name"] = "other"
+    bad["spec"]["tasks"][0]["template"]["spec"]["hostPID"] = True
 
-    refused = api(member).post(f"{JOBS}batch/", {"jobs": [good, bad]}, format="json")
-    assert refused.json() == {
-        "jobs[1].spec.rayClusterSpec.headGroupSpec.template.spec.hostNetwork": ["not supported"]
-    }
+    refused = api(member).post(
+        f"{JOBS}batch/?queue=root/algorithm/text", {"jobs": [good, bad]}, format="json"
+    )
+    assert list(refused.json()) == ["jobs[1].spec.tasks[0].template.spec.hostPID"]
     assert not Job.objects.exists()
 
-    done = api(member).post(f"{JOBS}batch/", {"jobs": [good, RAY_JOB]}, format="json")
+    done = api(member).post(
+        f"{JOBS}batch/?queue=root/algorithm/text", {"jobs": [good, RAY_JOB]}, format="json"
+    )
     assert done.status_code == 201, done.json()
     assert Job.objects.count() == 2
 
 
 def test_a_dry_run_reads_an_object_as_a_submission_does(api, member):
-    sent = _built(api, member, PYTORCH_JOB)
+    sent = the_job(documents("kubeflow-pytorch-mnist-nccl.yaml"))
 
-    answer = api(member).post(f"{JOBS}dry-run/", sent, format="json")
+    answer = api(member).post(f"{JOBS}dry-run/?queue=root/algorithm/text", sent, format="json")
 
     assert answer.status_code == 200, answer.json()
     assert answer.json()["fits_now"] is True
+    (created,) = answer.json()["objects"]
+    assert created["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
+        "args"
+    ] == ["--backend", "nccl"]
     assert not Job.objects.exists()
 
 
-YAML = "application/yaml"
+def test_a_document_job_sent_no_object(api, member):
+    job = api(member).post(JOBS, PYTORCH_JOB, format="json").json()
+
+    assert job["sent_as"] == "document"
+    answer = api(member).get(f"{JOBS}{job['id']}/manifest/?as=sent")
+    assert answer.status_code == 409
+    assert "written as Caldera's document" in answer.json()["detail"]
 
 
 def post_yaml(api, user, text: str):
@@ -386,7 +454,11 @@ def test_yaml_bodies_keep_the_json_bodies_bounds(api, member, settings):
         "body": ["holds more than 200000 values (aliases count each time)"]
     }
     assert post_yaml(api, member, "a: 1\n---\nb: 2\n").json() == {
-        "body": ["holds more than one document; send one"]
+        "items[0]": ["must be a Kubernetes object with apiVersion and kind"],
+        "items[1]": ["must be a Kubernetes object with apiVersion and kind"],
+    }
+    assert post_yaml(api, member, "---\n".join(["a: 1\n"] * 51)).json() == {
+        "body": ["holds more than 50 documents"]
     }
     assert post_yaml(api, member, 'kind: "\\x01"\n').json() == {
         "kind": [

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import copy
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 from django.urls import reverse
 
 from jobs.document.schema import _OTHER_KIND, other_kind
@@ -22,7 +24,8 @@ from ..pages.test_translated_pages import (  # noqa: F401  (autouse: compiled, r
 from ..support.jobs import RAY_JOB
 from ..support.pages import RAY_FORM, login
 from ..support.trees import seed_tree_document
-from .test_native_manifests import seed_rayjob
+
+MANIFESTS = Path(__file__).parent.parent / "support" / "manifests"
 
 pytestmark = pytest.mark.django_db
 
@@ -102,41 +105,69 @@ def test_the_services_refusals_are_in_chinese(api, member):
     unknown = api(member).post(JOBS, {**RAY_JOB, "queue": "nowhere"}, format="json", **CHINESE)
     too_big = {**RAY_JOB, "head": {"resources": {"cpu": "5000", "memory": "4G"}}}
     never = api(member).post(JOBS, too_big, format="json", **CHINESE)
-    (elsewhere,) = api(member).post(f"{JOBS}dry-run/", RAY_JOB, format="json").json()["objects"]
-    elsewhere["metadata"]["namespace"] = "text"  # the object names its queue by its labels
+    elsewhere = seed_rayjob()["items"][1]
+    elsewhere["metadata"]["namespace"] = "text"  # and its queue by its label
+    elsewhere["metadata"]["labels"] = {"volcano.sh/queue-name": "root-algorithm-video"}
     namespace = api(member).post(JOBS, elsewhere, format="json", **CHINESE)
 
     assert unknown.json() == {"queue": ["'nowhere' 不是你可以提交作业的队列"]}
-    assert list(never.json()) == ["request"]
+    assert set(never.json()) == {"request", "head.resources"}  # every problem at once
     assert never.json()["request"][0].startswith("永远无法准入：")
     assert namespace.json() == {
         "metadata.namespace": [
-            "队列 root/algorithm/video 在命名空间 video 中运行其作业；"
-            "请省略命名空间或填写该命名空间"
+            "该队列在命名空间 video 中运行其作业；请省略命名空间、填写该命名空间，"
+            "或发送 ?queue= 让作业在那里运行"
         ]
     }
     english = api(member).post(JOBS, {**RAY_JOB, "queue": "nowhere"}, format="json")
     assert english.json() == {"queue": ["'nowhere' is not a queue you can submit to"]}
 
 
-def test_a_kubernetes_object_is_refused_in_chinese_by_its_paths(api, member):
-    english = api(member).post(JOBS, seed_rayjob(), format="json")
-    chinese = api(member).post(JOBS, seed_rayjob(), format="json", **CHINESE)
+def seed_rayjob() -> dict:
+    """Seed 003's RayJob with its script's ConfigMap, as one List."""
+    config_map, rayjob = yaml.safe_load_all((MANIFESTS / "seed-003-rayjob.yaml").read_text())
+    return {"apiVersion": "v1", "kind": "List", "items": [config_map, rayjob]}
 
-    labels = "items[1].metadata.labels.job-type"
-    start = "items[1].spec.rayClusterSpec.headGroupSpec.rayStartParams"
+
+def test_a_kubernetes_object_is_refused_in_chinese_by_its_paths(api, member):
+    body = seed_rayjob()
+    rayjob = body["items"][1]
+    rayjob["metadata"]["labels"]["caldera.io/owner"] = "mallory"
+    head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    head["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    head["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+
+    english = api(member).post(JOBS, body, format="json")
+    chinese = api(member).post(JOBS, body, format="json", **CHINESE)
+
+    own = "items[1].metadata.labels['caldera.io/owner']"
+    pod = "items[1].spec.rayClusterSpec.headGroupSpec.template.spec"
+    cpu = f"{pod}.containers[0].resources.requests.cpu"
     assert english.json() == {
-        labels: ["not supported: Caldera labels the job's objects itself (caldera.io/*)"],
-        start: ["Caldera writes {} or {'dashboard-host': '0.0.0.0'} here; leave it out"],
+        cpu: ["'lots' is not a Kubernetes quantity (examples: 500m, 2, 1.5, 4Gi, 4G)"]
     }
     assert chinese.json() == {
-        labels: ["不支持：Caldera 自行为作业的对象添加标签（caldera.io/*）"],
-        start: ["Caldera 会在此处自行写入 {} 或 {'dashboard-host': '0.0.0.0'}；请省略"],
+        cpu: ["'lots' 不是合法的 Kubernetes 数量（例如：500m、2、1.5、4Gi、4G）"]
+    }
+    head["containers"][0]["resources"]["requests"]["cpu"] = "4"
+    host = f"{pod}.volumes[1].hostPath"
+    english = api(member).post(JOBS, body, format="json")
+    chinese = api(member).post(JOBS, body, format="json", **CHINESE)
+    assert english.json() == {
+        own: ["Caldera's own key: it writes it on the objects it creates; leave it out"],
+        host: [
+            "not allowed by the Pod Security Standards' baseline profile (HostPath Volumes): a "
+            "pod may not mount the node's files"
+        ],
+    }
+    assert chinese.json() == {
+        own: ["这是 Caldera 自己的键：它在自己创建的对象上写入；请省略"],
+        host: ["Pod 安全标准的 baseline 配置不允许（HostPath Volumes）：Pod 不得挂载节点上的文件"],
     }
     unknown_kind = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}}
     answer = api(member).post(JOBS, unknown_kind, format="json", **CHINESE).json()
-    assert list(answer) == ["kind"] and answer["kind"][0].startswith("Caldera 接受 RayJob")
-    assert answer["kind"][0].endswith("不接受 apps/v1 Deployment")
+    assert list(answer) == ["kind"] and answer["kind"][0].startswith("Caldera 运行 RayJob")
+    assert answer["kind"][0].endswith("不运行 apps/v1 Deployment")
 
 
 def test_a_quota_tree_breaking_an_invariant_is_refused_in_chinese(api, staff, tree):

@@ -180,9 +180,10 @@ def test_each_kind_of_object_runs_with_wait_and_exits_0(cli: Cli, tmp_path, cele
     }  # fmt: skip
     assert {job.queue.name for job in jobs.values()} == {"root-algorithm-video"}
     rayjob = jobs["native-rayjob"]
-    assert (rayjob.script_filename, rayjob.script) == ("sample_code.py", "import ray\nray.init()\n")
-    assert rayjob.env == {"counter_name": "test_counter"} and rayjob.run_seconds == 1
-    assert jobs["native-volcano-ray"].entrypoint == "python -c 'import ray; ray.init()'"
+    (_, config_map) = rayjob.manifest["objects"]  # the job and its ConfigMap, kept as sent
+    assert config_map["data"] == {"sample_code.py": "import ray\nray.init()\n"}
+    assert rayjob.run_seconds == 1
+    assert jobs["native-volcano-ray"].entrypoint == "/bin/sh -c python -c 'import ray; ray.init()'"
 
 
 def test_the_command_line_names_the_queue_of_an_object_that_names_none(cli: Cli, tmp_path):
@@ -199,10 +200,10 @@ def test_the_command_line_names_the_queue_of_an_object_that_names_none(cli: Cli,
     assert json.loads(sent.stdout.splitlines()[0])["queue"] == "root-algorithm-text"
 
 
-def test_what_caldera_cannot_keep_exits_2_with_its_paths(cli: Cli, tmp_path):
+def test_what_no_tenant_may_get_exits_2_with_its_paths(cli: Cli, tmp_path):
     text = PYTORCHJOB.replace("              command: [torchrun, train.py]\n", (
         "              command: [torchrun, train.py]\n"
-        "              imagePullPolicy: Always\n"
+        "              securityContext: {privileged: true}\n"
     ), 1)  # fmt: skip
     (path,) = files(tmp_path, {"train.yaml": text})
 
@@ -210,20 +211,24 @@ def test_what_caldera_cannot_keep_exits_2_with_its_paths(cli: Cli, tmp_path):
 
     assert refused.returncode == 2
     assert (
-        "train.yaml: spec.pytorchReplicaSpecs.Master.template.spec.containers[0]"
-        ".imagePullPolicy: not supported: the cluster's default pull policy applies"
+        "train.yaml: spec.pytorchReplicaSpecs.Master.template.spec.containers[0].securityContext"
+        ".privileged: not allowed by the Pod Security Standards' baseline profile (Privileged "
+        "Containers): a privileged container has the node's devices"
     ) in refused.stderr
     assert not Job.objects.exists()
 
 
-def test_an_object_that_is_not_a_job_is_refused_before_anything_is_sent(cli: Cli, tmp_path):
+def test_a_file_s_volcano_queue_is_the_queue_s_own_once_the_queue_is_named(cli: Cli, tmp_path):
     queue = "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q}\n"
     (path,) = files(tmp_path, {"both.yaml": queue + "---\n" + VOLCANO_RAY})
 
     refused = cli.run("submit", path)
+    sent = cli.run("submit", path, "--queue", "root/algorithm/video", "--output", "json")
 
     assert refused.returncode == 2
-    assert "both.yaml#1: a Queue is not a job" in refused.stderr
+    assert "both.yaml: items[0]: a Volcano Queue is the quota tree's" in refused.stderr
+    assert sent.returncode == 0, sent.stderr
+    assert Job.objects.get().manifest["replaced"]["items[0]"]["to"] is None
 
 
 def test_the_rayjob_docs_ci_md_shows_would_run_as_it_is(cli: Cli, tmp_path):

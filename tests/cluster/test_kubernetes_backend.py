@@ -9,6 +9,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client import ApiException
 
@@ -21,6 +22,7 @@ from jobs.cluster.manifests.common import (
 )
 from kube.names import LABEL_MANAGED_BY, MANAGER
 
+from ..support import k8s_schema
 from ..support.kube_emulator import APPLY_PATCH
 from ..support.kubernetes import backend_for
 from ..support.polling import wait_for
@@ -119,6 +121,39 @@ def test_removing_deletes_the_object_and_its_script_and_deleting_twice_is_succes
     assert len(deletes) == 2 and "propagationPolicy=Foreground" in str(deletes[0].url)
     (script,) = kube.requests("delete", "/configmaps/")[:1]
     assert "propagationPolicy=Background" in str(script.url)
+
+
+def sample_objects() -> tuple[dict, ...]:
+    """KubeRay's sample RayJob and the ConfigMap of its script, as a team sends them."""
+    rayjob, config_map = yaml.safe_load_all(
+        (k8s_schema.SAMPLES / "kuberay-ray-job.sample.yaml").read_text()
+    )
+    return rayjob, config_map
+
+
+def test_a_job_sent_as_objects_is_created_as_sent_with_its_config_maps_and_removed_whole(
+    kube, backend
+):
+    rayjob, config_map = sample_objects()
+    spec = ray_spec(object_name="rayjob-sample", objects=(rayjob, config_map), script="")
+
+    assert backend.apply([spec], now=NOW) == {}
+
+    stored = kube.get("kuberay", "video", "rayjob-sample")
+    for key in ("entrypoint", "runtimeEnvYAML", "shutdownAfterJobFinishes"):
+        assert stored["spec"].get(key) == rayjob["spec"].get(key), key
+    head = stored["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]
+    assert head["spec"] == rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert head["metadata"]["labels"]["caldera.io/job-id"] == "7"  # its pods are found by it
+    assert stored["spec"]["rayClusterSpec"]["rayVersion"] == "2.52.0"
+    assert stored["metadata"]["labels"]["caldera.io/job-id"] == "7"
+    assert kube.configmaps("video") == ["ray-job-code-sample"]
+
+    backend.remove(
+        [ObjectRef("rayjob-sample", "video", "kuberay", ("ray-job-code-sample",))], now=NOW
+    )
+
+    assert kube.objects("kuberay") == [] and kube.configmaps("video") == []
 
 
 # -- statuses --------------------------------------------------------------------------

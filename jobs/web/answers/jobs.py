@@ -258,7 +258,51 @@ class WaitingOut(HeadOut):
         return StandingOut(told.path, many=True, context={"waiting": told}).data  # type: ignore[return-value]
 
 
-class JobDetailOut(JobOut):
+class SentOut(serializers.Serializer):
+    """What a job was sent as: a Kubernetes object kept as sent, or Caldera's document."""
+
+    sent_as = serializers.ChoiceField(
+        ["object", "document"],
+        read_only=True,
+        help_text='"object": the team\'s Kubernetes object, kept as sent (GET '
+        "/api/v1/jobs/{id}/manifest/?as=sent) and created with Caldera's additions alone; "
+        '"document": Caldera\'s document, which Caldera makes the objects of',
+    )
+    replaced = serializers.DictField(
+        read_only=True,
+        help_text="what of the object Caldera replaced to run it in its queue, by path: "
+        '{"metadata.namespace": {"from": "default", "to": "video"}}; "to" null: left out '
+        "(a Volcano Queue document, a Kueue queue label, what a server writes). Only where "
+        "to run is replaced, and only when the caller names the queue (?queue=)",
+    )
+    warnings = serializers.DictField(
+        read_only=True,
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="what the cluster will not do as the object says, by path: a field its "
+        "schema does not declare, which the API server drops (kubectl apply --validate=warn "
+        "warns of the same), a mount of a volume its pod does not declare. The object is "
+        "kept as sent",
+    )
+
+
+def sent_out(job: Job) -> dict:
+    """``SentOut`` of one job (it reads the job's manifest: not for pages of jobs)."""
+    sent = job.manifest or {}
+    return {
+        "sent_as": "object" if job.manifest else "document",
+        "replaced": sent.get("replaced") or {},
+        "warnings": sent.get("warnings") or {},
+    }
+
+
+class JobSubmittedOut(JobOut, SentOut):
+    """POST /api/v1/jobs/'s answer: the job, and what it was sent as."""
+
+    class Meta:
+        ref_name = "JobSubmitted"
+
+
+class JobDetailOut(JobOut, SentOut):
     class Meta:
         ref_name = "JobDetail"
 
