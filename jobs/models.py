@@ -138,6 +138,13 @@ class Job(models.Model):
     # only) and environment variables (every runtime).
     pip = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=dict, blank=True)
+    # What its pods mount and read besides (every pod): claims of its namespace
+    # [{"claim", "path", "read_only"}], a memory-backed /dev/shm of a size ("" none), and
+    # variables from its namespace's Secrets {"NAME": "secret/key"}. Database defaults let
+    # writers that predate the columns go on inserting.
+    claims = models.JSONField(default=list, blank=True, db_default=[])
+    shm = models.CharField(max_length=20, blank=True, default="", db_default="")
+    secret_env = models.JSONField(default=dict, blank=True, db_default={})
     # Pod groups as given: {"resources": {"cpu": "4"}} and [{"name", "replicas", "resources"}],
     # a worker group with "max_replicas" too when it autoscales (Ray on KubeRay).
     head = models.JSONField()

@@ -26,7 +26,7 @@ class PodGroup:
 
     ``resources`` holds Kubernetes quantity strings as the user gave them
     (``{"cpu": "4", "memory": "4G", "nvidia.com/gpu": "1"}``); they are the pod's
-    requests and limits.
+    requests, and its limits but where ``limits`` says more.
 
     A Ray worker group whose ``max_replicas`` is above ``replicas`` autoscales (KubeRay's
     in-tree autoscaler): it starts with ``replicas`` pods, never has fewer, and may grow to
@@ -37,6 +37,9 @@ class PodGroup:
     replicas: int
     resources: dict[str, str]
     max_replicas: int | None = None
+    # What each pod may use beyond ``resources`` (its requests), by resource; a resource
+    # not named here is limited at its request.
+    limits: dict[str, str] = field(default_factory=dict)
 
     @property
     def autoscales(self) -> bool:
@@ -67,6 +70,11 @@ class JobSpec:
     run_seconds: float = DEFAULT_RUN_SECONDS
     pip: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    # Mounted and read by every pod: claims ({"claim", "path", "read_only"}), a
+    # memory-backed /dev/shm of this size, variables from Secrets ({"NAME": "secret/key"}).
+    claims: tuple[dict[str, Any], ...] = ()
+    shm: str = ""
+    secret_env: dict[str, str] = field(default_factory=dict)
     suspend: bool = False
     enqueued_at: datetime | None = None
     dequeued_at: datetime | None = None

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, cast
 
 from django.core.validators import RegexValidator
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.fields import SkipField, empty
@@ -317,11 +318,25 @@ class Env(serializers.DictField):
     def __init__(self, **kwargs):
         super().__init__(child=serializers.CharField(), required=False, **kwargs)
 
+    def shape(self) -> str:
+        """How the object is written, for its refusal."""
+        return _("must be an object of NAME: value")
+
+    def value_problem(self, value: object) -> str | None:
+        """Why ``value`` cannot be a variable's, or None."""
+        if value is None:
+            return _("needs a value (NAME=value)")
+        if not isinstance(value, str):
+            return _("must be a string, got %(value)s") % {"value": repr(value)}
+        if len(value) > 4096:
+            return _("is longer than %(limit)s characters") % {"limit": 4096}
+        return None
+
     def run_validation(self, data=empty) -> dict[str, str]:
         if data is empty or data is None or data == {}:
             return {}
         if not isinstance(data, Mapping):
-            raise ValidationError(_("must be an object of NAME: value"))
+            raise ValidationError(self.shape())
         if len(data) > MAX_ENV:
             raise ValidationError(
                 _("at most %(limit)s variables, got %(count)s")
@@ -331,12 +346,8 @@ class Env(serializers.DictField):
         for name, value in data.items():
             if not _ENV_NAME.match(str(name)) or len(str(name)) > 128:
                 errors[name] = [_("is not a variable name (letters, digits, _; not first a digit)")]
-            elif value is None:
-                errors[name] = [_("needs a value (NAME=value)")]
-            elif not isinstance(value, str):
-                errors[name] = [_("must be a string, got %(value)s") % {"value": repr(value)}]
-            elif len(value) > 4096:
-                errors[name] = [_("is longer than %(limit)s characters") % {"limit": 4096}]
+            elif (problem := self.value_problem(value)) is not None:
+                errors[name] = [problem]
             else:
                 env[name] = value
         if errors:
@@ -344,9 +355,125 @@ class Env(serializers.DictField):
         return env
 
 
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+MAX_CLAIMS = 16
+# Where a pod's own files are, which a claim may not cover.
+RESERVED_PATHS = ("/dev/shm", "/proc", "/sys", "/dev")
+
+
+def _absolute(text: str) -> bool:
+    return (
+        text.startswith("/")
+        and len(text) <= 1024
+        and ".." not in text.split("/")
+        and ":" not in text
+    )
+
+
+CLAIM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "claim": {"type": "string", "maxLength": 253, "pattern": _DNS_SUBDOMAIN.pattern},
+        "path": {"type": "string", "maxLength": 1024, "pattern": "^/[^:]*$"},
+        "read_only": {"type": "boolean", "default": False},
+    },
+    "required": ["claim", "path"],
+    "additionalProperties": False,
+}
+
+
+@extend_schema_field({"type": "array", "maxItems": MAX_CLAIMS, "items": CLAIM_SCHEMA})
+class Claims(serializers.ListField):
+    """PersistentVolumeClaims of the job's namespace, each mounted in every pod:
+    ``[{"claim": "datasets", "path": "/data", "read_only": true}]``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=serializers.DictField(), required=False, **kwargs)
+
+    def run_validation(self, data=empty) -> list[dict]:
+        if data is empty or data is None or data == []:
+            return []
+        if not isinstance(data, list):
+            raise ValidationError(_("must be a list of claims, path and read_only"))
+        if len(data) > MAX_CLAIMS:
+            raise ValidationError(
+                _("at most %(limit)s claims, got %(count)s")
+                % {"limit": MAX_CLAIMS, "count": len(data)}
+            )
+        claims, errors, paths = [], {}, set()
+        for index, entry in enumerate(data):
+            where = f"[{index}]"
+            if not isinstance(entry, Mapping) or set(entry) - {"claim", "path", "read_only"}:
+                errors[where] = [_("must be an object of claim, path and read_only")]
+                continue
+            claim, mount = entry.get("claim"), entry.get("path")
+            read_only = entry.get("read_only", False)
+            if not isinstance(claim, str) or not _DNS_SUBDOMAIN.match(claim) or len(claim) > 253:
+                errors[f"{where}.claim"] = [
+                    _("%(name)s is not a claim's name (a DNS-1123 subdomain)")
+                    % {"name": repr(claim)}
+                ]
+            if not isinstance(mount, str) or not _absolute(mount):
+                errors[f"{where}.path"] = [
+                    _("%(path)s is not an absolute path (no '..' or ':')") % {"path": repr(mount)}
+                ]
+            elif mount.rstrip("/") in paths:
+                errors[f"{where}.path"] = [_("is mounted by another claim")]
+            elif any(mount == r or mount.startswith(f"{r}/") for r in RESERVED_PATHS):
+                errors[f"{where}.path"] = [
+                    _("%(path)s is the pod's own (a claim may not cover it)") % {"path": mount}
+                ]
+            if not isinstance(read_only, bool):
+                errors[f"{where}.read_only"] = [_("must be true or false")]
+            if isinstance(mount, str):
+                paths.add(mount.rstrip("/"))
+            claims.append({"claim": claim, "path": mount, "read_only": read_only})
+        if errors:
+            raise ValidationError(errors)
+        return claims
+
+
+class SharedMemory(serializers.CharField):
+    """The size of a memory-backed ``/dev/shm`` in every pod (PyTorch's data loader needs
+    more than the runtime's 64M): a quantity of memory, or "" for none."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, allow_blank=True, max_length=20, **kwargs)
+
+    def run_validation(self, data=empty) -> str:
+        if data is empty or data is None or data == "":
+            return ""
+        try:
+            units = parse_resources("", {"memory": data})["memory"]
+        except QuantityError as error:
+            raise ValidationError(in_language(error.reason)) from None
+        if not units:
+            raise ValidationError(_("must be more than 0, or left out"))
+        return str(data)
+
+
+class SecretEnv(Env):
+    """Environment variables read from Secrets of the job's namespace, in every pod:
+    ``{"HF_TOKEN": "hf-credentials/token"}``, a Secret's name and key. The value never
+    passes through Caldera."""
+
+    def shape(self) -> str:
+        return _("must be an object of NAME: secret/key")
+
+    def value_problem(self, value: object) -> str | None:
+        secret, _slash, key = value.partition("/") if isinstance(value, str) else ("", "", "")
+        if _DNS_SUBDOMAIN.match(secret) and len(secret) <= 253 and _SECRET_KEY.match(key):
+            return None
+        return _("%(value)s is not secret/key (a Secret's name, a slash, one of its keys)") % {
+            "value": repr(value)
+        }
+
+
 class Resources(NamedTuple):
-    given: dict[str, str]  # as the user wrote them, the pod's requests and limits
+    given: dict[str, str]  # as the user wrote them: the pod's requests (and limits)
     units: ResourceList  # in base units, for quota
+    limits: dict[str, str] = {}  # noqa: RUF012  # what it may use beyond them, as written
 
 
 class PodResources(serializers.DictField):

@@ -32,6 +32,11 @@ RESOURCES = (
     ("memory", "memory", gettext_lazy("Memory"), "4Gi"),
     (GPU, "gpu", gettext_lazy("GPU"), ""),
 )
+# What a pod may use beyond its request, which the form asks apart: (resource, suffix, label).
+LIMITS = (
+    ("cpu", "cpu_limit", gettext_lazy("CPU limit")),
+    ("memory", "memory_limit", gettext_lazy("Memory limit")),
+)
 # What the form asks of every head or master pod (a pod of no resources cannot be placed).
 HEAD_REQUIRED = ("cpu", "memory")
 # The API's words that read as code on a form, and a person's for them: a pod's resources
@@ -128,7 +133,7 @@ class SubmitForm:
 
     def _sections(self, queues, runtimes) -> list[Section]:
         offered = {"queue": queues, "runtime": runtimes}  # this user's, this cluster's
-        asked: dict[str, list[Input]] = {"Job": [], "Scheduling": []}
+        asked: dict[str, list[Input]] = {"Job": [], "Storage": [], "Scheduling": []}
         for declared, form in ASKED:
             choices = offered.get(declared.name, ()) if form.choices is None else form.choices
             if form.blank:
@@ -161,11 +166,26 @@ class SubmitForm:
                     required=resource in HEAD_REQUIRED,
                 )
                 for resource, suffix, label, example in RESOURCES
-            ],
+            ]
+            + self._limit_inputs("head", "head"),
         )
         groups = [self._group_section(index) for index in range(self.groups)]
+        storage = Section(_("Data, shared memory and credentials"), "", asked["Storage"])
         scheduling = Section(_("Scheduling"), "", asked["Scheduling"])
-        return [job, head, *groups, scheduling]
+        return [job, head, *groups, storage, scheduling]
+
+    @staticmethod
+    def _limit_inputs(prefix: str, key: str) -> list[Input]:
+        """A pod's limits apart from its request: what it may use when the node has it."""
+        return [
+            Input(
+                f"{prefix}_{suffix}",
+                path(key, f"limits.{resource}"),
+                str(label),
+                help=_("optional: at least the request; the request is what quota counts"),
+            )
+            for resource, suffix, label in LIMITS
+        ]
 
     def _group_section(self, index: int) -> Section:
         group: WorkerGroupIn = self.fields["workers"].child
@@ -199,6 +219,7 @@ class SubmitForm:
             item.path = path(key, name)
         for item, (resource, *_rest) in zip(inputs[3:], RESOURCES, strict=True):
             item.path = path(key, f"resources.{resource}")
+        inputs += self._limit_inputs(prefix, key)
         legend = (
             _("Worker group")
             if index == 0
@@ -229,6 +250,8 @@ class SubmitForm:
             if own or self.fields[declared.name].required or value.strip():
                 document[declared.name] = form.codec.from_form(value)
         document[shape.head] = {"resources": self._resources(values, "head")}
+        if limits := self._limits(values, "head"):
+            document[shape.head]["limits"] = limits
         workers = []
         self.group_of = []
         for index in range(self.groups):
@@ -239,6 +262,14 @@ class SubmitForm:
         if workers:
             document["workers"] = workers
         return document
+
+    @staticmethod
+    def _limits(values: Mapping[str, str], prefix: str) -> dict[str, str]:
+        return {
+            resource: values[f"{prefix}_{suffix}"]
+            for resource, suffix, _label in LIMITS
+            if values[f"{prefix}_{suffix}"]
+        }
 
     @staticmethod
     def _resources(values: Mapping[str, str], prefix: str) -> dict[str, str]:
@@ -260,6 +291,8 @@ class SubmitForm:
         }
         if name:
             group["name"] = name
+        if limits := self._limits(values, prefix):
+            group["limits"] = limits
         if maximum:
             group["max_replicas"] = NUMBER.from_form(maximum)
         return group
@@ -349,6 +382,7 @@ def form_data(document: Mapping) -> tuple[dict[str, str], list[str]]:
         value = document.get(declared.name)
         data[declared.name] = "" if value is None else form.codec.to_form(value)
     left_out = _fill_resources(data, "head", head.get("resources") or {}, "head")
+    _fill_limits(data, "head", head.get("limits") or {})
     workers = document.get("workers") or []
     for index, group in enumerate(workers[:MAX_GROUPS]):
         prefix = group_prefix(index)
@@ -357,6 +391,7 @@ def form_data(document: Mapping) -> tuple[dict[str, str], list[str]]:
         data[f"{prefix}_max_replicas"] = str(group.get("max_replicas") or "")
         where = f"workers[{index}]"
         left_out += _fill_resources(data, prefix, group.get("resources") or {}, where)
+        _fill_limits(data, prefix, group.get("limits") or {})
     data["groups"] = str(max(min(len(workers), MAX_GROUPS), 1))
     if len(workers) > MAX_GROUPS:
         left_out.append(_("worker groups after the first %(count)s") % {"count": MAX_GROUPS})
@@ -373,6 +408,11 @@ def _fill_resources(data: dict, prefix: str, resources: Mapping, where: str) -> 
     for resource, suffix in offered.items():
         data[f"{prefix}_{suffix}"] = str(resources.get(resource, ""))
     return [f"{where}: {resource}" for resource in resources if resource not in offered]
+
+
+def _fill_limits(data: dict, prefix: str, limits: Mapping) -> None:
+    for resource, suffix, _label in LIMITS:
+        data[f"{prefix}_{suffix}"] = str(limits.get(resource, ""))
 
 
 def _within(key: str, prefix: str) -> bool:

@@ -15,6 +15,7 @@ from jobs.document.fields import (
     Integer,
     PodResources,
     Reader,
+    Resources,
     path,
     read_field,
     refuse,
@@ -32,6 +33,58 @@ def pod_required() -> str:
     return _('is required: {"resources": %(example)s}') % {"example": RESOURCES_EXAMPLE}
 
 
+LIMITS_HELP = (
+    "optional: what a pod may use beyond its resources, which are its requests (and its "
+    'limits where this does not say): {"memory": "32Gi"}. Each at least its request; an '
+    "extended resource (a GPU) is never above it. Quota counts the requests"
+)
+
+
+def limits_read(data: object, requested: Resources | object, errors: dict, key: str) -> dict:
+    """A pod's ``limits`` as the job keeps them ({} when not given): each a quantity of a
+    resource it requests, at least the request; an extended resource's equal to it, as
+    Kubernetes requires."""
+    if data is None or data == {}:
+        return {}
+    reader = PodResources()
+    try:
+        limits = reader.run_validation(data)
+    except serializers.ValidationError as error:
+        detail = error.detail
+        if isinstance(detail, Mapping):
+            for name, reasons in detail.items():
+                for reason in reasons:
+                    refuse(errors, path(key, name), str(reason))
+        else:
+            for reason in detail:
+                refuse(errors, key, str(reason))
+        return {}
+    if not isinstance(requested, Resources):
+        return limits.given
+    for name, units in limits.units.items():
+        asked = requested.units.get(name)
+        if asked is None:
+            refuse(
+                errors,
+                path(key, name),
+                _("needs its request in resources too: a pod asks for its requests"),
+            )
+        elif name not in ("cpu", "memory") and units != asked:
+            refuse(
+                errors,
+                path(key, name),
+                _("an extended resource's limit is its request (%(request)s)")
+                % {"request": requested.given[name]},
+            )
+        elif units < asked:
+            refuse(
+                errors,
+                path(key, name),
+                _("is below the request (%(request)s)") % {"request": requested.given[name]},
+            )
+    return limits.given
+
+
 class PodIn(Reader):
     """The head of a Ray job or the master of a PyTorch job: one pod."""
 
@@ -39,13 +92,20 @@ class PodIn(Reader):
         ref_name = "Pod"
 
     resources = PodResources()
+    limits = PodResources(required=False, help_text=LIMITS_HELP)
 
     def read(self, data, errors, key=""):
         if not isinstance(data, Mapping):
             refuse(errors, key or "body", pod_required())
             return INVALID
         unknown_fields(data, self.fields, key, errors, first_only=True)
-        return read_field(self.fields["resources"], data.get("resources"), errors, key, "resources")
+        resources = read_field(
+            self.fields["resources"], data.get("resources"), errors, key, "resources"
+        )
+        limits = limits_read(data.get("limits"), resources, errors, path(key, "limits"))
+        if resources is INVALID:
+            return INVALID
+        return Resources(resources.given, resources.units, limits)
 
 
 class WorkerGroupIn(Reader):
@@ -71,6 +131,7 @@ class WorkerGroupIn(Reader):
         "Returned only when given.",
     )
     resources = PodResources()
+    limits = PodResources(required=False, help_text=LIMITS_HELP)
 
     def read(self, data, errors, key="", *, index: int = 0, kind: str = "", runtime: str = ""):
         """The group as a job holds it (``{"name", "replicas", "resources"}`` and
@@ -102,11 +163,14 @@ class WorkerGroupIn(Reader):
         resources = read_field(
             self.fields["resources"], data.get("resources"), errors, key, "resources"
         )
+        limits = limits_read(data.get("limits"), resources, errors, path(key, "limits"))
         group = {
             "name": name,
             "replicas": 0 if replicas is INVALID else replicas,
             "resources": {} if resources is INVALID else resources.given,
         }
+        if limits:
+            group["limits"] = limits
         if max_replicas is not None:
             group["max_replicas"] = max_replicas
         return group, ({} if resources is INVALID else resources.units)

@@ -233,7 +233,9 @@ class JobIn(Reader):
             return INVALID
         columns = {column: values[name] for name, column in _PLAIN_COLUMNS}
         columns[shape.launch] = launch
-        columns["head"] = {"resources": head.given}
+        columns["head"] = {"resources": head.given} | (
+            {"limits": head.limits} if head.limits else {}
+        )
         columns["workers"] = workers
         columns["request"] = {resource: units for resource, units in request.items() if units}
         return JobDraft(queue=values["queue"], columns=columns)

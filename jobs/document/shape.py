@@ -36,11 +36,14 @@ from rest_framework import serializers
 from jobs.cluster.spec import DEFAULT_RUN_SECONDS
 from jobs.document.fields import (
     Choice,
+    Claims,
     Command,
     Env,
     ImageReference,
     Number,
     Pip,
+    SecretEnv,
+    SharedMemory,
     Text,
     priority_field,
 )
@@ -95,11 +98,32 @@ def _env_read(text: str) -> dict[str, str | None]:
     return env
 
 
+def _claim_lines(claims: list[Mapping[str, Any]]) -> str:
+    return "\n".join(
+        f"{c['claim']}:{c['path']}{':ro' if c.get('read_only') else ''}" for c in claims
+    )
+
+
+def _claims_read(text: str) -> list[dict[str, Any]]:
+    """One CLAIM:/path a line, ``:ro`` after it for read-only (as ``docker run -v`` writes
+    it); a line that is not one goes on for the reader to refuse."""
+    claims: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if line.strip():
+            claim, _colon, rest = line.strip().partition(":")
+            mount, read_only = rest, False
+            if rest.endswith(":ro"):
+                mount, read_only = rest[: -len(":ro")], True
+            claims.append({"claim": claim.strip(), "path": mount.strip(), "read_only": read_only})
+    return claims
+
+
 TEXT = Codec(str, _as_typed)
 NUMBER = Codec(_plain, _number)
 SHELL = Codec(shlex.join, _as_typed)  # a shell-style line; JobIn splits it
 WORDS = Codec(" ".join, str.split)
 LINES = Codec(_env_lines, _env_read)
+CLAIM_LINES = Codec(_claim_lines, _claims_read)
 
 
 @dataclass(frozen=True)
@@ -108,7 +132,7 @@ class FormInput:
     surrounding spaces come from the field's reader unless it says otherwise."""
 
     label: StrOrPromise  # in the reader's language when the form is made
-    section: str = "Job"  # the form's "Job" or "Scheduling"
+    section: str = "Job"  # the form's "Job", "Storage" or "Scheduling"
     type: str = "text"  # text, number, select, textarea
     placeholder: str = ""
     help: StrOrPromise | None = None  # None: the reader's help_text
@@ -377,8 +401,77 @@ FIELDS: tuple[JobField, ...] = (
         FormInput(
             gettext_lazy("Environment variables (one NAME=value a line)"),
             type="textarea",
-            help="",
+            help=gettext_lazy(
+                "stored with the job and shown on its page: give passwords and tokens as "
+                "variables from Secrets (below)"
+            ),
             wide=True,
+            codec=LINES,
+        ),
+        omit_empty=True,
+        spec=dict,
+    ),
+    JobField(
+        "claims",
+        partial(
+            Claims,
+            help_text="PersistentVolumeClaims of the job's namespace, mounted in every pod: "
+            '[{"claim": "datasets", "path": "/data", "read_only": true}]',
+        ),
+        FormInput(
+            gettext_lazy("Claims to mount (one CLAIM:/path a line, :ro for read-only)"),
+            section="Storage",
+            type="textarea",
+            help=gettext_lazy(
+                "PersistentVolumeClaims of the queue's namespace, mounted in every pod: "
+                "datasets:/data:ro"
+            ),
+            wide=True,
+            placeholder="datasets:/data:ro",
+            codec=CLAIM_LINES,
+        ),
+        omit_empty=True,
+        spec=tuple,
+    ),
+    JobField(
+        "shm",
+        partial(
+            SharedMemory,
+            help_text="a memory-backed /dev/shm of this size in every pod (PyTorch's data "
+            "loader needs more than the runtime's 64M): 8Gi; it counts against the pod's "
+            "memory",
+        ),
+        FormInput(
+            gettext_lazy("Shared memory (/dev/shm)"),
+            section="Storage",
+            placeholder="8Gi",
+            help=gettext_lazy(
+                "memory-backed, in every pod; PyTorch's data loader needs more than the "
+                "runtime's 64M. It counts against the pod's memory"
+            ),
+        ),
+        omit_empty=True,
+        spec=_as_is,
+    ),
+    JobField(
+        "secret_env",
+        partial(
+            SecretEnv,
+            help_text="variables read from Secrets of the job's namespace, in every pod: "
+            '{"HF_TOKEN": "hf-credentials/token"} (a Secret\'s name and key); the value '
+            "never passes through Caldera",
+        ),
+        FormInput(
+            gettext_lazy("Variables from Secrets (one NAME=secret/key a line)"),
+            section="Storage",
+            type="textarea",
+            help=gettext_lazy(
+                "credentials stay in the namespace's Secrets: HF_TOKEN=hf-credentials/token. "
+                "Caldera never sees their values; give passwords and tokens this way, not as "
+                "plain variables"
+            ),
+            wide=True,
+            placeholder="HF_TOKEN=hf-credentials/token",
             codec=LINES,
         ),
         omit_empty=True,

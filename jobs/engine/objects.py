@@ -67,9 +67,16 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
             name=head_group(job.kind),
             replicas=1,
             resources=dict(job.head.get("resources", {})),
+            limits=dict(job.head.get("limits", {})),
         ),
         workers=tuple(
-            PodGroup(g["name"], g["replicas"], dict(g["resources"]), g.get("max_replicas"))
+            PodGroup(
+                g["name"],
+                g["replicas"],
+                dict(g["resources"]),
+                g.get("max_replicas"),
+                dict(g.get("limits", {})),
+            )
             for g in job.workers
         ),
         queue_name=job.queue.name,

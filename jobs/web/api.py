@@ -107,6 +107,20 @@ SUBMIT_REFUSALS = {
     "env": "a name holding a control character",
     "env.*": "a name that is not an environment variable's: a letter or _, then letters, "
     "digits and _",
+    "secret_env": "a name holding a control character",
+    "secret_env.*": "a name that is not an environment variable's, or a value that is not "
+    "secret/key",
+    "claims[]": "a claim that is not a DNS-1123 subdomain, a path that is not absolute, is "
+    "another claim's or the pod's own (/dev, /proc, /sys)",
+    "claims[].claim": "not a DNS-1123 subdomain",
+    "claims[].path": "not an absolute path, or another claim's, or the pod's own",
+    "shm": "not a quantity of memory",
+    "head.limits": "a limit without its request, below it, or of an extended resource not "
+    "equal to it",
+    "master.limits": "a limit without its request, below it, or of an extended resource not "
+    "equal to it",
+    "workers[].limits": "a limit without its request, below it, or of an extended resource "
+    "not equal to it",
     "head.resources": "a name that is not a Kubernetes resource name (cpu, nvidia.com/gpu)",
     "master.resources": "a name that is not a Kubernetes resource name (cpu, nvidia.com/gpu)",
     "workers[].resources": "a name that is not a Kubernetes resource name",

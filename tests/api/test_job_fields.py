@@ -49,6 +49,9 @@ PYTORCH = {
     "workers": [{"name": "worker", "replicas": 2, "resources": {"cpu": "1"}}],
     "priority": -1,
     "run_seconds": 30,
+    "claims": [{"claim": "datasets", "path": "/data", "read_only": True}],
+    "shm": "8Gi",
+    "secret_env": {"HF_TOKEN": "hf-credentials/token"},
 }
 # What Caldera adds to a job: the columns no field of the document is kept in.
 CALDERA_S_OWN = {

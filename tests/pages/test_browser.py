@@ -86,10 +86,10 @@ def page(console, browser_zone):
             browser.close()
 
 
-def screenshot(page, name: str) -> None:
+def screenshot(page, name: str, *, full_page: bool = True) -> None:
     folder = os.environ.get("CALDERA_SCREENSHOT_DIR")
     if folder:
-        page.screenshot(path=str(Path(folder) / name), full_page=True)
+        page.screenshot(path=str(Path(folder) / name), full_page=full_page)
 
 
 def test_it_submits_a_ray_job_and_finds_it_first_in_its_queue(
@@ -754,3 +754,59 @@ def test_a_browser_asking_for_chinese_signs_in_and_reads_its_pages_in_chinese(
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.get_by_role("button", name="退出登录").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("登录")
+
+
+@pytest.mark.parametrize(
+    ("viewport", "locale"),
+    [((1366, 900), "en-US"), ((390, 844), "en-US"), ((1366, 900), "zh-CN"), ((390, 844), "zh-CN")],
+    ids=["desktop-en", "phone-en", "desktop-zh", "phone-zh"],
+)
+def test_a_training_job_mounts_its_dataset_shared_memory_and_a_secret_from_the_form(
+    live_server, transactional_db, member, viewport, locale
+):
+    from playwright.sync_api import expect, sync_playwright
+
+    width, height = viewport
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height}, locale=locale)
+            page.goto(live_server.url + "/accounts/login/")  # in the page's language
+            page.locator("#id_username").fill("alice")
+            page.locator("#id_password").fill("pw-alice")
+            page.locator("#id_password").press("Enter")
+            page.wait_for_url(re.compile(r"/$"))
+            page.goto(live_server.url + "/jobs/new/")
+            page.locator("#id_queue").select_option("root/algorithm/text")
+            page.locator("#id_kind").select_option("pytorch")
+            page.locator("#id_name").fill("resnet-ddp")
+            page.locator("#id_image").fill("pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime")
+            page.locator("#id_command").fill("torchrun --nproc-per-node 1 train.py")
+            for field, value in (("cpu", "2"), ("memory", "8Gi"), ("gpu", "1")):
+                page.locator(f"#id_head_{field}").fill(value)
+                page.locator(f"#id_worker_{field}").fill(value)
+            page.locator("#id_head_memory_limit").fill("16Gi")
+            page.locator("#id_worker_memory_limit").fill("16Gi")
+            page.locator("#id_claims").fill("datasets:/data:ro\ncheckpoints:/ckpt")
+            page.locator("#id_shm").fill("8Gi")
+            page.locator("#id_secret_env").fill("HF_TOKEN=hf-credentials/token")
+            preview = page.locator("#preview pre.manifest")
+            expect(preview).to_contain_text("claimName: datasets")
+            expect(preview).to_contain_text("medium: Memory")
+            expect(preview).to_contain_text("secretKeyRef")
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            language = "zh" if locale.startswith("zh") else "en"
+            screenshot(page, f"submit-training-{language}-{width}.png")
+            page.locator("#id_shm").scroll_into_view_if_needed()
+            page.evaluate("window.scrollBy(0, -120)")
+            screenshot(page, f"submit-storage-{language}-{width}.png", full_page=False)
+            page.locator("form.submit-form button.primary").click()
+            expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))
+            manifest = page.locator("pre.manifest").first
+            expect(manifest).to_contain_text("claimName: checkpoints")
+            expect(manifest).to_contain_text("sizeLimit: 8Gi")
+            expect(manifest).to_contain_text("name: hf-credentials")
+        finally:
+            browser.close()
+    job = Job.objects.get()
+    assert (job.shm, job.secret_env["HF_TOKEN"]) == ("8Gi", "hf-credentials/token")

@@ -18,8 +18,9 @@ from jobs.models import Job, JobEvent
 from jobs.reads.estimate import estimates_refresh
 from jobs.services import job_cancel
 
+from ..support import k8s_schema
 from ..support.jobs import RAY_JOB, UNPACKABLE, running, submit
-from ..support.pages import HTMX, RAY_FORM, confirmed, login
+from ..support.pages import HTMX, PYTORCH_FORM, RAY_FORM, confirmed, login
 
 pytestmark = pytest.mark.django_db
 
@@ -674,3 +675,66 @@ def test_every_page_sends_a_policy_without_inline_script_or_style(client, member
     for url in ["/admin/queues/quotanode/tree/", "/api/docs/"]:
         page = client.get(url).content.decode()
         assert "<style" not in page and " style=" not in page, url
+
+
+def test_the_form_submits_a_training_job_s_claim_shared_memory_secret_and_limits(client, member):
+    form = PYTORCH_FORM | {
+        "claims": "datasets:/data:ro\ncheckpoints:/ckpt",
+        "shm": "8Gi",
+        "secret_env": "HF_TOKEN=hf-credentials/token",
+        "head_memory_limit": "16Gi",
+        "worker_cpu_limit": "4",
+    }
+
+    response = login(client, member).post(reverse("job-submit"), form)
+
+    assert response.status_code == 302, response.context["form"].errors
+    job = Job.objects.get()
+    assert job.claims == [
+        {"claim": "datasets", "path": "/data", "read_only": True},
+        {"claim": "checkpoints", "path": "/ckpt", "read_only": False},
+    ]
+    assert (job.shm, job.secret_env) == ("8Gi", {"HF_TOKEN": "hf-credentials/token"})
+    assert job.request["memory"] == 3 * 8 * 2**30  # the requests; limits are the pod's own
+    detail = client.get(reverse("job-detail", args=[job.pk]))
+    created = list(yaml.safe_load_all(detail.context["manifest"]))[-1]
+    master = created["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    worker = created["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    for pod in (master, worker):
+        (container,) = pod["containers"]
+        assert container["volumeMounts"] == [
+            {"mountPath": "/data", "name": "claim-0", "readOnly": True},
+            {"mountPath": "/ckpt", "name": "claim-1"},
+            {"mountPath": "/dev/shm", "name": "dshm"},
+        ]
+        assert pod["volumes"] == [
+            {
+                "name": "claim-0",
+                "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True},
+            },
+            {"name": "claim-1", "persistentVolumeClaim": {"claimName": "checkpoints"}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+        ]
+        assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+            "name": "hf-credentials", "key": "token"}}} in container["env"]  # fmt: skip
+    assert master["containers"][0]["resources"]["limits"]["memory"] == "16Gi"
+    assert master["containers"][0]["resources"]["requests"]["memory"] == "8Gi"
+    assert worker["containers"][0]["resources"]["limits"]["cpu"] == "4"
+    assert k8s_schema.errors(created) == []
+
+
+def test_the_form_names_a_bad_claim_secret_and_limit_on_their_inputs(client, member):
+    form = PYTORCH_FORM | {
+        "claims": "Datasets:data",
+        "shm": "lots",
+        "secret_env": "HF_TOKEN=no-key",
+        "head_memory_limit": "1Gi",
+    }
+
+    response = login(client, member).post(reverse("job-submit"), form)
+
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    assert set(errors) >= {"claims", "shm", "secret_env", "head_memory_limit"}
+    assert "is below the request (8Gi)" in errors["head_memory_limit"][0]
+    assert not Job.objects.exists()

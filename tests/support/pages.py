@@ -28,6 +28,28 @@ RAY_FORM = {
 }
 
 
+# A PyTorchJob as the form writes it: a master and two workers of 2 cpu, 8Gi, one GPU each.
+PYTORCH_FORM = {
+    "queue": "root/algorithm/text",
+    "kind": "pytorch",
+    "name": "resnet-ddp",
+    "image": "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
+    "entrypoint": "",
+    "command": "torchrun train.py",
+    "script": "",
+    "head_cpu": "2",
+    "head_memory": "8Gi",
+    "head_gpu": "1",
+    "worker_name": "worker",
+    "worker_replicas": "2",
+    "worker_cpu": "2",
+    "worker_memory": "8Gi",
+    "worker_gpu": "1",
+    "priority": "0",
+    "run_seconds": "120",
+}
+
+
 def login(client, user):
     """Django's test ``client`` signed in as ``user``."""
     client.force_login(user)

@@ -86,13 +86,57 @@ def metadata(spec: JobSpec, *, name: str | None = None) -> dict[str, Any]:
 
 
 def env(spec: JobSpec) -> list[dict[str, Any]]:
-    """The job's environment variables as a container's ``env``, in name order."""
-    return [{"name": name, "value": value} for name, value in sorted(spec.env.items())]
+    """The job's environment variables as a container's ``env``, in name order: its plain
+    ones, then those it reads from Secrets (``secret_env``)."""
+    plain = [{"name": name, "value": value} for name, value in sorted(spec.env.items())]
+    return plain + secret_env(spec)
 
 
-def resources(quantities: dict[str, str]) -> dict[str, Any]:
-    """Requests equal to limits, as the seed's manifests do: the gang gets what it asked."""
-    return {"requests": dict(quantities), "limits": dict(quantities)}
+def secret_env(spec: JobSpec) -> list[dict[str, Any]]:
+    """The variables the job reads from Secrets of its namespace, in name order: the
+    kubelet reads each value, which never passes through Caldera."""
+    found = []
+    for name, source in sorted(spec.secret_env.items()):
+        secret, _slash, key = source.partition("/")
+        found.append({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+    return found
+
+
+def resources(quantities: dict[str, str], limits: dict[str, str] | None = None) -> dict[str, Any]:
+    """The pod's requests, and as its limits the same but where ``limits`` says more: the
+    gang gets what it asked, as the seed's manifests give it."""
+    return {"requests": dict(quantities), "limits": {**quantities, **(limits or {})}}
+
+
+SHM_VOLUME = "dshm"
+
+
+def storage(spec: JobSpec, pod: dict[str, Any], container: dict[str, Any], script_dir: str) -> None:
+    """What the pod mounts, in its container: the script's ConfigMap at ``script_dir``
+    ("" for a pod without the script), each claim at its path, a memory-backed /dev/shm."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if spec.script and script_dir:
+        volumes.append(script_volume(spec))
+        mounts.append({"mountPath": script_dir, "name": "script"})
+    for index, claim in enumerate(spec.claims):
+        name = f"claim-{index}"
+        volume: dict[str, Any] = {"claimName": claim["claim"]}
+        if claim.get("read_only"):
+            volume["readOnly"] = True
+        volumes.append({"name": name, "persistentVolumeClaim": volume})
+        mount: dict[str, Any] = {"mountPath": claim["path"], "name": name}
+        if claim.get("read_only"):
+            mount["readOnly"] = True
+        mounts.append(mount)
+    if spec.shm:
+        volumes.append(
+            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm}}
+        )
+        mounts.append({"mountPath": "/dev/shm", "name": SHM_VOLUME})
+    if mounts:
+        container["volumeMounts"] = mounts
+        pod["volumes"] = volumes
 
 
 def script_configmap(spec: JobSpec) -> dict[str, Any]:

@@ -22,14 +22,12 @@ def replica_spec(spec: JobSpec, group: PodGroup, replicas: int) -> dict[str, Any
         "name": "pytorch",
         "image": spec.image,
         "command": command(spec),
-        "resources": common.resources(group.resources),
+        "resources": common.resources(group.resources, group.limits),
     }
-    if spec.env:
+    if spec.env or spec.secret_env:
         container["env"] = common.env(spec)
     pod: dict[str, Any] = {"containers": [container]}
-    if spec.script:
-        container["volumeMounts"] = [{"mountPath": SCRIPT_DIR, "name": "script"}]
-        pod["volumes"] = [common.script_volume(spec)]
+    common.storage(spec, pod, container, SCRIPT_DIR)
     return {
         "replicas": replicas,
         "restartPolicy": "OnFailure",

@@ -27,16 +27,16 @@ def entrypoint(spec: JobSpec) -> str:
 
 
 def head_group(spec: JobSpec) -> dict[str, Any]:
-    container = {
+    container: dict[str, Any] = {
         "name": "ray-head",
         "image": spec.image,
         "ports": HEAD_PORTS,
-        "resources": common.resources(spec.head.resources),
+        "resources": common.resources(spec.head.resources, spec.head.limits),
     }
+    if spec.secret_env:  # the rest of its variables are the runtime environment's
+        container["env"] = common.secret_env(spec)
     pod: dict[str, Any] = {"containers": [container]}
-    if spec.script:
-        container["volumeMounts"] = [{"mountPath": SCRIPT_DIR, "name": "script"}]
-        pod["volumes"] = [common.script_volume(spec)]
+    common.storage(spec, pod, container, SCRIPT_DIR)
     return {
         "rayStartParams": {"dashboard-host": "0.0.0.0"},
         "template": {"metadata": {"labels": common.labels(spec)}, "spec": pod},
@@ -47,27 +47,23 @@ def worker_group(spec: JobSpec, index: int) -> dict[str, Any]:
     """A worker group of ``replicas`` pods; one that autoscales starts there (its minimum)
     and KubeRay's autoscaler may grow it to ``max_replicas``."""
     group = spec.workers[index]
+    container: dict[str, Any] = {
+        "name": "ray-worker",
+        "image": spec.image,
+        "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}},
+        "resources": common.resources(group.resources, group.limits),
+    }
+    if spec.secret_env:
+        container["env"] = common.secret_env(spec)
+    pod: dict[str, Any] = {"containers": [container]}
+    common.storage(spec, pod, container, "")
     return {
         "groupName": group.name,
         "replicas": group.replicas,
         "minReplicas": group.replicas,
         "maxReplicas": group.max_replicas if group.autoscales else group.replicas,
         "rayStartParams": {},
-        "template": {
-            "metadata": {"labels": common.labels(spec)},
-            "spec": {
-                "containers": [
-                    {
-                        "name": "ray-worker",
-                        "image": spec.image,
-                        "lifecycle": {
-                            "preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}
-                        },
-                        "resources": common.resources(group.resources),
-                    }
-                ]
-            },
-        },
+        "template": {"metadata": {"labels": common.labels(spec)}, "spec": pod},
     }
 
 

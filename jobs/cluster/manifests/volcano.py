@@ -27,14 +27,12 @@ def _task(
         "name": name,
         "image": spec.image,
         **container,
-        "resources": common.resources(group.resources),
+        "resources": common.resources(group.resources, group.limits),
     }
-    if spec.env:
+    if spec.env or spec.secret_env:
         container["env"] = common.env(spec)
     pod: dict[str, Any] = {"containers": [container], "restartPolicy": "OnFailure"}
-    if spec.script:
-        container["volumeMounts"] = [{"mountPath": _script_dir(spec), "name": "script"}]
-        pod["volumes"] = [common.script_volume(spec)]
+    common.storage(spec, pod, container, _script_dir(spec))
     if spec.priority_class:
         pod["priorityClassName"] = spec.priority_class
     return {
