@@ -67,6 +67,10 @@ SERVER_WRITTEN = (
     "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences",
 )  # fmt: skip
 MAX_OBJECTS = 50  # a job and its ConfigMaps (and the Volcano Queue of a sample)
+# How long an operator must keep a finished job's object, so that Caldera reads how it
+# ended before it goes (a sync reads it at once, through the watch; this leaves room for a
+# cluster that was away): one deleted sooner would look lost, and be created again.
+FINISHED_KEPT_SECONDS = 300
 
 
 def is_manifest(body: object) -> TypeGuard[Mapping]:
@@ -364,12 +368,55 @@ def _fence(native: NativeJob, errors: dict[str, list[str]]) -> None:
             for path, reasons in pod_security.violations(template, where).items():
                 for reason in reasons:
                     _say(errors, _under(native.at[0], path), reason)
+    for where, seconds in _self_deletions(native):
+        if isinstance(seconds, int) and seconds < FINISHED_KEPT_SECONDS:
+            _say(
+                errors,
+                native.path(0, where),
+                gettext(
+                    "must be at least %(seconds)s: the operator would delete the finished job "
+                    "before Caldera reads how it ended (Caldera removes a finished job's "
+                    "objects itself)"
+                )
+                % {"seconds": FINISHED_KEPT_SECONDS},
+            )
     if suspend is not None and value_at(native.job, suspend) is False:
         _say(
             errors,
             native.path(0, suspend),
             gettext("Caldera releases the job when its queue admits it; leave suspend out or true"),
         )
+
+
+def _self_deletions(native: NativeJob) -> Iterator[tuple[Path, Any]]:
+    """The places where the team asks the operator to delete the job object itself once it
+    has finished, and after how many seconds: a PyTorchJob's or Volcano Job's
+    ``ttlSecondsAfterFinished``, a RayJob's ``deletionStrategy`` that deletes itself."""
+    job = native.job
+    if native.kind.runtime == "kubeflow":
+        where: Path = ("spec", "runPolicy", "ttlSecondsAfterFinished")
+        if value_at(job, where) is not None:
+            yield where, value_at(job, where)
+    elif native.kind.runtime == "volcano":
+        if value_at(job, ("spec", "ttlSecondsAfterFinished")) is not None:
+            yield (
+                ("spec", "ttlSecondsAfterFinished"),
+                value_at(job, ("spec", "ttlSecondsAfterFinished")),
+            )
+    else:
+        strategy = ("spec", "deletionStrategy")
+        ttl = value_at(job, ("spec", "ttlSecondsAfterFinished")) or 0
+        for end in ("onSuccess", "onFailure"):
+            if value_at(job, (*strategy, end, "policy")) == "DeleteSelf":
+                yield (*strategy, end, "policy"), ttl
+        rules = value_at(job, (*strategy, "deletionRules"))
+        for index, rule in enumerate(rules if isinstance(rules, list) else []):
+            if isinstance(rule, Mapping) and rule.get("policy") == "DeleteSelf":
+                rule_at = (*strategy, "deletionRules", index)
+                yield (
+                    (*rule_at, "condition", "ttlSeconds"),
+                    value_at(job, (*rule_at, "condition", "ttlSeconds")) or 0,
+                )
 
 
 def _metadata_keys(obj: Mapping, is_job: bool) -> Iterator[tuple[Path, str]]:

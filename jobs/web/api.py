@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 from jobs import bulk, services
 from jobs.cluster import ClusterUnavailable, LogUnavailable
 from jobs.cluster.manifests import build_manifests
+from jobs.cluster.manifests.objects import in_kubernetes_order
 from jobs.document.fields import flat
 from jobs.document.idempotency import REPLAYED_HEADER, idempotency_key, idempotency_parameter
 from jobs.document.params import EVENTS_PAGE, MANIFEST_QUERY, QUEUE_PAGE
@@ -665,7 +666,7 @@ class JobManifestView(APIView):
                     )
                     % {"job": job.pk}
                 )
-            return Response(job.manifest["objects"])
+            return Response([in_kubernetes_order(obj) for obj in job.manifest["objects"]])
         return Response(build_manifests(job_spec_full(job)))
 
 

@@ -13,6 +13,7 @@ urlpatterns = [
     path("jobs/bulk/", views.job_bulk, name="job-bulk"),
     path("jobs/new/", views.job_submit, name="job-submit"),
     path("jobs/new/preview/", views.job_submit_preview, name="job-submit-preview"),
+    path("jobs/new/objects/", views.job_submit_objects, name="job-submit-objects"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/priority/", views.job_priority, name="job-priority"),

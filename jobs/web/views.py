@@ -29,6 +29,7 @@ from django_stubs_ext import StrOrPromise
 from jobs import bulk, services
 from jobs.cluster import ClusterUnavailable, LogUnavailable
 from jobs.cluster.manifests import build_manifests
+from jobs.cluster.manifests.objects import in_kubernetes_order
 from jobs.document.forms import SubmitForm, form_data
 from jobs.document.params import (
     QUEUE_PAGE,
@@ -50,6 +51,7 @@ from jobs.reads import estimate, listing, logs, selectors, waiting
 from jobs.reads.forecast import UNSTORED, forecast
 from jobs.usage.views import usage_chart
 from kube.quantity import human
+from kube.yaml_text import YamlRefused, load_file
 from queues import selectors as queue_selectors
 from queues.quota import shown_resources
 from queues.selectors import queues_for_user
@@ -180,6 +182,8 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     copy = page_query(SUBMIT_QUERY, request)["copy"] if request.method == "GET" else None
     if copy is not None:  # "Submit a copy" of a job
         copied = selectors.job_get_for_user(request.user, copy)
+        if copied.manifest:  # sent as objects: copied as they are, to edit as YAML
+            return redirect(f"{reverse('job-submit-objects')}?copy={copied.pk}")
         data, left_out = form_data(job_document(copied))
         form = _submit_form(request, queues, data)
     else:
@@ -193,12 +197,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
             form.place(invalid.errors)
             status = 400
         else:
-            messages.success(
-                request,
-                _("Job %(name)s #%(number)s submitted to %(queue)s.")
-                % {"name": job.name, "number": job.pk, "queue": job.queue.name},
-            )
-            return redirect("job-detail", pk=job.pk)
+            return _submitted(request, job)
     context = {
         "form": form,
         "queues": queues,
@@ -209,6 +208,64 @@ def job_submit(request: HttpRequest) -> HttpResponse:
         "left_out": left_out,
     }
     return render(request, "jobs/submit.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def job_submit_objects(request: HttpRequest) -> HttpResponse:
+    """The team's own Kubernetes objects, as YAML, to submit as they are (the API's native
+    manifests); "Submit a copy" of a job sent as objects opens here with them."""
+    queues = services.queue_for_submit_choices(request.user)
+    copied, problems = None, []
+    queue, text = (queues[0].node.path if queues else ""), ""
+    if request.method == "GET":
+        copy = page_query(SUBMIT_QUERY, request)["copy"]
+        if copy is not None:
+            copied = selectors.job_get_for_user(request.user, copy)
+            queue = copied.queue.node.path
+            if copied.manifest:
+                sent = [in_kubernetes_order(obj) for obj in copied.manifest["objects"]]
+                text = yaml.safe_dump_all(sent, sort_keys=False)
+    else:
+        queue, text = request.POST.get("queue", ""), request.POST.get("objects", "")
+        try:
+            if len(text.encode()) > settings.YAML_BODY_MAX_BYTES:
+                raise YamlRefused(
+                    _("is larger than YAML_BODY_MAX_BYTES (%(limit)d bytes)")
+                    % {"limit": settings.YAML_BODY_MAX_BYTES}
+                )
+            body = load_file(text)
+            submission = services.submission_read(body if body is not None else {}, queue=queue)
+            with submission.paths():
+                job = services.job_submit(user=request.user, draft=submission.draft)
+        except YamlRefused as refused:
+            problems = [(refused.field, str(refused))]
+        except JobInvalid as invalid:
+            problems = [
+                (key, reason) for key, reasons in invalid.errors.items() for reason in reasons
+            ]
+        except services.JobPermissionDenied as denied:
+            problems = [("queue", str(denied))]
+        else:
+            return _submitted(request, job)
+    context = {
+        "queues": [(q.node.path, q.name) for q in queues],
+        "queue": queue,
+        "objects": text,
+        "copied": copied,
+        "problems": problems,
+    }
+    return render(request, "jobs/submit_objects.html", context, status=400 if problems else 200)
+
+
+def _submitted(request: HttpRequest, job: Job) -> HttpResponse:
+    """The job's page, saying it was submitted."""
+    messages.success(
+        request,
+        _("Job %(name)s #%(number)s submitted to %(queue)s.")
+        % {"name": job.name, "number": job.pk, "queue": job.queue.name},
+    )
+    return redirect("job-detail", pk=job.pk)
 
 
 PREVIEW_JOB_NUMBER = UNSTORED  # a job's number is given when it is submitted
@@ -285,6 +342,11 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if len(job.workers) <= shown:
         manifests = build_manifests(job_spec_full(job))
         context["manifest"] = yaml.safe_dump_all(manifests, sort_keys=False)
+    if job.manifest:  # sent as Kubernetes objects: as they were kept, and what changed
+        sent = [in_kubernetes_order(obj) for obj in job.manifest["objects"]]
+        context["sent"] = yaml.safe_dump_all(sent, sort_keys=False)
+        context["replaced"] = sorted(job.manifest.get("replaced", {}).items())
+        context["warnings"] = sorted(job.manifest.get("warnings", {}).items())
     context["priority_range"] = PRIORITY_RANGE
     # The services' own rule (members act on their own jobs only). Hiding the buttons is a
     # courtesy; the services still check on POST.

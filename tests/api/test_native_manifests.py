@@ -482,3 +482,28 @@ def test_a_caldera_document_may_come_as_yaml_too(api, member):
 
     assert response.status_code == 201, response.json()
     assert json.loads(json.dumps(job_document(Job.objects.get())))["queue"] == RAY_JOB["queue"]
+
+
+def test_an_operator_may_not_delete_a_finished_job_before_caldera_reads_how_it_ended(api, member):
+    pytorchjob = the_job(documents("kubeflow-pytorch-simple.yaml"))
+    pytorchjob["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": 0}
+    rayjob = the_job(documents("kuberay-ray-job.shutdown.yaml"))
+    rayjob["spec"]["deletionStrategy"] = {
+        "deletionRules": [{"condition": {"jobStatus": "SUCCEEDED"}, "policy": "DeleteSelf"}]
+    }
+
+    refused = [
+        api(member).post(f"{JOBS}?queue=root/algorithm/text", job, format="json").json()
+        for job in (pytorchjob, rayjob)
+    ]
+
+    assert [list(answer) for answer in refused] == [
+        ["spec.runPolicy.ttlSecondsAfterFinished"],
+        ["spec.deletionStrategy.deletionRules[0].condition.ttlSeconds"],
+    ]
+    assert refused[0]["spec.runPolicy.ttlSecondsAfterFinished"][0].startswith(
+        "must be at least 300"
+    )
+    pytorchjob["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": 600}
+    kept = api(member).post(f"{JOBS}?queue=root/algorithm/text", pytorchjob, format="json")
+    assert kept.status_code == 201, kept.json()

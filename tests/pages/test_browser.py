@@ -165,6 +165,16 @@ def test_a_researcher_signs_in_through_the_company_provider(live_server, provide
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("Caldera API")
 
 
+def log_in_as_alice(page, url: str) -> None:
+    """Signed in through the login page in the browser's own language (its labels are
+    found by their ids)."""
+    page.goto(url + "/accounts/login/")
+    page.locator("#id_username").fill("alice")
+    page.locator("#id_password").fill("pw-alice")
+    page.locator("#id_password").press("Enter")
+    page.wait_for_url(re.compile(r"/$"))
+
+
 def log_in(page, url: str, username: str) -> None:
     page.goto(url + "/accounts/login/")
     page.get_by_label("Username").fill(username)
@@ -771,11 +781,7 @@ def test_a_training_job_mounts_its_dataset_shared_memory_and_a_secret_from_the_f
         browser = launch(playwright)
         try:
             page = browser.new_page(viewport={"width": width, "height": height}, locale=locale)
-            page.goto(live_server.url + "/accounts/login/")  # in the page's language
-            page.locator("#id_username").fill("alice")
-            page.locator("#id_password").fill("pw-alice")
-            page.locator("#id_password").press("Enter")
-            page.wait_for_url(re.compile(r"/$"))
+            log_in_as_alice(page, live_server.url)
             page.goto(live_server.url + "/jobs/new/")
             page.locator("#id_queue").select_option("root/algorithm/text")
             page.locator("#id_kind").select_option("pytorch")
@@ -810,3 +816,40 @@ def test_a_training_job_mounts_its_dataset_shared_memory_and_a_secret_from_the_f
             browser.close()
     job = Job.objects.get()
     assert (job.shm, job.secret_env["HF_TOKEN"]) == ("8Gi", "hf-credentials/token")
+
+
+@pytest.mark.parametrize(
+    ("viewport", "locale"),
+    [((1366, 900), "en-US"), ((390, 844), "zh-CN")],
+    ids=["desktop-en", "phone-zh"],
+)
+def test_a_team_s_rayjob_file_is_submitted_as_it_is_and_shown_as_sent(
+    live_server, transactional_db, member, viewport, locale
+):
+    from playwright.sync_api import expect, sync_playwright
+
+    from ..support import k8s_schema
+
+    text = (k8s_schema.SAMPLES / "kuberay-ray-job.volcano-scheduler-queue.yaml").read_text()
+    width, height = viewport
+    language = "zh" if locale.startswith("zh") else "en"
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height}, locale=locale)
+            log_in_as_alice(page, live_server.url)
+            page.goto(live_server.url + "/jobs/new/objects/")
+            page.locator("#id_queue").select_option("root/algorithm/video")
+            page.locator("#id_objects").fill(text)
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            screenshot(page, f"submit-objects-{language}-{width}.png", full_page=False)
+            page.locator("form.submit-objects button.primary").click()
+            expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))
+            sent = page.locator("section.sent")
+            expect(sent.locator("ul.replaced")).to_contain_text("kuberay-test-queue")
+            expect(sent.locator("pre.manifest")).to_contain_text("rayVersion: 2.52.0")
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            sent.scroll_into_view_if_needed()
+            screenshot(page, f"job-as-sent-{language}-{width}.png", full_page=False)
+        finally:
+            browser.close()

@@ -16,6 +16,7 @@ PAGES = (
     "/",
     "/jobs/",
     "/jobs/new/",
+    "/jobs/new/objects/",
     "/queues/",
     "/queues/root-algorithm-video/",
     "/quota/",

@@ -738,3 +738,59 @@ def test_the_form_names_a_bad_claim_secret_and_limit_on_their_inputs(client, mem
     assert set(errors) >= {"claims", "shm", "secret_env", "head_memory_limit"}
     assert "is below the request (8Gi)" in errors["head_memory_limit"][0]
     assert not Job.objects.exists()
+
+
+def test_a_job_sent_as_objects_shows_them_and_is_copied_as_yaml(client, member):
+    text = (k8s_schema.SAMPLES / "kuberay-ray-job.volcano-scheduler-queue.yaml").read_text()
+    login(client, member)
+
+    sent = client.post(
+        reverse("job-submit-objects"), {"queue": "root/algorithm/video", "objects": text}
+    )
+
+    assert sent.status_code == 302, sent.context["problems"]
+    job = Job.objects.get()
+    page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
+    assert "As sent" in page and "kuberay-test-queue" in page  # what it said, and became
+    assert "rayVersion: 2.52.0" in page
+    copy = client.get(reverse("job-submit") + f"?copy={job.pk}")
+    assert copy.status_code == 302 and copy["Location"].endswith(f"objects/?copy={job.pk}")
+    form = client.get(copy["Location"])
+    assert yaml.safe_load_all(form.context["objects"]).__next__()["kind"] == "RayJob"
+    again = client.post(
+        reverse("job-submit-objects"),
+        {"queue": "root/algorithm/video", "objects": form.context["objects"]},
+    )
+    assert again.status_code == 400
+    assert [where for where, _ in again.context["problems"]] == ["items[0].metadata.name"]
+    renamed = form.context["objects"].replace("name: rayjob-sample-0", "name: rayjob-sample-1")
+    done = client.post(
+        reverse("job-submit-objects"), {"queue": "root/algorithm/video", "objects": renamed}
+    )
+    assert done.status_code == 302
+    assert Job.objects.count() == 2
+
+
+def test_the_objects_page_names_every_problem_by_path(client, member):
+    login(client, member)
+    privileged = (
+        (k8s_schema.SAMPLES / "volcano-ray-plugin.yaml")
+        .read_text()
+        .replace(
+            "          containers:\n", "          hostNetwork: true\n          containers:\n", 1
+        )
+    )
+
+    refused = client.post(
+        reverse("job-submit-objects"), {"queue": "root/algorithm/video", "objects": privileged}
+    )
+    broken = client.post(
+        reverse("job-submit-objects"), {"queue": "root/algorithm/video", "objects": "a: [1"}
+    )
+
+    assert refused.status_code == 400
+    assert [where for where, _ in refused.context["problems"]] == [
+        "spec.tasks[0].template.spec.hostNetwork"
+    ]
+    assert broken.status_code == 400 and broken.context["problems"][0][0] == "body"
+    assert not Job.objects.exists()

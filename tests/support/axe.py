@@ -64,6 +64,7 @@ def main_pages(*, job: int, queue: str, department: str) -> list[Visit]:
         Visit("job", f"/jobs/{job}/"),
         Visit("submit", "/jobs/new/"),
         Visit("submit with errors", "/jobs/new/", invalid=True),
+        Visit("submit objects", "/jobs/new/objects/"),
         Visit("queues", "/queues/"),
         Visit("queue", f"/queues/{queue}/"),
         Visit("quota tree", "/quota/"),

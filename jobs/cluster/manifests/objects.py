@@ -293,7 +293,18 @@ def with_additions(spec: JobSpec) -> list[dict[str, Any]]:
         metadata["labels"][VOLCANO_QUEUE_LABEL] = volcano_queue
         if spec.priority_class:
             job["spec"]["priorityClassName"] = spec.priority_class
-    return [*objects[1:], job]
+    return [in_kubernetes_order(obj) for obj in (*objects[1:], job)]
+
+
+FIRST_KEYS = ("apiVersion", "kind", "metadata", "spec", "data")
+
+
+def in_kubernetes_order(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object with its top keys as Kubernetes writes them (apiVersion, kind, metadata,
+    spec or data, then the rest): PostgreSQL keeps a JSON object's keys in an order of its
+    own, and a person reads a manifest in this one."""
+    ordered = {key: obj[key] for key in FIRST_KEYS if key in obj}
+    return ordered | {key: value for key, value in obj.items() if key not in ordered}
 
 
 def config_map_names(objects: list[Mapping[str, Any]]) -> tuple[str, ...]:
