@@ -16,6 +16,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from django.db import connection, models, transaction
+from django.db.models import NOT_PROVIDED, Value
 from psycopg.types.json import Jsonb
 
 from jobs.models import (
@@ -382,7 +383,7 @@ def jobs_copy(jobs: list[Job]) -> None:
         )
         for job, (pk,) in zip(jobs, cursor.fetchall(), strict=True):
             job.pk = pk
-        fields = Job._meta.concrete_fields
+        fields = _written(Job._meta.concrete_fields, jobs)
         values = [_copy_value(f) for f in fields]
         columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
         with cursor.cursor.copy(f"COPY {Job._meta.db_table} ({columns}) FROM STDIN") as copy:
@@ -406,8 +407,35 @@ def _copy_value(field) -> Callable:
     return attrgetter(field.attname)
 
 
+_UNSET = object()
+
+
+def _database_default(field) -> object:
+    """The value the database itself writes into the field's column when a row leaves it
+    out: its ``db_default``, or NULL for a nullable field with none; _UNSET otherwise."""
+    if isinstance(field.db_default, Value):
+        return field.db_default.value
+    if field.db_default is NOT_PROVIDED and field.null and field.default in (None, NOT_PROVIDED):
+        return None
+    return _UNSET
+
+
+def _written(fields, rows: list) -> list:
+    """The fields an INSERT or COPY of ``rows`` names: every one but those where each row
+    holds the database's own default (a job written as Caldera's document sends no object,
+    no claims, no Secret's variables): the database writes those without their text being
+    encoded and sent for every row."""
+    kept = []
+    for field in fields:
+        default = _database_default(field)
+        if default is _UNSET or any(getattr(row, field.attname) != default for row in rows):
+            kept.append(field)
+    return kept
+
+
 def _columns(instance, *, skip: set[str]) -> tuple[list[str], list]:
-    """Every concrete column of a model instance with its value as the database takes it."""
-    fields = [f for f in instance._meta.concrete_fields if f.name not in skip]
+    """The concrete columns of a model instance (but those the database defaults alike,
+    ``_written``) with their values as the database takes them."""
+    fields = _written([f for f in instance._meta.concrete_fields if f.name not in skip], [instance])
     values = [_copy_value(f)(instance) for f in fields]
     return [connection.ops.quote_name(f.column) for f in fields], values

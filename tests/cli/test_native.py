@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from jobs.cluster import get_backend
 from jobs.models import Job, State
+from kube.quantity import format_resources
 
+from ..api.test_native_manifests import NODES, REQUESTS, path_of
 from ..support.cli import Cli, json_lines
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -241,3 +244,18 @@ def test_the_rayjob_docs_ci_md_shows_would_run_as_it_is(cli: Cli, tmp_path):
 
     assert checked.returncode == 0, checked.stderr
     assert "rayjob.yaml: fits now (position 1 in root-algorithm-video)" in checked.stdout
+
+
+@pytest.mark.parametrize("name", sorted(REQUESTS))
+def test_every_sample_and_seed_file_is_queued_as_it_is(cli: Cli, settings, name):
+    settings.SIMULATED_CLUSTER_NODES = NODES  # seed 002's MetaX GPU nodes too
+    get_backend.cache_clear()
+
+    sent = cli.run(
+        "submit", str(path_of(name)), "--queue", "root/algorithm/text", "--output", "json"
+    )
+
+    assert sent.returncode == 0, sent.stderr
+    job = Job.objects.get(pk=json_lines(sent.stdout)[0]["id"])
+    assert format_resources(job.request) == REQUESTS[name]
+    assert job.manifest["objects"][0]["kind"] in ("RayJob", "PyTorchJob", "Job")
