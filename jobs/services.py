@@ -24,6 +24,7 @@ from jobs.document.native import (
     native_placed,
     number_text,
     read_body,
+    secret_refused,
 )
 from jobs.document.schema import JobDraft, job_document, job_parse, priority_read
 from jobs.document.validation import (
@@ -51,13 +52,15 @@ from jobs.reads.quota_preview import Consequence, QuotaPreview, quota_preview
 from jobs.tables.jobs import job_insert_with_event, jobs_copy
 from jobs.tables.submission_keys import submission_key_claim
 from jobs.tables.tickets import tickets_reserve
+from kube.pod_security import RESTRICTED
 from kube.quantity import ResourceList
 from queues import phrases
 from queues import selectors as queue_selectors
 from queues.models import Queue
 from queues.phrases import Phrase
 from queues.placement import unplaceable
-from queues.quota import exceeds_max
+from queues.pod_policy import PodPolicy, leaf_policy
+from queues.quota import exceeds_max, path_to_root
 from queues.scope import Right, scope_of
 from queues.services import TREE_NAME, NodeChange, tree_import
 
@@ -530,20 +533,25 @@ def _job_for(
             _("can never run: %(reason)s") % {"reason": nowhere.phrase.text()}
         )
     columns = draft.columns
+    policy = leaf_policy(
+        path_nodes[path].pods for path in path_to_root(queue.node.path) if path in path_nodes
+    )
     if draft.native is not None:
         try:
-            columns = {**columns, "manifest": _placed(draft, queue)}
+            columns = {**columns, "manifest": _placed(draft, queue, policy)}
         except JobInvalid as invalid:
             for key, reasons in invalid.errors.items():
                 errors.setdefault(key, []).extend(reasons)
-    elif draft.namespace and draft.namespace != job_namespace(queue):
-        errors.setdefault("namespace", []).append(
-            _(
-                "the queue %(queue)s runs its jobs in the namespace %(namespace)s; "
-                "leave it out or name that one"
+    else:
+        _document_fenced(draft, policy, errors)
+        if draft.namespace and draft.namespace != job_namespace(queue):
+            errors.setdefault("namespace", []).append(
+                _(
+                    "the queue %(queue)s runs its jobs in the namespace %(namespace)s; "
+                    "leave it out or name that one"
+                )
+                % {"queue": queue.node.path, "namespace": job_namespace(queue)}
             )
-            % {"queue": queue.node.path, "namespace": job_namespace(queue)}
-        )
     if errors:
         raise JobInvalid(errors)
     return Job(
@@ -557,9 +565,32 @@ def _job_for(
     )
 
 
-def _placed(draft: JobDraft, queue: Queue) -> dict:
+def _document_fenced(draft: JobDraft, policy: PodPolicy, errors: dict) -> None:
+    """What a leaf's pod policy refuses of a job written as Caldera's document: a variable
+    from a Secret the leaf does not list; any job in a leaf held to the restricted profile,
+    whose pods the form does not harden (a team sends those as objects)."""
+    if policy.security == RESTRICTED:
+        errors.setdefault("queue", []).append(
+            _(
+                "this queue's pods are held to the Pod Security Standards' restricted profile, "
+                "which the form's pods do not meet: send the job as a Kubernetes object whose "
+                "pods run as non-root, drop every capability and set a seccomp profile"
+            )
+        )
+    if policy.secrets is None:
+        return
+    for name, source in draft.columns.get("secret_env", {}).items():
+        secret = source.partition("/")[0]
+        if secret not in policy.secrets:
+            errors.setdefault(f"secret_env.{name}", []).append(
+                secret_refused(secret, policy.secrets)
+            )
+
+
+def _placed(draft: JobDraft, queue: Queue, policy: PodPolicy) -> dict:
     """The objects of a draft sent as Kubernetes objects, placed in ``queue``
-    (``native_placed``), once no live job of the namespace has its object's name."""
+    (``native_placed``) under its leaf's pod ``policy``, once no live job of the namespace
+    has its object's name."""
     namespace = job_namespace(queue)
     placed = native_placed(
         draft.native,
@@ -567,6 +598,9 @@ def _placed(draft: JobDraft, queue: Queue) -> dict:
         queue_name=queue.name,
         priority_class=queue.priority_class,
         replace=draft.queue_named,
+        service_accounts=policy.service_accounts,
+        level=policy.security,
+        secrets=policy.secrets,
     )
     name = draft.columns["object_name"]
     if name:

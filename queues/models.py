@@ -29,6 +29,9 @@ class QuotaNode(models.Model):
     # Fair sharing over time (queues.fairness): the node's weight among its siblings, and on
     # the root alone the tree's half-life (None: off, the rule compares usage now only).
     weight = models.FloatField(default=1.0, db_default=1.0)
+    # What its subtree's pods may be (queues.pod_policy): {"security": "restricted",
+    # "serviceAccounts": [...], "secrets": [...]}, each key inherited by the leaves below.
+    pods = models.JSONField(default=dict, blank=True, db_default={})
     half_life = models.DurationField(null=True, blank=True)
     active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -27,6 +27,9 @@ class Node:
     max: ResourceList = field(default_factory=dict)
     namespaces: tuple[str, ...] = ()
     weight: float = 1.0  # its fair-share weight among its siblings (queues.fairness)
+    # What its subtree's pods may be (queues.pod_policy): {"security", "serviceAccounts",
+    # "secrets"}, each key inherited from the nearest node on a leaf's path that sets it.
+    pods: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def parent(self) -> str | None:

@@ -185,12 +185,13 @@ def queues_for_submit(names: list[str]) -> dict[str, tuple[Queue, dict[str, Node
             queues.setdefault(wanted, _queue_of(row))  # a name and a path never collide
         paths = {path for q in queues.values() for path in path_to_root(q.node.path)}
         cursor.execute(
-            f"SELECT path, min::text, max::text FROM {QUOTA_NODES} WHERE active AND path = ANY(%s)",
+            f"SELECT path, min::text, max::text, pods::text FROM {QUOTA_NODES} "
+            "WHERE active AND path = ANY(%s)",
             [sorted(paths)],
         )
         nodes = {
-            path: Node(path=path, min=json.loads(low), max=json.loads(high))
-            for path, low, high in cursor.fetchall()
+            path: Node(path=path, min=json.loads(low), max=json.loads(high), pods=json.loads(pods))
+            for path, low, high, pods in cursor.fetchall()
         }
     return {
         wanted: (queue, {p: nodes[p] for p in path_to_root(queue.node.path) if p in nodes})

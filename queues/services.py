@@ -17,6 +17,7 @@ from kube.quantity import QuantityError, ResourceList, format_resources, parse_r
 from . import fairness, quota, signals
 from .models import Queue, QuotaNode
 from .phrases import in_language
+from .pod_policy import policy_read
 
 Action = AuditEntry.Action
 ObjectType = AuditEntry.ObjectType
@@ -107,6 +108,8 @@ def tree_parse(document: object) -> ParsedTree:
                 "among its siblings)"
             ) % {"max": f"{fairness.WEIGHT_MAX:g}"}
             weight = 1
+        pods, refused = policy_read(raw.get("pods"), f"{field}.pods")
+        errors.update({where: in_language(reason) for where, reason in refused.items()})
         nodes.append(
             quota.Node(
                 path=path,
@@ -114,6 +117,7 @@ def tree_parse(document: object) -> ParsedTree:
                 max=resources.get("max", {}),
                 namespaces=tuple(namespaces),
                 weight=float(weight),
+                pods=pods,
             )
         )
         if not children:
@@ -184,6 +188,7 @@ def node_snapshot(
     namespaces: Iterable[str],
     weight: float = 1.0,
     half_life: timedelta | None = None,
+    pods: Mapping | None = None,
 ) -> dict:
     """A node's values as the audit keeps them: exact quantities spelled as in the YAML;
     a weight and a half-life only when set, so that a tree without fair sharing keeps the
@@ -195,6 +200,8 @@ def node_snapshot(
     }
     if weight != 1.0:
         snapshot["weight"] = weight
+    if pods:
+        snapshot["pods"] = dict(pods)
     if half_life is not None:
         snapshot["halfLife"] = fairness.format_half_life(half_life)
     return snapshot
@@ -203,7 +210,7 @@ def node_snapshot(
 def _snapshot_of(row: QuotaNode) -> dict:
     return node_snapshot(
         min=row.min, max=row.max, namespaces=row.namespaces, weight=row.weight,
-        half_life=row.half_life if row.parent_id is None else None,
+        half_life=row.half_life if row.parent_id is None else None, pods=row.pods,
     )  # fmt: skip
 
 
@@ -260,7 +267,7 @@ def _tree_write(
             half_life = parsed.half_life if node.parent is None else None
             after = node_snapshot(
                 min=node.min, max=node.max, namespaces=node.namespaces, weight=node.weight,
-                half_life=half_life,
+                half_life=half_life, pods=node.pods,
             )  # fmt: skip
             if row is None or not row.active:
                 changes.append(NodeChange(Action.CREATED, node.path, None, after))
@@ -274,6 +281,7 @@ def _tree_write(
             row.min, row.max = node.min, node.max
             row.namespaces = list(node.namespaces)
             row.weight, row.half_life = node.weight, half_life
+            row.pods = dict(node.pods)
             row.active = True
             row.save()
             saved[node.path] = row
@@ -425,6 +433,8 @@ def tree_export() -> dict:
         }
         if row.weight != 1.0:
             node["weight"] = int(row.weight) if row.weight.is_integer() else row.weight
+        if row.pods:
+            node["pods"] = dict(row.pods)
         kids = children.get(row.id, [])
         if kids:
             node["children"] = [render(kid) for kid in kids]

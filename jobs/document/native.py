@@ -589,15 +589,17 @@ def native_placed(
     replace: bool,
     service_accounts: tuple[str, ...] = ("default",),
     level: str = pod_security.BASELINE,
+    secrets: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """The objects as Caldera keeps them for the queue ``queue_name`` whose jobs run in
     ``namespace``: ``{"objects": [...], "replaced": {path: {"from", "to"}}, "warnings":
     {path: [why]}}``. The namespace and the places that name a queue become the queue's:
     with ``replace`` (the caller named the queue) each one that said otherwise is replaced
     and listed; without, one that names another namespace is refused. Every pod template
-    is checked against the Pod Security Standards' ``level`` and may run only as one of
-    ``service_accounts``; it may name no priority class but the queue's. JobInvalid names
-    every problem."""
+    is checked against the Pod Security Standards' ``level``, may run only as one of
+    ``service_accounts`` and read only the Secrets of ``secrets`` (None: every Secret of the
+    namespace); it may name no priority class but the queue's. JobInvalid names every
+    problem."""
     errors: dict[str, list[str]] = {}
     objects = copy.deepcopy(native.objects)
     replaced = dict(native.dropped)
@@ -659,6 +661,10 @@ def native_placed(
             for reason in reasons:
                 _say(errors, _under(native.at[0], path), reason)
         spec = template["spec"] if isinstance(template.get("spec"), Mapping) else {}
+        if secrets is not None:
+            for reads, secret in secret_references(spec, (*where, "spec")):
+                if secret not in secrets:
+                    _say(errors, native.path(0, reads), secret_refused(secret, secrets))
         for name in ("serviceAccountName", "serviceAccount"):
             account = spec.get(name)
             if account is not None and account not in service_accounts:
@@ -674,6 +680,56 @@ def native_placed(
     if errors:
         raise JobInvalid(errors)
     return {"objects": objects, "replaced": replaced, "warnings": native.warnings}
+
+
+def secret_refused(secret: str, allowed: tuple[str, ...]) -> str:
+    """Why a pod of a leaf whose Secrets are ``allowed`` may not read ``secret``."""
+    return gettext(
+        "the queue's pods may read only the Secrets %(allowed)s, not %(secret)s (the quota "
+        "tree's pods.secrets)"
+    ) % {"allowed": ", ".join(allowed) or "(none)", "secret": secret}
+
+
+def secret_references(spec: Mapping, at: Path) -> Iterator[tuple[Path, str]]:
+    """Every Secret a pod reads, with where it names it: a volume's, a projected volume's
+    sources', a container's variables (``valueFrom.secretKeyRef``, ``envFrom.secretRef``),
+    and the pull secrets of its images."""
+    volumes = spec.get("volumes")
+    for index, volume in enumerate(volumes if isinstance(volumes, list) else []):
+        if not isinstance(volume, Mapping):
+            continue
+        name = value_at(volume, ("secret", "secretName"))
+        if isinstance(name, str):
+            yield (*at, "volumes", index, "secret", "secretName"), name
+        sources = value_at(volume, ("projected", "sources"))
+        for number, source in enumerate(sources if isinstance(sources, list) else []):
+            name = value_at(source, ("secret", "name"))
+            if isinstance(name, str):
+                yield (
+                    (*at, "volumes", index, "projected", "sources", number, "secret", "name"),
+                    name,
+                )
+    for part in ("initContainers", "containers", "ephemeralContainers"):
+        containers = spec.get(part)
+        for index, container in enumerate(containers if isinstance(containers, list) else []):
+            env = value_at(container, ("env",))
+            for number, entry in enumerate(env if isinstance(env, list) else []):
+                name = value_at(entry, ("valueFrom", "secretKeyRef", "name"))
+                if isinstance(name, str):
+                    yield (
+                        (*at, part, index, "env", number, "valueFrom", "secretKeyRef", "name"),
+                        name,
+                    )
+            sources = value_at(container, ("envFrom",))
+            for number, source in enumerate(sources if isinstance(sources, list) else []):
+                name = value_at(source, ("secretRef", "name"))
+                if isinstance(name, str):
+                    yield (*at, part, index, "envFrom", number, "secretRef", "name"), name
+    pulls = spec.get("imagePullSecrets")
+    for index, pull in enumerate(pulls if isinstance(pulls, list) else []):
+        name = value_at(pull, ("name",))
+        if isinstance(name, str):
+            yield (*at, "imagePullSecrets", index, "name"), name
 
 
 def _set(obj: Any, where: Path, value: Any) -> None:
