@@ -414,6 +414,10 @@ def job_preview_batch(
     jobs = []
     errors: dict[str, list[str]] = {}
     named: dict[tuple[str, str], int] = {}  # (namespace, object name) -> the job that has it
+    # The live jobs holding the names the batch's objects keep, read once for them all.
+    taken = live_names(
+        [d.columns["object_name"] for d in drafts if isinstance(d, JobDraft) and d.native]
+    )
     for index, draft in enumerate(drafts):
         try:
             if isinstance(draft, JobInvalid):
@@ -431,7 +435,7 @@ def job_preview_batch(
                 target = targets[draft.queue]
                 if isinstance(target, JobInvalid):
                     raise target
-                job = _job_for(user, draft, target, now, nodes=nodes)
+                job = _job_for(user, draft, target, now, nodes=nodes, taken=taken)
                 if (
                     job.object_name
                     and named.setdefault((job.namespace, job.object_name), index) != index
@@ -502,7 +506,13 @@ def _refused(user, queue: Queue, needed: str, otherwise: str) -> JobPermissionDe
 
 
 def _job_for(
-    user, draft: JobDraft, target: tuple, now: datetime, *, nodes: list[ResourceList] | None
+    user,
+    draft: JobDraft,
+    target: tuple,
+    now: datetime,
+    *,
+    nodes: list[ResourceList] | None,
+    taken: dict[tuple[str, str], int] | None = None,
 ) -> Job:
     """The job a draft becomes in its queue, unsaved, or JobInvalid naming every problem the
     queue's rules find (and, for a Kubernetes object, every problem of its pods and of the
@@ -538,7 +548,7 @@ def _job_for(
     )
     if draft.native is not None:
         try:
-            columns = {**columns, "manifest": _placed(draft, queue, policy)}
+            columns = {**columns, "manifest": _placed(draft, queue, policy, taken)}
         except JobInvalid as invalid:
             for key, reasons in invalid.errors.items():
                 errors.setdefault(key, []).extend(reasons)
@@ -587,10 +597,12 @@ def _document_fenced(draft: JobDraft, policy: PodPolicy, errors: dict) -> None:
             )
 
 
-def _placed(draft: JobDraft, queue: Queue, policy: PodPolicy) -> dict:
+def _placed(
+    draft: JobDraft, queue: Queue, policy: PodPolicy, taken: dict[tuple[str, str], int] | None
+) -> dict:
     """The objects of a draft sent as Kubernetes objects, placed in ``queue``
     (``native_placed``) under its leaf's pod ``policy``, once no live job of the namespace
-    has its object's name."""
+    has its object's name (``taken``: the names a batch read at once; None: read here)."""
     namespace = job_namespace(queue)
     placed = native_placed(
         draft.native,
@@ -604,14 +616,23 @@ def _placed(draft: JobDraft, queue: Queue, policy: PodPolicy) -> dict:
     )
     name = draft.columns["object_name"]
     if name:
-        taken = (
-            Job.objects.filter(namespace=namespace, object_name=name, state__in=LIVE)
-            .values_list("pk", flat=True)
-            .first()
-        )
-        if taken is not None:
-            raise JobInvalid({"name": [_name_taken(name, namespace, taken)]})
+        holders = live_names([name]) if taken is None else taken
+        holder = holders.get((namespace, name))
+        if holder is not None:
+            raise JobInvalid({"name": [_name_taken(name, namespace, holder)]})
     return placed
+
+
+def live_names(names: list[str]) -> dict[tuple[str, str], int]:
+    """(namespace, object name) -> the live job that holds it, for these names: one query
+    for a submission or a whole batch."""
+    kept = sorted({name for name in names if name})  # "": named from the job, unique
+    if not kept:
+        return {}
+    rows = Job.objects.filter(object_name__any=kept, state__in=LIVE).values_list(
+        "namespace", "object_name", "pk"
+    )
+    return {(namespace, name): pk for namespace, name, pk in rows}
 
 
 def _name_taken(name: str, namespace: str, job_id: int | None) -> str:
