@@ -60,10 +60,23 @@ SENDER_REST_SECONDS = 5.0
 SENDER_EXIT_SECONDS = 1.0
 
 
-@cache
 def redis_client() -> redis.Redis:
     """The process's Redis client (the broker's server): the triggers' marks, and the keys
     other modules keep there (the workers' heartbeats)."""
+    return process_redis_client(os.getpid())
+
+
+@cache
+def process_redis_client(pid: int) -> redis.Redis:
+    """One client per process, never one inherited through a fork.
+
+    Why: a worker forks beat and its pool processes while its heartbeat thread may be
+    inside the client's connection pool, holding the pool's lock. The child inherits that
+    lock held by a thread it does not have, and redis-py's first call in the child (which
+    resets the pool for the new process under that lock) waits for ever: beat never sent
+    a task again. A child therefore makes its own client, and keeps the inherited one
+    referenced here, since collecting it would close its pool under the same lock.
+    """
     return redis.Redis.from_url(
         settings.REDIS_URL,
         socket_timeout=BROKER_TIMEOUT_SECONDS,

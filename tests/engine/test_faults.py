@@ -199,6 +199,14 @@ def stack(tree, tmp_path):
         stack.stop()
 
 
+def wait_for_a_cycle(stack: Stack, what: str) -> None:
+    """Wait until a process holds the admission cycle's lock; fail with the processes' logs."""
+    try:
+        wait_for(admission_cycle_running, START_SECONDS, what, every=0.002)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{stack.log_tail()}") from None
+
+
 def admission_cycle_running() -> bool:
     """Whether a process holds the admission cycle's lock in the test database now."""
     with connection.cursor() as cursor:
@@ -291,7 +299,7 @@ def run_to_completion(stack: Stack, prefix: str, count: int) -> None:
 def test_a_worker_killed_mid_admission_loses_nothing_and_the_next_one_carries_on(stack, staff):
     job_submit_batch(user=staff, documents=small_jobs("killed", 300))
     first = stack.worker()
-    wait_for(admission_cycle_running, START_SECONDS, "the first admission cycle", every=0.002)
+    wait_for_a_cycle(stack, "the first admission cycle")
     stack.kill(first)
     assert_each_job_once("killed", 300)
     assert_usage_is_the_admitted_requests_within_every_max()
@@ -304,7 +312,7 @@ def test_a_worker_killed_mid_admission_loses_nothing_and_the_next_one_carries_on
         "jobs finishing under the second worker",
         every=0.05,
     )
-    wait_for(admission_cycle_running, START_SECONDS, "a later admission cycle", every=0.002)
+    wait_for_a_cycle(stack, "a later admission cycle")
     stack.kill(second)
     assert_each_job_once("killed", 300)
     assert_usage_is_the_admitted_requests_within_every_max()
@@ -352,7 +360,7 @@ def test_dropped_database_connections_of_the_worker_lose_nothing(stack, staff):
     job_submit_batch(user=staff, documents=small_jobs("dropped", 200))
     worker = stack.worker()
     for _ in range(3):
-        wait_for(admission_cycle_running, START_SECONDS, "an admission cycle", every=0.002)
+        wait_for_a_cycle(stack, "an admission cycle")
         assert drop_database_connections() >= 1
         assert_each_job_once("dropped", 200)
         assert_usage_is_the_admitted_requests_within_every_max()

@@ -22,7 +22,7 @@ from celery import Celery
 from django.conf import settings as django_settings
 from django.db import connection
 
-from jobs.engine.triggers import SENDER, redis_client
+from jobs.engine.triggers import SENDER, process_redis_client
 from portal.celery import app as portal_app
 
 # Requests handed to the sender during an outage are sent or dropped within this long once
@@ -54,7 +54,7 @@ def database_down():
 def _broker_at(settings, url: str) -> Iterator[None]:
     """Celery sends to, and the triggers and the probes read from, the Redis at ``url``."""
     settings.REDIS_URL = url
-    redis_client.cache_clear()
+    process_redis_client.cache_clear()
     app = Celery("outage", broker=url, set_as_current=True)
     app.conf.broker_transport = django_settings.CELERY_BROKER_TRANSPORT
     app.conf.broker_transport_options = dict(django_settings.CELERY_BROKER_TRANSPORT_OPTIONS)
@@ -65,7 +65,7 @@ def _broker_at(settings, url: str) -> Iterator[None]:
         yield
     finally:
         portal_app.set_current()
-        redis_client.cache_clear()
+        process_redis_client.cache_clear()
 
 
 def _fresh_sender() -> None:
