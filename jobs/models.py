@@ -539,6 +539,9 @@ class SimulatedPod(models.Model):
     # What its container exits with at the end of run_seconds: a job asks for a failure
     # with SIMULATED_EXIT_CODE in its env (jobs/cluster/simulated.py).
     exit_code = models.SmallIntegerField(default=0)
+    # Where it may run: its template's nodeSelector, required node affinity and
+    # tolerations (kube.scheduling.Placement.as_json); {} for anywhere.
+    placement = models.JSONField(default=dict)
 
     class Meta:
         ordering = ["created_at", "object_name", "index"]

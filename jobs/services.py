@@ -32,6 +32,7 @@ from jobs.document.validation import (
     MIN_RUN_SECONDS,
     PRIORITY_RANGE,
     JobInvalid,
+    job_placements,
     job_pods,
 )
 from jobs.engine.locks import admission_held
@@ -53,7 +54,7 @@ from jobs.tables.jobs import job_insert_with_event, jobs_copy
 from jobs.tables.submission_keys import submission_key_claim
 from jobs.tables.tickets import tickets_reserve
 from kube.pod_security import RESTRICTED
-from kube.quantity import ResourceList
+from kube.scheduling import ClusterNode
 from queues import phrases
 from queues import selectors as queue_selectors
 from queues.models import Queue
@@ -511,7 +512,7 @@ def _job_for(
     target: tuple,
     now: datetime,
     *,
-    nodes: list[ResourceList] | None,
+    nodes: list[ClusterNode] | None,
     taken: dict[tuple[str, str], int] | None = None,
 ) -> Job:
     """The job a draft becomes in its queue, unsaved, or JobInvalid naming every problem the
@@ -536,7 +537,11 @@ def _job_for(
         )
     pods = job_pods(kind=draft.kind, runtime=draft.runtime, head=draft.head, workers=draft.workers)
     nowhere = unplaceable(
-        pods=pods, nodes=nodes, path_nodes=path_nodes.values(), request=draft.request
+        pods=pods,
+        nodes=nodes,
+        path_nodes=path_nodes.values(),
+        request=draft.request,
+        placements=job_placements(kind=draft.kind, head=draft.head, workers=draft.workers),
     )
     if nowhere is not None:
         errors.setdefault(nowhere.field, []).append(

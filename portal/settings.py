@@ -802,9 +802,13 @@ YAML_BODY_MAX_BYTES = env_int("YAML_BODY_MAX_BYTES", 2 * 2**20)
 if YAML_BODY_MAX_BYTES < 1:
     raise ImproperlyConfigured("YAML_BODY_MAX_BYTES must be at least 1")
 # Simulated cluster nodes: "COUNTxRESOURCES" groups separated by ";", resources as
-# name=quantity pairs separated by ",". Default: 4 nodes of 16 cpu, 64Gi, 4 GPUs.
+# name=quantity pairs separated by ","; after a space, "labels:k=v,..." and
+# "taints:k=v:Effect,..." as kubectl writes them (jobs.cluster.simulated.parse_nodes).
+# Default: 4 nodes of 16 cpu, 64Gi, 4 GPUs, labelled with their GPU's product as NVIDIA's
+# GPU feature discovery labels a node.
 SIMULATED_CLUSTER_NODES = env_str(
-    "SIMULATED_CLUSTER_NODES", "4xcpu=16,memory=64Gi,nvidia.com/gpu=4"
+    "SIMULATED_CLUSTER_NODES",
+    "4xcpu=16,memory=64Gi,nvidia.com/gpu=4 labels:nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB",
 )
 # Seconds between two gang scheduling cycles of a job that does not fit.
 SIMULATED_SCHEDULING_CYCLE_SECONDS = env_float("SIMULATED_SCHEDULING_CYCLE_SECONDS", 5.0)

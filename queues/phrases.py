@@ -308,6 +308,17 @@ LARGEST_NODE = declare(
     "placement.largest_node",
     gettext_noop("%(pod)s asks for %(resource)s %(amount)s; the largest node has %(largest)s"),
 )
+NO_NODE_SELECTED = declare(
+    "placement.no_node_selected",
+    gettext_noop("%(pod)s asks for nodes with %(selector)s; no node has those labels"),
+)
+NO_NODE_TOLERATED = declare(
+    "placement.no_node_tolerated",
+    gettext_noop(
+        "%(pod)s can run on no node: each node it selects has a taint it does not "
+        "tolerate, such as %(taint)s"
+    ),
+)
 NO_NODE_HAS_ALL = declare(
     "placement.no_node_has_all",
     gettext_noop(

@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from jobs.cluster.spec import JobSpec
+from kube.scheduling import ClusterNode
 
 # The Warning events that say why a job's pods are not running (docs/architecture.md
 # section 8): the scheduler's failures, which the start timeout quotes, and evictions.
@@ -187,11 +188,12 @@ class ClusterBackend(ABC):
         """Total allocatable resources in base units, or None when unknown."""
 
     @abstractmethod
-    def nodes(self) -> list[dict[str, int]] | None:
-        """The allocatable resources of each node that takes new pods, in base units, or
-        None when unknown. Cheap enough for the submit path: read from memory or a cache,
-        never raising because the cluster is away (None then, or the last shapes read).
-        A job whose pod fits none of them can never run (``queues.placement``)."""
+    def nodes(self) -> list[ClusterNode] | None:
+        """Each node that takes new pods: its allocatable resources in base units, its
+        labels and taints; None when unknown. Cheap enough for the submit path: read from
+        memory or a cache, never raising because the cluster is away (None then, or the
+        last nodes read). A job whose pod fits none of them, or that no node's labels and
+        taints let run, can never run (``queues.placement``)."""
 
     @abstractmethod
     def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, Refusal]:

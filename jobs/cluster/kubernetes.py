@@ -47,6 +47,7 @@ from kube.quantity import (
     parse_resources,
     total,
 )
+from kube.scheduling import ClusterNode, Taint
 
 from . import access, kinds
 from .base import (
@@ -148,7 +149,7 @@ class KubernetesBackend(ClusterBackend):
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
         # The last node listing: when it was read (or tried) and each node's allocatable.
-        self._nodes: tuple[float, list[ResourceList] | None] | None = None
+        self._nodes: tuple[float, list[ClusterNode] | None] | None = None
         self._informers: dict[tuple[str, str], Informer] = {}
 
     # -- calls ---------------------------------------------------------------------------
@@ -219,10 +220,11 @@ class KubernetesBackend(ClusterBackend):
         """The sum of the allocatable resources of the Ready, schedulable nodes (``nodes``);
         None while the nodes cannot be read."""
         nodes = self.nodes()
-        return None if nodes is None else total(nodes)
+        return None if nodes is None else total(node.allocatable for node in nodes)
 
-    def nodes(self) -> list[ResourceList] | None:
-        """The allocatable resources of each Ready, schedulable node, from one listing read
+    def nodes(self) -> list[ClusterNode] | None:
+        """Each Ready, schedulable node (its allocatable resources, labels, taints), from
+        one listing read
         at most every ``allocatable_seconds`` (the admission cycle and every submit ask).
 
         While the nodes cannot be read, the last shapes read (None if none) are kept for
@@ -929,10 +931,12 @@ def stale_keys(stored: dict, wanted: dict) -> dict | None:
     return {"spec": spec} if spec else None
 
 
-def node_shapes(nodes: Iterable[dict]) -> list[ResourceList]:
-    """The allocatable resources of each node that is Ready and takes new pods."""
+def node_shapes(nodes: Iterable[dict]) -> list[ClusterNode]:
+    """Each node that is Ready and takes new pods: its allocatable resources, its labels
+    and its taints (what kube-scheduler's filters read)."""
     usable = []
     for node in nodes:
+        metadata = node.get("metadata") or {}
         spec, status = node.get("spec") or {}, node.get("status") or {}
         if spec.get("unschedulable"):
             continue
@@ -941,10 +945,23 @@ def node_shapes(nodes: Iterable[dict]) -> list[ResourceList]:
             continue
         try:
             allocatable = parse_resources("allocatable", status.get("allocatable") or {})
-            # A kubelet always reports its pods; one that did not would hold its default.
-            usable.append({PODS: KUBELET_MAX_PODS} | allocatable)
         except QuantityError as error:
-            log.warning("node %s: %s", (node.get("metadata") or {}).get("name"), error)
+            log.warning("node %s: %s", metadata.get("name"), error)
+            continue
+        taints = tuple(
+            Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+            for t in spec.get("taints") or []
+            if isinstance(t, dict)
+        )
+        usable.append(
+            ClusterNode(
+                name=str(metadata.get("name") or ""),
+                # A kubelet always reports its pods; one that did not would hold its default.
+                allocatable={PODS: KUBELET_MAX_PODS} | allocatable,
+                labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+                taints=taints,
+            )
+        )
     return usable
 
 

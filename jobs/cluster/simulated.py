@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from jobs.cluster.spec import JobSpec
 from jobs.models import SimulatedPod
 from kube.quantity import KUBELET_MAX_PODS, PODS, ResourceList, parse_resources, total
+from kube.scheduling import ClusterNode, Placement, Taint, parse_labels, parse_taints
 
 from .base import (
     Check,
@@ -44,20 +45,40 @@ _SIM_LOCK = 0x5EED_C1A5  # advisory lock id guarding the simulated cluster's row
 SIMULATED_EXIT_CODE = "CALDERA_SIMULATED_EXIT_CODE"
 
 
-def parse_nodes(text: str) -> dict[str, ResourceList]:
-    """``"4xcpu=16,memory=64Gi,nvidia.com/gpu=4"`` -> {"node-1": {...}, ..., "node-4": {...}}.
+def parse_nodes(text: str) -> list[ClusterNode]:
+    """``"4xcpu=16,memory=64Gi,nvidia.com/gpu=4 labels:pool=a100 taints:gpu=yes:NoSchedule"``
+    -> nodes ``node-1`` ... ``node-4``, each with those resources, labels and taints.
 
-    Groups are separated by ";"; a group without "COUNTx" is one node. A node that names no
-    ``pods`` holds a kubelet's default, 110, as a real node's allocatable says.
+    Groups are separated by ";"; a group without "COUNTx" is one node. After its resources,
+    a group may give ``labels:`` (kubectl label's ``key=value`` pairs) and ``taints:``
+    (kubectl taint's ``key[=value]:Effect``), each a comma-separated list, apart by a space.
+    A node that names no ``pods`` holds a kubelet's default, 110, as a real node's
+    allocatable says.
     """
-    nodes: dict[str, ResourceList] = {}
+    nodes: list[ClusterNode] = []
     for group in filter(None, (part.strip() for part in text.split(";"))):
         match = re.match(r"^(\d+)x(.*)$", group)
         count, body = (int(match[1]), match[2]) if match else (1, group)
-        pairs = dict(pair.split("=", 1) for pair in body.split(",") if "=" in pair)
+        resources_text, *parts = body.split()
+        pairs = dict(pair.split("=", 1) for pair in resources_text.split(",") if "=" in pair)
         resources = {PODS: KUBELET_MAX_PODS} | parse_resources("SIMULATED_CLUSTER_NODES", pairs)
+        labels: dict[str, str] = {}
+        taints: tuple[Taint, ...] = ()
+        for part in parts:
+            name, colon, rest = part.partition(":")
+            if name == "labels" and colon:
+                labels = parse_labels(rest)
+            elif name == "taints" and colon:
+                taints = parse_taints(rest)
+            else:
+                raise ValueError(
+                    f"SIMULATED_CLUSTER_NODES: after a node's resources come labels:... and "
+                    f"taints:..., got {part!r}"
+                )
         for _ in range(count):
-            nodes[f"node-{len(nodes) + 1}"] = resources
+            name = f"node-{len(nodes) + 1}"
+            labels_here = {"kubernetes.io/hostname": name} | labels
+            nodes.append(ClusterNode(name, resources, labels_here, taints))
     if not nodes:
         raise ValueError(f"SIMULATED_CLUSTER_NODES describes no node: {text!r}")
     return nodes
@@ -78,6 +99,7 @@ class Pod:
     cycle: int = 0
     last_cycle_at: datetime | None = None
     exit_code: int = 0
+    placement: Placement = Placement()
 
 
 def exit_code(env: dict[str, str]) -> int:
@@ -93,12 +115,13 @@ class SimulatedCluster:
 
     def __init__(
         self,
-        nodes: dict[str, ResourceList],
+        nodes: Sequence[ClusterNode],
         pods: Iterable[Pod] = (),
         *,
         cycle_seconds: float = 5.0,
     ):
-        self.nodes = nodes
+        self.nodes = {node.name: node.allocatable for node in nodes}
+        self.node_of = {node.name: node for node in nodes}
         self.pods: dict[str, Pod] = {pod.name: pod for pod in pods}
         self.cycle_seconds = cycle_seconds
         # Kept as pods change, so that creating thousands of objects in one session does not
@@ -108,7 +131,7 @@ class SimulatedCluster:
         for pod in sorted(self.pods.values(), key=lambda p: p.index):
             self._by_object.setdefault(pod.object_name, []).append(pod.name)
         self._pending = {p.object_name for p in self.pods.values() if p.phase == PodPhase.PENDING}
-        self._free = {name: dict(resources) for name, resources in nodes.items()}
+        self._free = {name: dict(resources) for name, resources in self.nodes.items()}
         for pod in self.pods.values():
             if pod.phase == PodPhase.RUNNING:
                 self._take(pod)
@@ -132,7 +155,7 @@ class SimulatedCluster:
             self._set_suspended(spec.object_name, spec.suspend, now)
             return
         names = self._by_object[spec.object_name] = []
-        for index, (name, resources) in enumerate(spec.pods):
+        for index, (name, resources, placement) in enumerate(spec.placed_pods):
             self.pods[name] = Pod(
                 name=name,
                 object_name=spec.object_name,
@@ -143,6 +166,7 @@ class SimulatedCluster:
                 created_at=now,
                 phase=PodPhase.SUSPENDED if spec.suspend else PodPhase.PENDING,
                 exit_code=exit_code(spec.env),
+                placement=placement,
             )
             names.append(name)
         if names and not spec.suspend:
@@ -180,7 +204,7 @@ class SimulatedCluster:
         if self._pending != {object_name}:
             return
         gang = [self.pods[name] for name in self._by_object[object_name]]
-        placement = _place(gang, self._free)
+        placement = _place(gang, self._free, self.node_of)
         if placement is not None:
             for pod in gang:
                 self.pods[pod.name] = replace(
@@ -225,7 +249,7 @@ class SimulatedCluster:
         )
         for object_name in waiting:
             pods = [self.pods[name] for name in self._by_object[object_name]]
-            placement = _place(pods, free)
+            placement = _place(pods, free, self.node_of)
             if placement is not None:
                 for pod in pods:
                     self.pods[pod.name] = replace(
@@ -240,7 +264,8 @@ class SimulatedCluster:
             if not due:
                 continue
             cycle = first.cycle + 1
-            for pod, message in zip(pods, _gang_messages(pods, free), strict=True):
+            messages = _gang_messages(pods, free, self.node_of)
+            for pod, message in zip(pods, messages, strict=True):
                 self.pods[pod.name] = replace(pod, cycle=cycle, last_cycle_at=now)
                 events.append(
                     ClusterEvent(
@@ -305,12 +330,23 @@ def _fits(requests: ResourceList, free: ResourceList) -> bool:
     return all(free.get(resource, 0) >= amount for resource, amount in requests.items())
 
 
-def _place(pods: Sequence[Pod], free: dict[str, ResourceList]) -> dict[str, str] | None:
-    """Best-fit placement of a whole gang; on success ``free`` is updated, else untouched."""
+def _allows(pod: Pod, node: ClusterNode) -> bool:
+    return not pod.placement or pod.placement.allows(node, pod.requests)
+
+
+def _place(
+    pods: Sequence[Pod], free: dict[str, ResourceList], node_of: Mapping[str, ClusterNode]
+) -> dict[str, str] | None:
+    """Best-fit placement of a whole gang, each pod on a node its placement allows; on
+    success ``free`` is updated, else untouched."""
     trial = {node: dict(resources) for node, resources in free.items()}
     placement: dict[str, str] = {}
     for pod in sorted(pods, key=lambda p: (-p.requests.get("cpu", 0), p.index)):
-        fitting = [node for node in sorted(trial) if _fits(pod.requests, trial[node])]
+        fitting = [
+            node
+            for node in sorted(trial)
+            if _allows(pod, node_of[node]) and _fits(pod.requests, trial[node])
+        ]
         if not fitting:
             return None
         node = min(fitting, key=lambda n: (trial[n].get("cpu", 0), n))
@@ -321,16 +357,20 @@ def _place(pods: Sequence[Pod], free: dict[str, ResourceList]) -> dict[str, str]
     return placement
 
 
-def _insufficient(resource: str, nodes: int) -> str:
+def _insufficient(resource: str) -> str:
     """kube-scheduler's words for nodes short of a resource (its NodeResourcesFit plugin)."""
-    return f"{nodes} Too many pods" if resource == PODS else f"{nodes} Insufficient {resource}"
+    return "Too many pods" if resource == PODS else f"Insufficient {resource}"
 
 
-def _gang_messages(pods: Sequence[Pod], free: dict[str, ResourceList]) -> list[str]:
+def _gang_messages(
+    pods: Sequence[Pod], free: dict[str, ResourceList], node_of: Mapping[str, ClusterNode]
+) -> list[str]:
     """kube-scheduler's summary for each pod: ``0/4 nodes are available: 4 Insufficient cpu.``
 
     Pods are tried in order against what the earlier pods of the gang would take, so a
-    gang that is too large as a whole shows which of its pods find no node.
+    gang that is too large as a whole shows which of its pods find no node. A node the
+    pod's placement keeps it from is counted as the NodeAffinity and TaintToleration
+    filters say, and not for its resources.
     """
     trial = {node: dict(resources) for node, resources in free.items()}
     messages = []
@@ -338,35 +378,50 @@ def _gang_messages(pods: Sequence[Pod], free: dict[str, ResourceList]) -> list[s
         short: dict[str, int] = {}
         fitting = []
         for node in sorted(trial):
+            filtered = _filtered(pod, node_of[node])
+            if filtered:
+                short[filtered] = short.get(filtered, 0) + 1
+                continue
             lacking = [r for r, amount in pod.requests.items() if trial[node].get(r, 0) < amount]
             for resource in lacking:
-                short[resource] = short.get(resource, 0) + 1
+                why = _insufficient(resource)
+                short[why] = short.get(why, 0) + 1
             if not lacking:
                 fitting.append(node)
         if fitting:
             node = fitting[0]
             for resource, amount in pod.requests.items():
                 trial[node][resource] = trial[node].get(resource, 0) - amount
-        reasons = ", ".join(_insufficient(r, count) for r, count in sorted(short.items()))
+        reasons = ", ".join(f"{count} {why}" for why, count in sorted(short.items()))
         if not reasons:
             reasons = f"{len(fitting)} node(s) fit the pod but not the whole gang"
         messages.append(f"0/{len(trial)} nodes are available: {reasons}.")
     return messages
 
 
+def _filtered(pod: Pod, node: ClusterNode) -> str:
+    """kube-scheduler's words when its node filters refuse the pod this node; "" if not."""
+    if not pod.placement:
+        return ""
+    if not pod.placement.selects(node):
+        return "node(s) didn't match Pod's node affinity/selector"
+    taint = pod.placement.untolerated(node, pod.requests)
+    return f"node(s) had untolerated taint {taint}" if taint is not None else ""
+
+
 class SimulatedBackend(ClusterBackend):
     """The simulated cluster with its pods kept in the database."""
 
-    def __init__(self, nodes: dict[str, ResourceList], *, cycle_seconds: float):
-        self.named_nodes = nodes
+    def __init__(self, nodes: Sequence[ClusterNode], *, cycle_seconds: float):
+        self.named_nodes = tuple(nodes)
         self.cycle_seconds = cycle_seconds
 
     def allocatable(self) -> ResourceList:
-        return total(self.named_nodes.values())
+        return total(node.allocatable for node in self.named_nodes)
 
-    def nodes(self) -> list[ResourceList]:
+    def nodes(self) -> list[ClusterNode]:
         """The configured nodes (SIMULATED_CLUSTER_NODES), all of them schedulable."""
-        return [dict(resources) for resources in self.named_nodes.values()]
+        return list(self.named_nodes)
 
     def apply(self, specs: Sequence[JobSpec], *, now: datetime) -> dict[int, Refusal]:
         with self._cluster() as cluster:
@@ -513,6 +568,7 @@ def _pod(row) -> Pod:
         cycle=row.cycle,
         last_cycle_at=row.last_cycle_at,
         exit_code=row.exit_code,
+        placement=Placement.from_json(row.placement),
     )
 
 
@@ -532,4 +588,5 @@ def _row(pod: Pod):
         cycle=pod.cycle,
         last_cycle_at=pod.last_cycle_at,
         exit_code=pod.exit_code,
+        placement=pod.placement.as_json(),
     )

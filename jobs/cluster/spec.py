@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from kube.quantity import add, format_resources, parse_resources
+from kube.scheduling import Placement
 
 # KubeRay's autoscaler runs as a container beside the Ray head of a cluster that
 # autoscales; Caldera sets its resources (KubeRay's defaults) so that the quota request
@@ -40,6 +41,8 @@ class PodGroup:
     # What each pod may use beyond ``resources`` (its requests), by resource; a resource
     # not named here is limited at its request.
     limits: dict[str, str] = field(default_factory=dict)
+    # Where its pods may run, as the team's template says (a document's pods: anywhere).
+    placement: Placement = Placement()
 
     @property
     def autoscales(self) -> bool:
@@ -93,7 +96,12 @@ class JobSpec:
 
     @property
     def pods(self) -> list[tuple[str, dict[str, str]]]:
-        """Every pod of the gang as (pod name, resources), head first.
+        """Every pod of the gang as (pod name, resources), head first (``placed_pods``)."""
+        return [(name, resources) for name, resources, _ in self.placed_pods]
+
+    @property
+    def placed_pods(self) -> list[tuple[str, dict[str, str], Placement]]:
+        """Every pod of the gang as (pod name, resources, where it may run), head first.
 
         Names follow the operators: ``<job>-master-0`` and ``<job>-worker-1`` for a
         PyTorchJob and for a Volcano Job (``<job>-<task>-<n>``), ``<group>-worker-<n>``
@@ -109,10 +117,12 @@ class JobSpec:
                     parse_resources("autoscaler", AUTOSCALER_RESOURCES),
                 )
             )
-        pods = [(f"{self.object_name}-{self.head.name}-0", head)]
+        pods = [(f"{self.object_name}-{self.head.name}-0", head, self.head.placement)]
         for group in self.workers:
             flat = self.kind == "pytorch" or self.runtime == "volcano"
             prefix = "" if flat else f"{group.name}-"
             for index in range(group.replicas):
-                pods.append((f"{self.object_name}-{prefix}worker-{index}", group.resources))
+                pods.append(
+                    (f"{self.object_name}-{prefix}worker-{index}", group.resources, group.placement)
+                )
         return pods

@@ -56,6 +56,7 @@ from jobs.document.validation import DNS_LABEL, NAME_MAX, JobInvalid
 from kube import pod_security, schema
 from kube.pods import PodUnreadable, pod_request
 from kube.quantity import MAX_UNITS, PODS, ResourceList, add, format_resources, parse_resources
+from kube.scheduling import Placement
 from queues.phrases import in_language
 
 Path = tuple[str | int, ...]
@@ -89,6 +90,7 @@ class Group:
     replicas: int
     request: ResourceList
     at: str  # the path of its pod template in the body
+    placement: Placement = Placement()  # where its pods may run
 
 
 @dataclass
@@ -455,7 +457,15 @@ def _pods(native: NativeJob, errors: dict[str, list[str]]) -> None:
             continue
         if group.autoscaler is not None:
             request = add(request, _autoscaler(native.job, group.autoscaler, errors, native))
-        native.groups.append(Group(group.name, group.replicas, request, native.path(0, where)))
+        native.groups.append(
+            Group(
+                group.name,
+                group.replicas,
+                request,
+                native.path(0, where),
+                Placement.of_pod_spec(spec) if isinstance(spec, Mapping) else Placement(),
+            )
+        )
         _mounts(native, spec, (*where, "spec"))
         containers = spec.get("containers") or [{}]
         if group.main and not native.image:
@@ -564,13 +574,14 @@ def native_columns(native: NativeJob) -> dict[str, Any]:
         "runtime": native.kind.runtime,
         "name": native.name[:63],
         "image": native.image[:500],
-        "head": {"resources": format_resources(head.request)},
+        "head": {"resources": format_resources(head.request)} | _placement(head),
         "workers": [
             {
                 "name": group.name,
                 "replicas": group.replicas,
                 "resources": format_resources(group.request),
             }
+            | _placement(group)
             for group in workers
         ],
         "request": native_request(native),
@@ -578,6 +589,12 @@ def native_columns(native: NativeJob) -> dict[str, Any]:
     }
     columns[launch] = native.launch if launch == "entrypoint" else native.launch.split()
     return columns
+
+
+def _placement(group: Group) -> dict[str, Any]:
+    """Where the group's pods may run, kept beside its resources for the node check and the
+    simulated cluster; nothing when anywhere."""
+    return {"placement": group.placement.as_json()} if group.placement else {}
 
 
 def native_placed(

@@ -15,6 +15,7 @@ from django.conf import settings
 from jobs.cluster.spec import AUTOSCALER_RESOURCES
 from jobs.models import KINDS, Job, kind_shape
 from kube.quantity import PODS, ResourceList, add, parse_resources
+from kube.scheduling import Placement
 
 NAME_MAX = 40  # leaves room for "-<id>" within Kubernetes' 63 characters
 # A job's name and a worker group's: a DNS-1123 label, as Kubernetes names its objects.
@@ -103,3 +104,15 @@ def job_pods(
         if group.get("replicas", 0) or group.get("max_replicas"):
             pods[f"workers[{index}]"] = parse_resources(f"workers[{index}]", group.get("resources"))
     return pods
+
+
+def job_placements(*, kind: str, head: Mapping, workers: Sequence[Mapping]) -> dict[str, Placement]:
+    """Where each kind of pod of ``job_pods`` may run, for those that say (a team's object
+    with a ``nodeSelector``, required node affinity or tolerations), named as there."""
+    placements = {}
+    for field_name, group in [(kind_shape(kind).head, head)] + [
+        (f"workers[{index}]", group) for index, group in enumerate(workers)
+    ]:
+        if group.get("placement"):
+            placements[field_name] = Placement.from_json(group["placement"])
+    return placements

@@ -16,6 +16,7 @@ from jobs.cluster.manifests.objects import config_map_names
 from jobs.cluster.spec import JobSpec, PodGroup
 from jobs.document.shape import spec_values
 from jobs.models import IN_CLUSTER, PENDING, Job, kind_shape
+from kube.scheduling import Placement
 from queues.selectors import queue_department
 
 # Runtimes whose objects have a suspend flag: KubeRay's RayJob, Kubeflow's PyTorchJob.
@@ -68,6 +69,7 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
             replicas=1,
             resources=dict(job.head.get("resources", {})),
             limits=dict(job.head.get("limits", {})),
+            placement=Placement.from_json(job.head.get("placement")),
         ),
         workers=tuple(
             PodGroup(
@@ -76,6 +78,7 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
                 dict(g["resources"]),
                 g.get("max_replicas"),
                 dict(g.get("limits", {})),
+                Placement.from_json(g.get("placement")),
             )
             for g in job.workers
         ),

@@ -251,7 +251,7 @@ def _nodes_changed(now: datetime) -> list[int]:
     nodes = get_backend().nodes()
     if not nodes:
         return []
-    shapes = json.dumps(sorted(sorted(node.items()) for node in nodes))
+    shapes = json.dumps(sorted(node.shape() for node in nodes))
     if seen_before("node-shapes", shapes):
         return []
     failed = jobs_fail_unrunnable(now=now, nodes=nodes)

@@ -15,11 +15,11 @@ from django.db import transaction
 from django.db.models import Q
 
 from jobs.cluster import get_backend
-from jobs.document.validation import job_pods
+from jobs.document.validation import job_placements, job_pods
 from jobs.engine import transitions
 from jobs.engine.triggers import request_admission
 from jobs.models import PENDING, Job, JobEvent, State
-from kube.quantity import ResourceList
+from kube.scheduling import ClusterNode
 from queues import phrases
 from queues import selectors as queue_selectors
 from queues.phrases import Phrase
@@ -27,7 +27,7 @@ from queues.placement import unplaceable
 from queues.quota import Node, path_to_root
 
 
-def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = None) -> list[int]:
+def jobs_fail_unrunnable(*, now: datetime, nodes: list[ClusterNode] | None = None) -> list[int]:
     """Fail the waiting (queued and backoff) jobs that can never run any more.
 
     Submit refuses a job whose pod fits no node (``queues.placement``); a job already
@@ -64,7 +64,7 @@ def jobs_fail_unrunnable(*, now: datetime, nodes: list[ResourceList] | None = No
 
 
 def unrunnable_shapes(
-    tree: Mapping[str, Node], nodes: list[ResourceList] | None
+    tree: Mapping[str, Node], nodes: list[ClusterNode] | None
 ) -> list[tuple[dict, Phrase]]:
     """The shapes of waiting jobs (leaf, kind, runtime, head and workers, as a filter of
     ``Job``) that can never run under ``tree`` on ``nodes``, each with why; none while the
@@ -80,8 +80,11 @@ def unrunnable_shapes(
     refused = []
     for leaf, kind, runtime, head, workers, request in shapes:
         pods = job_pods(kind=kind, runtime=runtime, head=head, workers=workers)
+        placements = job_placements(kind=kind, head=head, workers=workers)
         path_nodes = [tree[path] for path in path_to_root(leaf) if path in tree]
-        nowhere = unplaceable(pods=pods, nodes=nodes, path_nodes=path_nodes, request=request)
+        nowhere = unplaceable(
+            pods=pods, nodes=nodes, path_nodes=path_nodes, request=request, placements=placements
+        )
         if nowhere is not None:
             shape = dict(queue__node__path=leaf, kind=kind, runtime=runtime, head=head)
             refused.append((shape | {"workers": workers}, nowhere.phrase))

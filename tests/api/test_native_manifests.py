@@ -16,7 +16,9 @@ import yaml
 
 from jobs.cluster import get_backend
 from jobs.document.schema import job_document
-from jobs.models import Job
+from jobs.engine.admission.cycle import admission_cycle
+from jobs.engine.reconcile import jobs_reconcile
+from jobs.models import Job, SimulatedPod
 from kube import schema
 
 from ..support import k8s_schema
@@ -507,3 +509,58 @@ def test_an_operator_may_not_delete_a_finished_job_before_caldera_reads_how_it_e
     pytorchjob["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": 600}
     kept = api(member).post(f"{JOBS}?queue=root/algorithm/text", pytorchjob, format="json")
     assert kept.status_code == 201, kept.json()
+
+
+# Two CPU nodes and two GPU nodes kept for what asks for the a100 pool and tolerates them.
+GPU_POOL = (
+    "2xcpu=16,memory=64Gi;"
+    "2xcpu=32,memory=128Gi,nvidia.com/gpu=8 labels:pool=a100 taints:dedicated=ml:NoSchedule"
+)
+
+
+def test_a_job_no_node_takes_is_refused_naming_its_selector_and_one_that_fits_runs_there(
+    api, member, settings
+):
+    settings.SIMULATED_CLUSTER_NODES = GPU_POOL
+    get_backend.cache_clear()
+    job = the_job(documents("kubeflow-pytorch-simple.yaml"))
+    pods = {
+        kind: spec["template"]["spec"] for kind, spec in job["spec"]["pytorchReplicaSpecs"].items()
+    }
+    for pod in pods.values():
+        pod["nodeSelector"] = {"pool": "h100"}
+    at = "spec.pytorchReplicaSpecs.Master.template.spec"
+
+    answer = api(member).post(f"{JOBS}?queue=root/algorithm/text", job, format="json")
+    assert answer.status_code == 400
+    assert answer.json() == {
+        f"{at}.nodeSelector": [
+            "can never run: master asks for nodes with nodeSelector pool=h100; no node has "
+            "those labels"
+        ]
+    }
+    for pod in pods.values():
+        pod["nodeSelector"] = {"pool": "a100"}
+    answer = api(member).post(f"{JOBS}?queue=root/algorithm/text", job, format="json")
+    assert answer.json() == {
+        f"{at}.tolerations": [
+            "can never run: master can run on no node: each node it selects has a taint it "
+            "does not tolerate, such as {dedicated: ml}"
+        ]
+    }
+    assert not Job.objects.exists()
+
+    for pod in pods.values():
+        pod["tolerations"] = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+    answer = api(member).post(f"{JOBS}?queue=root/algorithm/text", job, format="json")
+    assert answer.status_code == 201, answer.json()
+    admission_cycle()
+    jobs_reconcile([answer.json()["id"]])
+    placed = SimulatedPod.objects.filter(job_id=answer.json()["id"])
+    assert placed.count() == 2 and {pod.node for pod in placed} <= {"node-3", "node-4"}
+    created = the_job(api(member).get(f"{JOBS}{answer.json()['id']}/manifest/").json())
+    master = created["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert (
+        master["nodeSelector"] == {"pool": "a100"}
+        and master["tolerations"] == pods["Master"]["tolerations"]
+    )

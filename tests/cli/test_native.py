@@ -221,6 +221,32 @@ def test_what_no_tenant_may_get_exits_2_with_its_paths(cli: Cli, tmp_path):
     assert not Job.objects.exists()
 
 
+def test_a_job_no_node_of_the_demo_takes_exits_2_naming_its_selector(cli: Cli, tmp_path):
+    """The README's example, on the default nodes (an A100 on each, by its product label)."""
+    h100 = "nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3"
+    text = PYTORCHJOB.replace("        spec:\n          containers:\n", (
+        f"        spec:\n          nodeSelector: {{{h100}}}\n          containers:\n"
+    ))  # fmt: skip
+    (path,) = files(tmp_path, {"train.yaml": text})
+
+    refused = cli.run("submit", path)
+
+    said = (
+        "can never run: master asks for nodes with nodeSelector "
+        "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3; no node has those labels"
+    )
+    assert refused.returncode == 2
+    assert f"train.yaml: spec.pytorchReplicaSpecs.Master.template.spec.nodeSelector: {said}" in (
+        refused.stderr
+    )
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    assert f"`{said}`" in readme
+    assert not Job.objects.exists()
+    sent = cli.run("submit", files(tmp_path, {"a100.yaml": text.replace("H100-80GB-HBM3", (
+        "A100-SXM4-80GB"))})[0], "--output", "json")  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+
+
 def test_a_file_s_volcano_queue_is_the_queue_s_own_once_the_queue_is_named(cli: Cli, tmp_path):
     queue = "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q}\n"
     (path,) = files(tmp_path, {"both.yaml": queue + "---\n" + VOLCANO_RAY})

@@ -21,6 +21,7 @@ from jobs.cluster.manifests.common import (
     kube_queue_timestamp,
 )
 from kube.names import LABEL_MANAGED_BY, MANAGER
+from kube.scheduling import ClusterNode, Taint
 
 from ..support import k8s_schema
 from ..support.kube_emulator import APPLY_PATCH
@@ -527,7 +528,12 @@ def test_allocatable_is_unknown_while_the_nodes_cannot_be_read(kube, backend):
 
 
 def test_nodes_are_the_ready_schedulable_nodes_from_the_same_listing_as_allocatable(kube, backend):
-    kube.add_node("n1", {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4", "pods": "250"})
+    kube.add_node(
+        "n1",
+        {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4", "pods": "250"},
+        labels={"pool": "a100"},
+        taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+    )
     kube.add_node("n2", {"cpu": "8", "memory": "32Gi"})
     kube.add_node("cordoned", {"cpu": "64"}, unschedulable=True)
     kube.add_node("not-ready", {"cpu": "64"}, ready=False)
@@ -535,10 +541,16 @@ def test_nodes_are_the_ready_schedulable_nodes_from_the_same_listing_as_allocata
     nodes = backend.nodes()
     allocatable = backend.allocatable()
 
-    # Each node's own pods; one that does not say (a kubelet always does) holds 110.
-    assert sorted(nodes, key=lambda node: node["cpu"]) == [
-        {"cpu": 8000, "memory": 32 * 2**30, "pods": 110},
-        {"cpu": 16_000, "memory": 64 * 2**30, "nvidia.com/gpu": 4, "pods": 250},
+    # Each node's own pods; one that does not say (a kubelet always does) holds 110. Its
+    # labels and taints, as the scheduler's filters read them.
+    assert sorted(nodes, key=lambda node: node.name) == [
+        ClusterNode(
+            "n1",
+            {"cpu": 16_000, "memory": 64 * 2**30, "nvidia.com/gpu": 4, "pods": 250},
+            {"pool": "a100"},
+            (Taint("nvidia.com/gpu", "present", "NoSchedule"),),
+        ),
+        ClusterNode("n2", {"cpu": 8000, "memory": 32 * 2**30, "pods": 110}),
     ]
     assert allocatable == {"cpu": 24_000, "memory": 96 * 2**30, "nvidia.com/gpu": 4, "pods": 360}
     assert len(kube.requests("get", "/api/v1/nodes")) == 1  # one listing for both
@@ -553,7 +565,9 @@ def test_nodes_that_cannot_be_read_are_not_asked_for_again_within_the_period(kub
     assert backend.nodes() is None
     assert backend.nodes() is None
     assert len(kube.requests("get", "/api/v1/nodes")) == 1
-    assert backend_for(kube, allocatable_seconds=0).nodes() == [{"cpu": 16_000, "pods": 110}]
+    assert backend_for(kube, allocatable_seconds=0).nodes() == [
+        ClusterNode("n1", {"cpu": 16_000, "pods": 110})
+    ]
 
 
 # -- reading names and messages (pure) -------------------------------------------------

@@ -1,7 +1,10 @@
 """The simulated cluster: gang placement, pod phases and real event formats, on a fixed clock."""
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from jobs.cluster.simulated import (
     SIMULATED_EXIT_CODE,
@@ -9,6 +12,7 @@ from jobs.cluster.simulated import (
     SimulatedCluster,
     parse_nodes,
 )
+from kube.scheduling import Placement, Taint
 
 from ..support.specs import gang_spec
 
@@ -25,20 +29,42 @@ def phases(observation):
 
 def test_it_parses_the_node_setting():
     nodes = parse_nodes("2xcpu=8,memory=32Gi;cpu=4,pods=20")
-    assert list(nodes) == ["node-1", "node-2", "node-3"]
+    assert [node.name for node in nodes] == ["node-1", "node-2", "node-3"]
     # A node that names no pods holds a kubelet's default, 110.
-    assert nodes["node-1"] == {"cpu": 8000, "memory": 32 * 2**30, "pods": 110}
-    assert nodes["node-3"] == {"cpu": 4000, "pods": 20}
+    assert nodes[0].allocatable == {"cpu": 8000, "memory": 32 * 2**30, "pods": 110}
+    assert nodes[2].allocatable == {"cpu": 4000, "pods": 20}
+    # Each carries its hostname label, as a kubelet registers it; no taint.
+    assert nodes[2].labels == {"kubernetes.io/hostname": "node-3"} and nodes[2].taints == ()
+
+
+def test_a_node_group_may_carry_labels_and_taints_as_kubectl_writes_them():
+    nodes = parse_nodes(
+        "2xcpu=64,nvidia.com/gpu=8 labels:pool=a100,zone=b "
+        "taints:nvidia.com/gpu=present:NoSchedule,spot:PreferNoSchedule;cpu=16"
+    )
+    assert nodes[1].labels == {"kubernetes.io/hostname": "node-2", "pool": "a100", "zone": "b"}
+    assert nodes[1].taints == (
+        Taint("nvidia.com/gpu", "present", "NoSchedule"),
+        Taint("spot", "", "PreferNoSchedule"),
+    )
+    assert nodes[2].labels == {"kubernetes.io/hostname": "node-3"}
+    for wrong, said in [
+        ("cpu=4 taints:gpu=yes", "a taint is key[=value]:effect"),
+        ("cpu=4 taints:gpu=yes:Sometimes", "a taint is key[=value]:effect"),
+        ("cpu=4 labels:pool", "a label is key=value"),
+        ("cpu=4 colour:red", "labels:... and taints:..."),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(said)):
+            parse_nodes(wrong)
 
 
 def test_the_backend_gives_each_nodes_shape_for_the_submit_check():
     backend = SimulatedBackend(parse_nodes("2xcpu=8,memory=32Gi;cpu=4"), cycle_seconds=5)
-    shapes = backend.nodes()
+    shapes = [node.allocatable for node in backend.nodes()]
     assert shapes == [{"cpu": 8000, "memory": 32 * 2**30, "pods": 110}] * 2 + [
         {"cpu": 4000, "pods": 110}
     ]
-    shapes[0]["cpu"] = 1  # a copy: the caller cannot change the cluster
-    assert backend.nodes()[0]["cpu"] == 8000 and backend.allocatable()["cpu"] == 20_000
+    assert backend.allocatable()["cpu"] == 20_000
 
 
 def test_it_places_a_gang_and_runs_it_for_its_run_time():
@@ -176,3 +202,41 @@ def test_free_capacity_follows_every_change_and_a_reload_agrees():
     assert running == {"rayjob-3", "rayjob-4"}
     assert cluster.free() == reloaded.free()
     assert sum(node["cpu"] for node in cluster.free().values()) == 32_000 - 2 * 12_000
+
+
+def test_pods_run_only_on_nodes_their_selector_and_tolerations_let_them_and_events_say_why():
+    sim = cluster(
+        "2xcpu=16,memory=64Gi;"
+        "cpu=16,memory=64Gi,nvidia.com/gpu=8 labels:pool=a100 taints:dedicated=ml:NoSchedule"
+    )
+    pool = Placement.of_pod_spec({"nodeSelector": {"pool": "a100"}})
+    base = gang_spec(1, head_cpu="2", workers=1, worker_cpu="2")
+    untolerated = replace(
+        base,
+        head=replace(base.head, placement=pool),
+        workers=(replace(base.workers[0], placement=pool),),
+    )
+    sim.create(untolerated, now=T0)
+    observation = sim.tick(now=T0)
+
+    assert phases(observation) == {1: "Pending"}
+    assert {event.message.split(": ", 1)[1] for event in observation.events} == {
+        "0/3 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, "
+        "1 node(s) had untolerated taint {dedicated: ml}."
+    }
+
+    tolerating = Placement.of_pod_spec(
+        {"nodeSelector": {"pool": "a100"},
+         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml"}]}
+    )  # fmt: skip
+    spec = replace(
+        gang_spec(2, head_cpu="2", workers=1, worker_cpu="2"),
+        head=replace(base.head, placement=tolerating),
+        workers=(replace(base.workers[0], placement=tolerating),),
+    )
+    sim.create(spec, now=T0)
+    assert phases(sim.tick(now=T0))[2] == "Running"
+    assert {pod.node for pod in sim.pods.values() if pod.job_id == 2} == {"node-3"}
+    # Where a pod may run is kept with it: a cluster read back places it the same.
+    reloaded = SimulatedCluster(sim.node_of.values(), sim.pods.values())
+    assert {p.placement for p in reloaded.pods.values() if p.job_id == 2} == {tolerating}

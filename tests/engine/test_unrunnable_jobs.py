@@ -28,8 +28,10 @@ from jobs.engine.reconcile import jobs_reconcile
 from jobs.engine.sync import cluster_sync
 from jobs.engine.unrunnable import jobs_fail_unrunnable
 from jobs.models import Job
+from kube.scheduling import ClusterNode
 from queues.models import QuotaNode
 
+from ..support import k8s_schema
 from ..support.cluster import simulated_nodes
 from ..support.jobs import PYTORCH_JOB, RAY_JOB, UNPACKABLE, refresh, submit
 from ..support.kube_emulator import emulator
@@ -231,7 +233,7 @@ def test_a_tree_change_fails_the_waiting_jobs_no_node_can_hold_and_no_other(
 
 
 def test_waiting_jobs_are_checked_once_per_shape_however_many_there_are(member, now):
-    nodes = [{"cpu": 8000, "memory": 64 * 2**30}]
+    nodes = [ClusterNode("node-1", {"cpu": 8000, "memory": 64 * 2**30})]
     counts = []
     for many in (1, 6):
         for _ in range(many):
@@ -242,6 +244,29 @@ def test_waiting_jobs_are_checked_once_per_shape_however_many_there_are(member, 
         counts.append(len(queries))
 
     assert counts[0] == counts[1]
+
+
+def test_a_waiting_job_whose_selector_no_node_meets_any_more_fails_when_the_nodes_change(
+    api, member, now
+):
+    """The sync reads the nodes' labels too: a pool relabelled leaves its jobs nowhere."""
+    job = yaml.safe_load((k8s_schema.SAMPLES / "kubeflow-pytorch-simple.yaml").read_text())
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["nodeSelector"] = {"pool": "a100"}
+    with simulated_nodes("2xcpu=16,memory=64Gi labels:pool=a100;cpu=16"):
+        answer = api(member).post(f"/api/v1/jobs/?queue={TEXT}", job, format="json")
+        assert answer.status_code == 201, answer.json()
+        other = submit(member, now, **ray_job(head={"resources": {"cpu": "2"}}, workers=[]))
+        assert jobs_fail_unrunnable(now=now) == []
+    with simulated_nodes("2xcpu=16,memory=64Gi labels:pool=h100;cpu=16"):
+        cluster_sync(now=now)
+
+    waiting = Job.objects.get(pk=answer.json()["id"])
+    assert waiting.state == "failed"
+    assert waiting.events.get(reason="Unrunnable").message == (
+        "Can never run: master asks for nodes with nodeSelector pool=a100; no node has those labels"
+    )
+    assert refresh(other).state == "queued"
 
 
 # -- start attempts on the job's page and in the API -------------------------------------

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone, translation
 
 from jobs.models import Job, JobEvent
+from kube.scheduling import ClusterNode
 from queues import phrases
 from queues.admission import OVER_QUOTA, QUEUE_PRIORITY, RECLAIM, Admitted, Preemption, Releasing
 from queues.phrases import WORDINGS, Phrase, said
@@ -100,7 +101,7 @@ def test_a_pod_no_node_can_hold_is_said_in_chinese_with_its_sizes():
     tree = [Node(path="root", max={"nvidia.com/gpu": 8})]
     nowhere = unplaceable(
         pods={"head": {"cpu": 20000}, "workers[0]": {"nvidia.com/gpu": 1}},
-        nodes=[{"cpu": 16000}],
+        nodes=[ClusterNode("node-1", {"cpu": 16000})],
         path_nodes=tree,
     )
     assert nowhere is not None

@@ -3,15 +3,25 @@
 Amounts are in base units, as the rule takes them: cpu in millicores, memory in bytes.
 """
 
+from dataclasses import replace
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kube.scheduling import ClusterNode, Placement, Taint
 from queues.placement import unplaceable
 from queues.quota import Node
 
 GI = 2**30
 SIXTEEN_CPU = {"cpu": 16_000, "memory": 64 * GI, "nvidia.com/gpu": 4}
-NODES = [SIXTEEN_CPU] * 4  # the default simulated cluster
+
+
+def shaped(shapes) -> list[ClusterNode]:
+    """Nodes of these allocatable resources, with no label or taint."""
+    return [ClusterNode(f"node-{i + 1}", shape) for i, shape in enumerate(shapes)]
+
+
+NODES = shaped([SIXTEEN_CPU] * 4)  # the default simulated cluster
 PATH = [
     Node("root/algorithm/video", {"cpu": 12_000}, {"cpu": 14_000, "memory": 14 * GI}),
     Node("root/algorithm", {"cpu": 32_000}, {"cpu": 48_000}),
@@ -37,7 +47,7 @@ def test_a_pod_larger_than_every_node_names_the_pod_the_resource_and_the_largest
 
 
 def test_the_largest_node_is_the_one_with_the_most_of_that_resource():
-    nodes = [{"cpu": 8000, "memory": 256 * GI}, {"cpu": 32_000, "memory": 64 * GI}]
+    nodes = shaped([{"cpu": 8000, "memory": 256 * GI}, {"cpu": 32_000, "memory": 64 * GI}])
     pods = {"head": {"cpu": 1000}, "workers[0]": {"memory": 300 * GI}}
 
     assert reason(pods, nodes) == "workers[0] asks for memory 300Gi; the largest node has 256Gi"
@@ -62,7 +72,7 @@ def test_a_resource_the_tree_offers_but_no_node_has_is_refused_and_the_reason_sa
 
 def test_a_pod_fits_only_a_node_that_holds_all_it_asks_for():
     # One node has the cpu, the other the GPUs: neither has both.
-    nodes = [{"cpu": 32_000, "nvidia.com/gpu": 0}, {"cpu": 8000, "nvidia.com/gpu": 8}]
+    nodes = shaped([{"cpu": 32_000, "nvidia.com/gpu": 0}, {"cpu": 8000, "nvidia.com/gpu": 8}])
     found = unplaceable(
         pods={"head": {"cpu": 16_000, "nvidia.com/gpu": 1}}, nodes=nodes, path_nodes=PATH
     )
@@ -108,7 +118,7 @@ def test_a_job_is_refused_exactly_when_some_pod_fits_no_node_by_every_resource(p
     def fits(pod, node):
         return all(node.get(resource, 0) >= amount for resource, amount in pod.items())
 
-    found = unplaceable(pods=pods, nodes=nodes, path_nodes=PATH)
+    found = unplaceable(pods=pods, nodes=shaped(nodes), path_nodes=PATH)
 
     stuck = [name for name, pod in pods.items() if not any(fits(pod, n) for n in nodes)]
     assert (found is None) == (not stuck)
@@ -116,3 +126,142 @@ def test_a_job_is_refused_exactly_when_some_pod_fits_no_node_by_every_resource(p
         assert found.pod == stuck[0]  # the first, in the order given
         assert pods[found.pod].get(found.resource, 0) > 0
         assert found.resource in found.reason and found.pod in found.reason
+
+
+# -- where a pod may run: labels and taints (kube.scheduling) -----------------------------
+
+GPU_POOL = [
+    ClusterNode(
+        "gpu-1",
+        SIXTEEN_CPU,
+        {"pool": "a100", "zone": "b", "cores": "64"},
+        (Taint("nvidia.com/gpu", "present", "NoSchedule"),),
+    ),
+    ClusterNode("cpu-1", {"cpu": 64_000, "memory": 256 * GI}, {"pool": "cpu", "zone": "a"}),
+]
+
+
+def placed(pod_spec: dict, pods=None, nodes=GPU_POOL):
+    pods = pods or {"head": {"cpu": 1000}}
+    placement = Placement.of_pod_spec(pod_spec)
+    return unplaceable(pods=pods, nodes=nodes, path_nodes=PATH, placements={"head": placement})
+
+
+def affinity(*expressions, fields=()) -> dict:
+    term = {"matchExpressions": list(expressions)}
+    if fields:
+        term["matchFields"] = list(fields)
+    return {
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [term]
+            }}
+        }
+    }  # fmt: skip
+
+
+def test_a_node_selector_no_node_has_is_refused_naming_the_selector_and_its_field():
+    found = placed({"nodeSelector": {"pool": "h100"}})
+
+    assert (found.pod, found.resource, found.field) == ("head", "", "head.spec.nodeSelector")
+    assert (
+        found.reason == "head asks for nodes with nodeSelector pool=h100; no node has those labels"
+    )
+    assert placed({"nodeSelector": {"pool": "cpu"}}) is None
+
+
+def test_each_operator_of_required_node_affinity_is_read_as_kubernetes_reads_it():
+    def runs(*expressions, fields=()) -> bool:
+        return placed(affinity(*expressions, fields=fields)) is None
+
+    assert runs({"key": "zone", "operator": "In", "values": ["a", "c"]})
+    assert not runs({"key": "zone", "operator": "In", "values": ["c"]})
+    # NotIn and DoesNotExist take a node without the label.
+    assert runs({"key": "gone", "operator": "NotIn", "values": ["x"]})
+    assert not runs({"key": "pool", "operator": "NotIn", "values": ["a100", "cpu"]})
+    assert runs({"key": "pool", "operator": "Exists"})
+    assert not runs({"key": "gone", "operator": "Exists"})
+    assert runs({"key": "gone", "operator": "DoesNotExist"})
+    # Gt and Lt read the label as an integer: only the GPU node says cores, and it tolerates
+    # nothing, so the pod goes nowhere either way but by its taint.
+    assert placed(affinity({"key": "cores", "operator": "Gt", "values": ["32"]})).field == (
+        "head.spec.tolerations"
+    )
+    assert placed(affinity({"key": "cores", "operator": "Lt", "values": ["32"]})).field == (
+        "head.spec.affinity"
+    )
+    # A term's requirements are ANDed; matchFields knows the node's name.
+    assert not runs({"key": "zone", "operator": "In", "values": ["a"]},
+                    {"key": "pool", "operator": "In", "values": ["a100"]})  # fmt: skip
+    assert runs(fields=[{"key": "metadata.name", "operator": "In", "values": ["cpu-1"]}])
+    assert not runs(fields=[{"key": "metadata.name", "operator": "NotIn", "values": ["cpu-1"]}])
+
+
+def test_required_terms_are_ored_and_an_empty_term_matches_no_node():
+    either = {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]},
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+            ]
+        }}}
+    }  # fmt: skip
+    assert placed(either) is None
+    found = placed(affinity())
+    assert found.field == "head.spec.affinity"
+
+
+def test_a_taint_keeps_away_every_pod_that_does_not_tolerate_it():
+    found = placed({"nodeSelector": {"pool": "a100"}})
+
+    assert (found.field, found.resource) == ("head.spec.tolerations", "")
+    assert found.reason == (
+        "head can run on no node: each node it selects has a taint it does not tolerate, such "
+        "as {nvidia.com/gpu: present}"
+    )
+    for toleration in [
+        {"key": "nvidia.com/gpu", "operator": "Exists"},
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"operator": "Exists"},  # every taint
+    ]:
+        spec = {"nodeSelector": {"pool": "a100"}, "tolerations": [toleration]}
+        assert placed(spec) is None, toleration
+    for toleration in [
+        {"key": "nvidia.com/gpu", "value": "absent"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "other", "operator": "Exists"},
+    ]:
+        spec = {"nodeSelector": {"pool": "a100"}, "tolerations": [toleration]}
+        assert placed(spec) is not None, toleration
+
+
+def test_a_pod_asking_for_the_tainted_resource_tolerates_it_and_prefer_no_schedule_keeps_none():
+    """ExtendedResourceToleration: a pod asking for nvidia.com/gpu tolerates its taint."""
+    gpu = {"head": {"cpu": 1000, "nvidia.com/gpu": 1}}
+    assert placed({"nodeSelector": {"pool": "a100"}}, pods=gpu) is None
+    soft = [replace(GPU_POOL[0], taints=(Taint("spot", "", "PreferNoSchedule"),))]
+    assert placed({}, nodes=soft) is None
+
+
+def test_resources_are_read_against_the_nodes_the_pod_may_run_on():
+    big = {"head": {"cpu": 32_000}}
+    # 32 cpu fits the CPU node, not the GPU pool the selector asks for.
+    assert placed({}, pods=big) is None
+    found = placed({"nodeSelector": {"pool": "a100"}, "tolerations": [{"operator": "Exists"}]},
+                   pods=big)  # fmt: skip
+    assert found.reason == "head asks for cpu 32; the largest node has 16"
+
+
+def test_a_placement_is_kept_as_json_and_read_back_the_same():
+    spec = {
+        "nodeSelector": {"pool": "a100"},
+        "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+        **affinity({"key": "zone", "operator": "In", "values": ["a", "b"]},
+                   fields=[{"key": "metadata.name", "operator": "NotIn", "values": ["n"]}]),
+    }  # fmt: skip
+    placement = Placement.of_pod_spec(spec)
+    assert Placement.from_json(placement.as_json()) == placement
+    assert placement.selector_text() == (
+        "nodeSelector pool=a100; node affinity (zone In (a, b), metadata.name NotIn (n))"
+    )
+    assert not Placement.of_pod_spec({}) and Placement.from_json({}) == Placement()

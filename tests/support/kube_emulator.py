@@ -613,12 +613,14 @@ class Emulator:
         self.server.deny(check)
         self._access_review, self._rules_review = access_review, rules_review
 
-    def add_node(self, name: str, allocatable: dict, *, ready: bool = True, **spec) -> None:
+    def add_node(
+        self, name: str, allocatable: dict, *, ready: bool = True, labels=None, **spec
+    ) -> None:
         self.core.create_node(
             {
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": name},
+                "metadata": {"name": name, "labels": labels or {}},
                 "spec": spec,
                 "status": {
                     "allocatable": allocatable,
