@@ -574,7 +574,10 @@ def native_columns(native: NativeJob) -> dict[str, Any]:
         "runtime": native.kind.runtime,
         "name": native.name[:63],
         "image": native.image[:500],
-        "head": {"resources": format_resources(head.request)} | _placement(head),
+        "head": {"resources": format_resources(head.request)}
+        # A Volcano Job's leading task keeps its name: Volcano labels its pods with it.
+        | ({"name": head.name} if native.kind.runtime == "volcano" else {})
+        | _placement(head),
         "workers": [
             {
                 "name": group.name,

@@ -56,6 +56,13 @@ def head_group(kind: str) -> str:
     return kind_shape(kind).head
 
 
+def job_head(job: Job) -> str:
+    """The name of this job's main pod group: its kind's (``head_group``), or for a Volcano
+    Job sent as an object the name of its leading task, which Volcano labels its pods with
+    (``volcano.sh/task-spec``)."""
+    return job.head.get("name") or head_group(job.kind)
+
+
 def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpec:
     """The plain description of a job that manifests and backends take: its document's
     fields as ``jobs.document.shape`` says JobSpec takes them, its pods and its place."""
@@ -65,7 +72,7 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
         object_name=job_object_name(job),
         namespace=job.namespace,
         head=PodGroup(
-            name=head_group(job.kind),
+            name=job_head(job),
             replicas=1,
             resources=dict(job.head.get("resources", {})),
             limits=dict(job.head.get("limits", {})),

@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 
 from jobs.cluster import LogUnavailable, PodLog, get_backend
 from jobs.document.params import Integer, params
-from jobs.engine.objects import head_group, object_ref
+from jobs.engine.objects import job_head, object_ref
 from jobs.models import IN_CLUSTER, PENDING, Job, State
 
 # The most lines a read may ask for: far past what a page shows, well inside what the API
@@ -51,7 +51,7 @@ def job_log(
     LogUnavailable with a sentence for the person reading the job when there is no log to
     show; ClusterUnavailable when the cluster does not answer. The caller has checked the
     user may see the job (``selectors.job_get_for_user``)."""
-    head = head_group(job.kind)
+    head = job_head(job)
     if job.state in PENDING:
         raise LogUnavailable(
             _(

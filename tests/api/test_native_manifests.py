@@ -15,8 +15,10 @@ import pytest
 import yaml
 
 from jobs.cluster import get_backend
+from jobs.cluster.kinds import main_pod_selector
 from jobs.document.schema import job_document
 from jobs.engine.admission.cycle import admission_cycle
+from jobs.engine.objects import job_head, job_spec
 from jobs.engine.reconcile import jobs_reconcile
 from jobs.models import Job, SimulatedPod
 from kube import schema
@@ -563,4 +565,27 @@ def test_a_job_no_node_takes_is_refused_naming_its_selector_and_one_that_fits_ru
     assert (
         master["nodeSelector"] == {"pool": "a100"}
         and master["tolerations"] == pods["Master"]["tolerations"]
+    )
+
+
+def test_a_volcano_job_s_log_is_looked_for_on_its_leading_task_by_the_task_s_own_name(api, member):
+    """Volcano labels a task's pods with the task's name (volcano.sh/task-spec): the main
+    pod of the sample, whose one task is default-nginx, is found by that name."""
+    text = path_of("volcano-job.yaml").read_bytes()
+    answer = api(member).generic(
+        "POST", f"{JOBS}?queue=root/algorithm/text", text, content_type=YAML
+    )
+    assert answer.status_code == 201, answer.json()
+    job = Job.objects.get(pk=answer.json()["id"])
+
+    assert job_head(job) == job_spec(job).head.name == "default-nginx"
+    assert main_pod_selector(
+        "volcano", object_name="test-job", job_id=job.pk, head=job_head(job)
+    ) == (
+        f"caldera.io/job-id={job.pk},volcano.sh/job-name=test-job,volcano.sh/task-spec=default-nginx"
+    )
+    admission_cycle()
+    jobs_reconcile([job.pk])
+    assert SimulatedPod.objects.filter(job_id=job.pk, index=0).get().name == (
+        "test-job-default-nginx-0"
     )
