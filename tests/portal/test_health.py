@@ -28,14 +28,14 @@ def test_it_answers_200_with_the_state_of_each_part(client):
 
 
 def test_it_reports_a_broker_that_does_not_answer(client, settings):
-    from jobs.engine.triggers import redis_client
+    from jobs.engine.triggers import process_redis_client
 
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
-    redis_client.cache_clear()
+    process_redis_client.cache_clear()
     try:
         body = client.get("/healthz").json()
     finally:
-        redis_client.cache_clear()
+        process_redis_client.cache_clear()
     assert body["broker"] == "down" and body["workers"] == 0
 
 
