@@ -50,7 +50,7 @@ from jobs.models import (
     SubmissionKey,
 )
 from jobs.reads.quota_preview import Consequence, QuotaPreview, quota_preview
-from jobs.tables.jobs import job_insert_with_event, jobs_copy
+from jobs.tables.jobs import MapHolder, job_insert_with_event, jobs_copy, live_config_maps
 from jobs.tables.submission_keys import submission_key_claim
 from jobs.tables.tickets import tickets_reserve
 from kube.pod_security import RESTRICTED
@@ -419,6 +419,11 @@ def job_preview_batch(
     taken = live_names(
         [d.columns["object_name"] for d in drafts if isinstance(d, JobDraft) and d.native]
     )
+    # And those holding the names of their ConfigMaps; a ConfigMap two jobs of the batch
+    # would share in one namespace is the later one's refusal.
+    maps_taken = live_config_maps(
+        [name for d in drafts if isinstance(d, JobDraft) for _, name, _ in _maps_of(d)]
+    )
     for index, draft in enumerate(drafts):
         try:
             if isinstance(draft, JobInvalid):
@@ -436,7 +441,10 @@ def job_preview_batch(
                 target = targets[draft.queue]
                 if isinstance(target, JobInvalid):
                     raise target
-                job = _job_for(user, draft, target, now, nodes=nodes, taken=taken)
+                job = _job_for(
+                    user, draft, target, now, nodes=nodes, taken=taken, maps_taken=maps_taken
+                )
+                _maps_taken_by(job, maps_taken)
                 if (
                     job.object_name
                     and named.setdefault((job.namespace, job.object_name), index) != index
@@ -514,6 +522,7 @@ def _job_for(
     *,
     nodes: list[ClusterNode] | None,
     taken: dict[tuple[str, str], int] | None = None,
+    maps_taken: dict[tuple[str, str], list[MapHolder]] | None = None,
 ) -> Job:
     """The job a draft becomes in its queue, unsaved, or JobInvalid naming every problem the
     queue's rules find (and, for a Kubernetes object, every problem of its pods and of the
@@ -553,7 +562,7 @@ def _job_for(
     )
     if draft.native is not None:
         try:
-            columns = {**columns, "manifest": _placed(draft, queue, policy, taken)}
+            columns = {**columns, "manifest": _placed(draft, queue, policy, taken, maps_taken)}
         except JobInvalid as invalid:
             for key, reasons in invalid.errors.items():
                 errors.setdefault(key, []).extend(reasons)
@@ -603,11 +612,17 @@ def _document_fenced(draft: JobDraft, policy: PodPolicy, errors: dict) -> None:
 
 
 def _placed(
-    draft: JobDraft, queue: Queue, policy: PodPolicy, taken: dict[tuple[str, str], int] | None
+    draft: JobDraft,
+    queue: Queue,
+    policy: PodPolicy,
+    taken: dict[tuple[str, str], int] | None,
+    maps_taken: dict[tuple[str, str], list[MapHolder]] | None = None,
 ) -> dict:
     """The objects of a draft sent as Kubernetes objects, placed in ``queue``
     (``native_placed``) under its leaf's pod ``policy``, once no live job of the namespace
-    has its object's name (``taken``: the names a batch read at once; None: read here)."""
+    has its object's name (``taken``: the names a batch read at once; None: read here) or
+    the name of one of its ConfigMaps (``maps_taken``, likewise): two jobs' ConfigMaps of
+    one name would be one object in the cluster, created by the first, deleted with it."""
     namespace = job_namespace(queue)
     placed = native_placed(
         draft.native,
@@ -625,7 +640,69 @@ def _placed(
         holder = holders.get((namespace, name))
         if holder is not None:
             raise JobInvalid({"name": [_name_taken(name, namespace, holder)]})
+    errors = {
+        draft.native.path(index, ("metadata", "name")): [_map_taken(name, namespace, other)]
+        for index, name, other in _maps_differing(draft, namespace, maps_taken)
+    }
+    if errors:
+        raise JobInvalid(errors)
     return placed
+
+
+def _maps_of(draft: JobDraft) -> list[tuple[int, str, dict]]:
+    """The ConfigMaps a draft sent as objects keeps: (its place among the objects, its
+    name, its data and binaryData), in the body's order."""
+    if not draft.native:
+        return []
+    return [
+        (index, str((obj.get("metadata") or {}).get("name") or ""), _map_content(obj))
+        for index, obj in enumerate(draft.native.objects[1:], start=1)
+    ]
+
+
+def _map_content(obj: Mapping) -> dict:
+    return {"data": obj.get("data"), "binaryData": obj.get("binaryData")}
+
+
+def _maps_differing(
+    draft: JobDraft, namespace: str, maps_taken: dict[tuple[str, str], list[MapHolder]] | None
+) -> list[tuple[int, str, int]]:
+    """The draft's ConfigMaps whose name a live job of the namespace keeps with other data,
+    each with that job (0: an earlier job of the same batch). The same name with the same
+    data is one ConfigMap the jobs share, as ``kubectl create`` of the same file shares it;
+    it is removed with the last of them (``jobs.engine.objects.refs_removable``)."""
+    maps = _maps_of(draft)
+    if not maps:
+        return []
+    holders = live_config_maps([name for _, name, _ in maps]) if maps_taken is None else maps_taken
+    differing = []
+    for index, name, content in maps:
+        other = next((h for h in holders.get((namespace, name), []) if h.content != content), None)
+        if other is not None:
+            differing.append((index, name, other.job_id))
+    return differing
+
+
+def _maps_taken_by(job: Job, maps_taken: dict[tuple[str, str], list[MapHolder]]) -> None:
+    """A batch's job keeps its ConfigMaps from here on: a later job of the batch that keeps
+    one of the same name with other data in the same namespace is refused."""
+    if job.manifest:
+        for obj in job.manifest["objects"][1:]:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            maps_taken.setdefault((job.namespace, name), []).append(MapHolder(0, _map_content(obj)))
+
+
+def _map_taken(name: str, namespace: str, job_id: int) -> str:
+    """Why a job may not keep a ConfigMap of this name."""
+    if job_id:
+        holder = _("job #%(job)s, queued or running,") % {"job": job_id}
+    else:
+        holder = _("an earlier job of this batch")
+    return _(
+        "%(holder)s has a ConfigMap named %(name)s in the namespace %(namespace)s with other "
+        "data, and the cluster keeps one object of a name: send the same data, or give this "
+        "one another name (and the volumes that mount it)"
+    ) % {"holder": holder, "name": name, "namespace": namespace}
 
 
 def live_names(names: list[str]) -> dict[tuple[str, str], int]:

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.conf import settings
 
 from jobs.cluster import ObjectRef
@@ -16,6 +18,7 @@ from jobs.cluster.manifests.objects import config_map_names
 from jobs.cluster.spec import JobSpec, PodGroup
 from jobs.document.shape import spec_values
 from jobs.models import IN_CLUSTER, PENDING, Job, kind_shape
+from jobs.tables.jobs import live_config_maps
 from kube.scheduling import Placement
 from queues.selectors import queue_department
 
@@ -49,6 +52,27 @@ def object_ref(job: Job) -> ObjectRef:
         job.runtime,
         config_map_names(sent) if sent is not None else None,
     )
+
+
+def refs_removable(pairs: list[tuple[int, ObjectRef]]) -> list[ObjectRef]:
+    """The objects to remove, by job id, each without the ConfigMaps another live job of
+    its namespace keeps too (jobs sent with the same ConfigMap share it, as ``kubectl
+    create`` of one file twice does; it goes with the last of them). One query."""
+    names = [name for _, ref in pairs for name in ref.config_maps or ()]
+    holders = live_config_maps(names)
+    return [
+        replace(
+            ref,
+            config_maps=tuple(
+                name
+                for name in ref.config_maps
+                if not any(h.job_id != job_id for h in holders.get((ref.namespace, name), []))
+            ),
+        )
+        if ref.config_maps
+        else ref
+        for job_id, ref in pairs
+    ]
 
 
 def head_group(kind: str) -> str:

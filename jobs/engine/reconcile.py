@@ -38,7 +38,14 @@ from jobs.engine.namespace_health import (
     past_grace,
     unavailable_namespaces,
 )
-from jobs.engine.objects import ABSENT, SUSPENDED, job_spec, object_ref, object_wanted
+from jobs.engine.objects import (
+    ABSENT,
+    SUSPENDED,
+    job_spec,
+    object_ref,
+    object_wanted,
+    refs_removable,
+)
 from jobs.engine.triggers import request_admission, request_reconcile, request_sync
 from jobs.models import LEAVING, Job, JobEvent, State
 from queues import exchange, phrases, services
@@ -79,7 +86,9 @@ def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
         for job in jobs
         if wanted[job.pk] != ABSENT
     ]
-    unwanted = [object_ref(job) for job in jobs if wanted[job.pk] == ABSENT]
+    unwanted = refs_removable(
+        [(job.pk, object_ref(job)) for job in jobs if wanted[job.pk] == ABSENT]
+    )
     backend = get_backend()
     troubled = None
     if unwanted:
@@ -121,7 +130,10 @@ def jobs_refused(reasons: Mapping[int, Phrase | str], *, now: datetime) -> list[
     failed = jobs_transition(State.FAILED, reasons, now, "Refused")
     if failed:
         get_backend().remove(
-            [object_ref(job) for job in Job.objects.filter(pk__any=failed)], now=now
+            refs_removable(
+                [(job.pk, object_ref(job)) for job in Job.objects.filter(pk__any=failed)]
+            ),
+            now=now,
         )
         capacity_changed(now=now)
         transaction.on_commit(request_admission)

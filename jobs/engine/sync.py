@@ -33,7 +33,7 @@ from jobs.engine.admission.writes import capacity_changed
 from jobs.engine.cluster_health import cluster_answered, cluster_unavailable
 from jobs.engine.locks import SYNC, advisory_lock
 from jobs.engine.namespace_health import namespaces_checked, unavailable_namespaces
-from jobs.engine.objects import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted
+from jobs.engine.objects import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted, refs_removable
 from jobs.engine.reconcile import jobs_left, jobs_reconcile, jobs_transition
 from jobs.engine.start_timeouts import jobs_time_out
 from jobs.engine.triggers import remember, request_admission, request_sync_at, seen_before
@@ -203,12 +203,14 @@ def _with_config_maps(listed: list[tuple[int, ObjectRef]]) -> list[ObjectRef]:
             pk__any=[job_id for job_id, _ in listed], manifest__isnull=False
         ).values_list("pk", "manifest")
     )
-    return [
-        replace(ref, config_maps=config_map_names(sent[job_id]["objects"]))
-        if job_id in sent
-        else ref
-        for job_id, ref in listed
-    ]
+    return refs_removable(
+        [
+            (job_id, replace(ref, config_maps=config_map_names(sent[job_id]["objects"])))
+            if job_id in sent
+            else (job_id, ref)
+            for job_id, ref in listed
+        ]
+    )
 
 
 def _known(ids: list[int]) -> dict[int, _Known]:

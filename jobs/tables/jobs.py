@@ -266,6 +266,38 @@ def jobs_known(ids: list[int]) -> list[tuple[int, str, str]]:
         return cursor.fetchall()
 
 
+class MapHolder(NamedTuple):
+    """A live job keeping a ConfigMap of a name, and what that ConfigMap holds."""
+
+    job_id: int
+    content: dict  # its data and binaryData, as sent
+
+
+def live_config_maps(names: Collection[str]) -> dict[tuple[str, str], list[MapHolder]]:
+    """(namespace, ConfigMap name) -> the live jobs (waiting or holding quota, by id) whose
+    objects include a ConfigMap of one of these names: one query for a submission, a batch
+    or a removal, the names as one array. Only jobs sent as objects name their ConfigMaps."""
+    if not names:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT j.namespace, kept->'metadata'->>'name', j.id,
+                   jsonb_build_object('data', kept->'data', 'binaryData', kept->'binaryData')
+            FROM {JOBS} j, jsonb_array_elements(j.manifest->'objects') AS kept
+            WHERE j.manifest IS NOT NULL AND j.state = ANY(%s)
+              AND kept->>'kind' = 'ConfigMap' AND kept->'metadata'->>'name' = ANY(%s)
+            ORDER BY j.id
+            """,
+            [list(PENDING + HOLDING), sorted(set(names))],
+        )
+        holders: dict[tuple[str, str], list[MapHolder]] = {}
+        for namespace, name, pk, content in cursor.fetchall():
+            content = json.loads(content) if isinstance(content, str) else content
+            holders.setdefault((namespace, name), []).append(MapHolder(pk, content))
+        return holders
+
+
 # The jobs whose state wants an object in the cluster by now.
 _WANTING_OBJECTS = "(state = ANY(%(in_cluster)s) AND dequeued_at <= %(dequeued_by)s)"
 _WAITING_SUSPENDED = "(state = ANY(%(pending)s) AND runtime = ANY(%(suspendable)s))"

@@ -18,7 +18,7 @@ from jobs.cluster import get_backend
 from jobs.cluster.kinds import main_pod_selector
 from jobs.document.schema import job_document
 from jobs.engine.admission.cycle import admission_cycle
-from jobs.engine.objects import job_head, job_spec
+from jobs.engine.objects import job_head, job_spec, object_ref, refs_removable
 from jobs.engine.reconcile import jobs_reconcile
 from jobs.models import Job, SimulatedPod
 from kube import schema
@@ -589,3 +589,62 @@ def test_a_volcano_job_s_log_is_looked_for_on_its_leading_task_by_the_task_s_own
     assert SimulatedPod.objects.filter(job_id=job.pk, index=0).get().name == (
         "test-job-default-nginx-0"
     )
+
+
+def test_jobs_sent_with_one_configmap_share_it_and_it_goes_with_the_last_of_them(api, member):
+    """Seed 003 submits many RayJobs from one file (generateName) with one script's
+    ConfigMap: as `kubectl create` twice, the jobs share that ConfigMap; another job that
+    names it with other data is refused, since the cluster keeps one object of a name."""
+    text = path_of("seed-003-rayjob.yaml").read_bytes()
+    first, second = (
+        api(member).generic("POST", f"{JOBS}?queue=root/algorithm/video", text, content_type=YAML)
+        for _ in range(2)
+    )
+    assert (first.status_code, second.status_code) == (201, 201), second.json()
+    one, two = (Job.objects.get(pk=answer.json()["id"]) for answer in (first, second))
+
+    # Removing the first's objects leaves the ConfigMap the second still mounts.
+    assert refs_removable([(one.pk, object_ref(one))])[0].config_maps == ()
+    changed = text.replace(b"import ray\n", b"import ray  # another script\n", 1)
+    refused = api(member).generic(
+        "POST", f"{JOBS}?queue=root/algorithm/video", changed, content_type=YAML
+    )
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "items[0].metadata.name": [
+            f"job #{one.pk}, queued or running, has a ConfigMap named rayjob-video in the "
+            "namespace video with other data, and the cluster keeps one object of a name: send "
+            "the same data, or give this one another name (and the volumes that mount it)"
+        ]
+    }
+    for job in (one, two):
+        assert api(member).post(f"{JOBS}{job.pk}/cancel/").status_code == 200
+    # The last of them takes it along; a new job may name it with any data.
+    assert refs_removable([(two.pk, object_ref(two))])[0].config_maps == ("rayjob-video",)
+    again = api(member).generic(
+        "POST", f"{JOBS}?queue=root/algorithm/video", changed, content_type=YAML
+    )
+    assert again.status_code == 201, again.json()
+
+
+def test_a_batch_refuses_a_second_configmap_of_one_name_with_other_data(api, member):
+    objects = documents("seed-003-rayjob.yaml")
+    other = copy.deepcopy(objects)
+    other[0]["data"]["sample_code.py"] += "# another script\n"
+    jobs = [{"kind": "List", "apiVersion": "v1", "items": items} for items in (objects, other)]
+
+    refused = api(member).post(
+        f"{JOBS}batch/?queue=root/algorithm/video", {"jobs": jobs}, format="json"
+    )
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "jobs[1].items[0].metadata.name": [
+            "an earlier job of this batch has a ConfigMap named rayjob-video in the namespace "
+            "video with other data, and the cluster keeps one object of a name: send the same "
+            "data, or give this one another name (and the volumes that mount it)"
+        ]
+    }
+    same = api(member).post(
+        f"{JOBS}batch/?queue=root/algorithm/video", {"jobs": [jobs[0], jobs[0]]}, format="json"
+    )
+    assert same.status_code == 201, same.json()
