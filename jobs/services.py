@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from audit.models import AuditEntry
 from audit.services import audit_record
 from jobs.cluster import get_backend
+from jobs.cluster.manifests.objects import config_map_names
 from jobs.document.idempotency import IDEMPOTENCY_HEADER, IdempotencyKey
 from jobs.document.native import (
     QUEUE_LABELS,
@@ -650,18 +651,19 @@ def _placed(
 
 
 def _maps_of(draft: JobDraft) -> list[tuple[int, str, dict]]:
-    """The ConfigMaps a draft sent as objects keeps: (its place among the objects, its
-    name, its data and binaryData), in the body's order."""
-    if not draft.native:
-        return []
+    """The ConfigMaps a draft sent as objects keeps (``_kept_maps``)."""
+    return _kept_maps(draft.native.objects) if draft.native else []
+
+
+def _kept_maps(objects: list[Mapping]) -> list[tuple[int, str, dict]]:
+    """The ConfigMaps kept with a job (every object after the job): (its place among the
+    objects, its name, its data and binaryData), in the body's order."""
     return [
-        (index, str((obj.get("metadata") or {}).get("name") or ""), _map_content(obj))
-        for index, obj in enumerate(draft.native.objects[1:], start=1)
+        (index, name, {"data": obj.get("data"), "binaryData": obj.get("binaryData")})
+        for index, (name, obj) in enumerate(
+            zip(config_map_names(objects), objects[1:], strict=True), start=1
+        )
     ]
-
-
-def _map_content(obj: Mapping) -> dict:
-    return {"data": obj.get("data"), "binaryData": obj.get("binaryData")}
 
 
 def _maps_differing(
@@ -687,9 +689,8 @@ def _maps_taken_by(job: Job, maps_taken: dict[tuple[str, str], list[MapHolder]])
     """A batch's job keeps its ConfigMaps from here on: a later job of the batch that keeps
     one of the same name with other data in the same namespace is refused."""
     if job.manifest:
-        for obj in job.manifest["objects"][1:]:
-            name = str((obj.get("metadata") or {}).get("name") or "")
-            maps_taken.setdefault((job.namespace, name), []).append(MapHolder(0, _map_content(obj)))
+        for _index, name, content in _kept_maps(job.manifest["objects"]):
+            maps_taken.setdefault((job.namespace, name), []).append(MapHolder(0, content))
 
 
 def _map_taken(name: str, namespace: str, job_id: int) -> str:
