@@ -43,9 +43,18 @@ $(error PART=$(PART): tests/ has no part $(filter-out $(PARTS),$(PART)); the par
 endif
 endif
 
+# The admission and sync tests run a second time with every connection through a PgBouncer
+# in transaction pooling mode (tests/support/pooler.py), as a platform's pooler would.
+POOLED = tests/engine/test_admission_cycle.py tests/engine/test_end_to_end.py \
+	tests/engine/test_reclaim_cycle.py tests/engine/test_quota_promise.py \
+	tests/engine/test_unrunnable_jobs.py tests/cluster/test_namespace_trouble.py \
+	tests/cluster/test_kubernetes_backend.py
+
 test: venv imports types messages
 	CALDERA_STATE_DIR=$${CALDERA_STATE_DIR:-.caldera/test} SECRET_KEY=$${SECRET_KEY:-test-only-secret} \
 		$(EMBEDDED) $(PY) -m pytest $(addprefix tests/,$(PART)) $(PYTEST_ARGS)
+	$(if $(PART),,CALDERA_STATE_DIR=$${CALDERA_STATE_DIR:-.caldera/test} SECRET_KEY=$${SECRET_KEY:-test-only-secret} \
+		$(EMBEDDED) $(PY) -m pytest --through-pgbouncer $(POOLED) $(PYTEST_ARGS))
 
 # The import contracts of pyproject.toml: layers, no circles; a broken one prints its chain.
 imports: venv

@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from jobs.engine.locks import advisory_lock
+from jobs.engine.locks import WEBHOOK_PASS, leased
 from jobs.engine.triggers import SENDER, BrokerRequest
 from jobs.models import Job, JobEvent, State
 from queues.models import Department
@@ -153,10 +153,9 @@ def webhook_test(*, hook: Webhook, now: datetime | None = None) -> Delivery:
 
 # ---- Sending ---------------------------------------------------------------------------
 
-# One pass at a time across every worker, so webhooks hold at most one worker process
-# however slow their receivers; a pass gives its worker back after PASS_SECONDS and asks
-# for the next.
-DELIVERY_PASS_LOCK = 0xC41D_0101
+# One pass at a time across every worker (the WEBHOOK_PASS lease), so webhooks hold at most
+# one worker process however slow their receivers; a pass gives its worker back after
+# PASS_SECONDS and asks for the next.
 PASS_SECONDS = 10.0
 
 
@@ -337,8 +336,8 @@ def deliveries_send(*, limit: int | None = None) -> int:
     """One pass: claim what is due and send it; how many were sent. A pass that finds
     another running leaves the work to it; one that leaves work due asks for the next."""
     limit = limit or settings.WEBHOOK_BATCH
-    with advisory_lock(DELIVERY_PASS_LOCK) as held:
-        if not held:
+    with leased(WEBHOOK_PASS) as lease:
+        if lease is None:
             return 0
         claimed = _claim(timezone.now(), limit)
         started, sent = time.monotonic(), 0

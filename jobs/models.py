@@ -445,6 +445,22 @@ class AdmissionWake(models.Model):
         return f"capacity changed at {self.woken_at:%Y-%m-%d %H:%M:%S}"
 
 
+class Lease(models.Model):
+    """One row per exclusive piece of work that runs between transactions (the cluster
+    sync, the start estimates, a webhook pass, beat's schedule): who holds it, until when,
+    and when it last ended well (``jobs.engine.locks``). A row, not a session lock, so that
+    it holds behind a pooler in transaction mode."""
+
+    name = models.CharField(max_length=40, primary_key=True)
+    holder = models.CharField(max_length=200)
+    taken_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder} until {self.expires_at:%Y-%m-%d %H:%M:%S}"
+
+
 class ClusterHealth(models.Model):
     """A single row: whether the cluster answered the last sync or reconcile, and if not,
     since when and with what error, so that pages can say why admitted jobs do not start."""
@@ -770,6 +786,7 @@ class SubmissionKey(models.Model):
 # Table names for raw SQL, from the models, so that a rename cannot leave a query behind.
 JOBS = Job._meta.db_table
 JOB_EVENTS = JobEvent._meta.db_table
+LEASES = Lease._meta.db_table
 PENDING_BLOCKS = PendingBlock._meta.db_table
 USAGE_SAMPLES = UsageSample._meta.db_table
 SUBMISSION_KEYS = SubmissionKey._meta.db_table

@@ -14,13 +14,10 @@ so each is one round trip and the hosts' clocks never matter.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
-import time
 
 import redis
 from celery import bootsteps
-from celery.beat import PersistentScheduler
 from django.conf import settings
 
 from jobs.engine.triggers import redis_client
@@ -80,28 +77,6 @@ def beat_ticked(host: str) -> None:
 def beat_live(host: str) -> bool:
     """Whether beat on ``host`` ticked within BEATS_TO_LIVE beats. Raises redis errors."""
     return bool(redis_client().exists(BEAT_KEY.format(host=host)))
-
-
-class Scheduler(PersistentScheduler):
-    """Beat's scheduler (CELERY_BEAT_SCHEDULER): the file-backed one, that also says it
-    ticks, at most once a WORKER_HEARTBEAT_SECONDS, so that a beat whose loop stopped
-    reads as not live. A broker outage only skips the mark, as the workers' beats."""
-
-    marked_at = 0.0
-    failing = False
-
-    def tick(self, *args, **kwargs):
-        delay = super().tick(*args, **kwargs)
-        if time.monotonic() - self.marked_at >= settings.WORKER_HEARTBEAT_SECONDS:
-            self.marked_at = time.monotonic()
-            try:
-                beat_ticked(socket.gethostname())
-                self.failing = False
-            except redis.RedisError as error:
-                if not self.failing:
-                    log.warning("beat's liveness not written (Redis down?): %s", error)
-                self.failing = True
-        return delay
 
 
 class WorkerHeartbeat(bootsteps.StartStopStep):

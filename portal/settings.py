@@ -444,7 +444,7 @@ CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
 CELERY_TASK_IGNORE_RESULT = True
 # Beat's schedule kept in its file as Celery's own scheduler keeps it, beat's liveness marked
 # in Redis for its health check (``manage.py probe beat``).
-CELERY_BEAT_SCHEDULER = "portal.heartbeat:Scheduler"
+CELERY_BEAT_SCHEDULER = "portal.beat:Scheduler"
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Broker loss: a worker (and beat) waits for Redis for ever, at start-up and after a loss,
@@ -819,6 +819,10 @@ DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", True)
 # Each Celery worker writes a heartbeat to Redis this often; /healthz counts the workers
 # heard from within three beats (portal/heartbeat.py) instead of pinging them.
 WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 5.0)
+# Beat may run as two replicas: the one holding the beat lease sends the schedule and
+# renews it every third of this; a stand-by takes over within this long after the
+# leader's death (at once after a clean stop). portal/heartbeat.py.
+BEAT_LEASE_SECONDS = env_float("BEAT_LEASE_SECONDS", 10.0)
 # /readyz and /healthz give each dependency this long (seconds): Redis's connect and its
 # one read, PostgreSQL's statement (statement_timeout). A stopped Redis then costs a probe
 # this much, well inside the probes' own timeouts, instead of the broker's 2 s timeout.

@@ -27,6 +27,7 @@ from .support.kube_emulator import emulator
 from .support.oidc_issuer import Issuer, Issuers
 from .support.paths import REPO
 from .support.personas import client_for, person, user
+from .support.pooler import pgbouncer, through
 from .support.receiver import receiver
 from .support.trees import seed_tree_document
 
@@ -156,6 +157,27 @@ def kube():
     """The Kubernetes API server emulator (tests/support/kube_emulator.py), empty."""
     with emulator() as emu:
         yield emu
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--through-pgbouncer",
+        action="store_true",
+        help="run the tests' database connections through a PgBouncer in transaction "
+        "pooling mode (tests/support/pooler.py); `make test` runs the admission and sync "
+        "tests so",
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _through_pgbouncer(request, django_db_setup):
+    """With --through-pgbouncer, every connection after the test database's creation goes
+    through a PgBouncer in transaction mode; the database is dropped directly again."""
+    if not request.config.getoption("--through-pgbouncer"):
+        yield
+        return
+    with pgbouncer() as port, through(port):
+        yield
 
 
 def pytest_configure(config):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -205,10 +205,23 @@ class ClusterBackend(ABC):
     def remove(self, refs: Sequence[ObjectRef], *, now: datetime) -> None:
         """Make sure these objects are gone (deleting what is gone is fine)."""
 
+    # Whether the backend's own watches report its objects' changes to ``observe``'s
+    # ``on_change`` (a real cluster's informers, started by the sync), rather than saying
+    # when the next one is due (``Observation.next_change_at``, the simulated cluster).
+    reports_changes = False
+
     @abstractmethod
-    def observe(self, *, now: datetime, namespaces: Collection[str]) -> Observation:
+    def observe(
+        self,
+        *,
+        now: datetime,
+        namespaces: Collection[str],
+        on_change: Callable[[], None] | None = None,
+    ) -> Observation:
         """The status of every job object in these namespaces (those the tree binds, and
-        those where jobs still hold quota), and their new events."""
+        those where jobs still hold quota), and their new events. ``on_change`` is called
+        (from another thread) when a watch sees one of these objects start, finish, fail
+        or go: the caller syncs again then, rather than at its next poll."""
 
     @abstractmethod
     def namespace_troubles(self, namespaces: Collection[str]) -> dict[str, NamespaceTrouble]:

@@ -151,6 +151,7 @@ class KubernetesBackend(ClusterBackend):
         # The last node listing: when it was read (or tried) and each node's allocatable.
         self._nodes: tuple[float, list[ClusterNode] | None] | None = None
         self._informers: dict[tuple[str, str], Informer] = {}
+        self.reports_changes = settings.watch
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -263,8 +264,14 @@ class KubernetesBackend(ClusterBackend):
         if troubled:
             raise NamespaceUnavailable(troubled)
 
-    def observe(self, *, now: datetime, namespaces: Collection[str]) -> Observation:
-        listed, troubled = self._list_objects(namespaces)
+    def observe(
+        self,
+        *,
+        now: datetime,
+        namespaces: Collection[str],
+        on_change: Callable[[], None] | None = None,
+    ) -> Observation:
+        listed, troubled = self._list_objects(namespaces, on_change)
         statuses: list[ObjectStatus] = []
         located: list[tuple[str, str, int]] = []
         for runtime, items in listed.items():
@@ -381,7 +388,7 @@ class KubernetesBackend(ClusterBackend):
     # -- the pieces ----------------------------------------------------------------------
 
     def _list_objects(
-        self, namespaces: Collection[str]
+        self, namespaces: Collection[str], on_change: Callable[[], None] | None = None
     ) -> tuple[dict[str, list[dict]], dict[str, NamespaceTrouble]]:
         """Every object Caldera created in these namespaces, per runtime: from each
         namespace's informer when it is in step (``Settings.watch``), else listed, each
@@ -391,7 +398,7 @@ class KubernetesBackend(ClusterBackend):
         page fails (an expired continue token included)."""
         where = [(runtime, ns) for runtime in self.settings.runtimes for ns in sorted(namespaces)]
         listed: dict[str, list[dict]] = {runtime: [] for runtime in self.settings.runtimes}
-        watched = self._watched(where) if self.settings.watch else {}
+        watched = self._watched(where, on_change) if self.settings.watch else {}
         unwatched = [key for key in where if watched.get(key) is None]
         pages = self._each(self._list_namespace, unwatched)
         troubled: dict[str, NamespaceTrouble] = {}
@@ -407,9 +414,12 @@ class KubernetesBackend(ClusterBackend):
                 listed[runtime] += cast(list[dict], watched[(runtime, namespace)])
         return listed, troubled
 
-    def _watched(self, where: list[tuple[str, str]]) -> dict[tuple[str, str], list[dict] | None]:
+    def _watched(
+        self, where: list[tuple[str, str]], on_change: Callable[[], None] | None
+    ) -> dict[tuple[str, str], list[dict] | None]:
         """The objects each informer holds (None while it is not in step); informers are
-        started for new namespaces and stopped for those no longer asked about."""
+        started for new namespaces and stopped for those no longer asked about. Each calls
+        ``on_change`` when it sees an object start, finish, fail or go."""
         for key in set(self._informers) - set(where):
             self._informers.pop(key).stop()
         for key in where:
@@ -421,6 +431,7 @@ class KubernetesBackend(ClusterBackend):
                     watch_seconds=self.settings.watch_seconds,
                     silent_seconds=self.settings.watch_silent_seconds,
                 )
+            self._informers[key].on_change = on_change
         return {key: self._informers[key].items() for key in where}
 
     def close(self) -> None:

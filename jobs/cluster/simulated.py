@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -434,8 +434,15 @@ class SimulatedBackend(ClusterBackend):
             for ref in refs:
                 cluster.delete(ref.name)
 
-    def observe(self, *, now: datetime, namespaces: Collection[str] = ()) -> Observation:
-        """Every job's pods: the simulated cluster has no namespaces to tell apart."""
+    def observe(
+        self,
+        *,
+        now: datetime,
+        namespaces: Collection[str] = (),
+        on_change: Callable[[], None] | None = None,
+    ) -> Observation:
+        """Every job's pods: the simulated cluster has no namespaces to tell apart, and says
+        when it changes next instead of calling ``on_change``."""
         with self._cluster() as cluster:
             return cluster.tick(now=now)
 

@@ -12,6 +12,10 @@ default). One answered ``410 Gone`` (the version is too old for the server) list
 one that fails lists again after a pause. While an informer is not in step (before its
 first listing, after a failure) it has no objects to give, and the sync lists that
 namespace itself, as without a watch.
+
+What an informer sees start, finish, fail or go (from its watch, or found by a listing)
+calls its ``on_change``: the sync asks for the next sync then, so that a finished job
+frees its quota at once, with or without beat's poll.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from urllib3.exceptions import ReadTimeoutError
 from jobs.cluster.manifests.common import LABEL_JOB_ID
 
 from . import kinds
+from .base import FINISHED_PHASES, Phase
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +73,8 @@ class Informer:
         self._list = list_namespace
         self.watch_seconds = watch_seconds
         self.silent_seconds = silent_seconds
+        # Called (in the watch's thread) when an object starts, finishes, fails or goes.
+        self.on_change: Callable[[], None] | None = None
         self._objects: dict[str, dict] = {}
         self._version = ""
         self._answer: urllib3.BaseHTTPResponse | None = None  # the open watch, to cut on stop
@@ -107,9 +114,13 @@ class Informer:
                 if not self._in_step.is_set():
                     items, version = self._list(self.where)
                     with self._lock:
-                        self._objects = {item["metadata"]["name"]: item for item in items}
+                        before, self._objects = (
+                            self._objects,
+                            {item["metadata"]["name"]: item for item in items},
+                        )
                         self._version = version
                     self._in_step.set()
+                    self._listed(before)
                 self._watch()
             except Gone:
                 log.info("watch of %s in %s: 410 Gone, listing again", *self.where)
@@ -179,9 +190,40 @@ class Informer:
             raise RuntimeError(obj.get("message") or "the watch answered an error")
         metadata: dict[str, Any] = obj.get("metadata") or {}
         with self._lock:
+            before = None
             if kind in ("ADDED", "MODIFIED"):
+                before = self._objects.get(metadata["name"])
                 self._objects[metadata["name"]] = obj
             elif kind == "DELETED":
                 self._objects.pop(metadata.get("name", ""), None)
             if metadata.get("resourceVersion"):
                 self._version = metadata["resourceVersion"]
+        if kind == "DELETED" or self._moved(before, obj, kind):
+            self._changed()
+
+    def _listed(self, before: dict[str, dict]) -> None:
+        """A listing replaced the objects: what moved while no watch ran (before the
+        first, or between a failed watch and this listing) is passed on as a watch's
+        change would be. At the first listing that is every object running or done."""
+        gone = set(before) - set(self._objects)
+        if gone or any(
+            self._moved(before.get(name), obj, "MODIFIED") for name, obj in self._objects.items()
+        ):
+            self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is None:
+            return
+        try:
+            self.on_change()
+        except Exception as error:  # noqa: BLE001 - the watch goes on; beat polls anyway
+            log.warning("watch of %s in %s: the change was not passed on: %s", *self.where, error)
+
+    def _moved(self, before: dict | None, after: dict, kind: str | None) -> bool:
+        """Whether an added or modified object now runs, or has finished, as it did not."""
+        if kind not in ("ADDED", "MODIFIED"):
+            return False
+        phase = kinds.phase_of(self.where[0], after)[0]
+        if phase not in (Phase.RUNNING, *FINISHED_PHASES):
+            return False
+        return before is None or kinds.phase_of(self.where[0], before)[0] != phase

@@ -4,7 +4,7 @@
 Warning events (one row each, however often they repeat), times out jobs that do not start
 (``jobs.engine.start_timeouts``), fails waiting jobs when the nodes change
 (``jobs.engine.unrunnable``), and hands what is missing or left over to the reconciler.
-One sync runs at a time behind an advisory lock; it is idempotent.
+One sync runs at a time, holding a lease (``jobs.engine.locks``); it is idempotent.
 """
 
 from __future__ import annotations
@@ -31,12 +31,18 @@ from jobs.cluster import (
 from jobs.cluster.manifests.objects import config_map_names
 from jobs.engine.admission.writes import capacity_changed
 from jobs.engine.cluster_health import cluster_answered, cluster_unavailable
-from jobs.engine.locks import SYNC, advisory_lock
+from jobs.engine.locks import SYNC, leased
 from jobs.engine.namespace_health import namespaces_checked, unavailable_namespaces
 from jobs.engine.objects import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted, refs_removable
 from jobs.engine.reconcile import jobs_left, jobs_reconcile, jobs_transition
 from jobs.engine.start_timeouts import jobs_time_out
-from jobs.engine.triggers import remember, request_admission, request_sync_at, seen_before
+from jobs.engine.triggers import (
+    remember,
+    request_admission,
+    request_sync,
+    request_sync_at,
+    seen_before,
+)
 from jobs.engine.unrunnable import jobs_fail_unrunnable
 from jobs.models import HOLDING, Job, JobEvent, State
 from jobs.tables.jobs import (
@@ -94,13 +100,15 @@ def cluster_sync(
 
 def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None:
     result = SyncResult()
-    with advisory_lock(SYNC) as acquired:
-        if not acquired:
+    with leased(SYNC) as lease:
+        if lease is None:
             return None
         if before is not None:
             before()
         observed = _observed_namespaces()
-        observation = get_backend().observe(now=now, namespaces=observed)
+        # What the watches see start, finish or go asks for the next sync at once: beat's
+        # schedule is a safety net, not the pulse.
+        observation = get_backend().observe(now=now, namespaces=observed, on_change=request_sync)
         troubled = _namespaces_in_trouble(observation, observed)
         outage_since = cluster_answered(now=now)
         if outage_since is not None:  # the time it did not answer counts for no start

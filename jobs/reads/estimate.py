@@ -28,7 +28,7 @@ from django.utils.translation import ngettext
 
 from jobs.cluster import get_backend
 from jobs.engine.admission.inputs import HEADS_PER_QUEUE as WINDOW
-from jobs.engine.locks import ESTIMATES, advisory_lock
+from jobs.engine.locks import ESTIMATES, leased
 from jobs.models import LEAVING, PENDING, StartEstimate
 from jobs.tables.jobs import holding_rows, pending_heads, queue_recent_holds
 from kube.quantity import ResourceList
@@ -243,8 +243,8 @@ def estimates_refresh(*, now: datetime | None = None) -> int:
     put the result in place of the stored estimates (StartEstimate), in one transaction;
     the number of jobs estimated. Beat runs it every ESTIMATE_SECONDS; one at a time."""
     now = now or timezone.now()
-    with advisory_lock(ESTIMATES) as acquired:
-        if not acquired:
+    with leased(ESTIMATES) as lease:
+        if lease is None:
             return 0
         holds = _holds()
         holders = _holders(now, holds)

@@ -111,6 +111,7 @@ def test_only_staff_preview_a_tree(api, member, video):
     assert api(member).post(PREVIEW, tree_export(), format="json").status_code == 403
 
 
+@pytest.mark.django_db(transaction=True)  # the fixture's cycles committed, and their lock gone
 def test_a_confirmed_preview_is_applied_only_once_no_admission_cycle_runs(staff, video):
     """The apply waits for the admission cycle's lock: while a cycle holds it, the change
     waits and, past its wait, is refused as contention with nothing written; once the
@@ -120,9 +121,9 @@ def test_a_confirmed_preview_is_applied_only_once_no_admission_cycle_runs(staff,
     params = connection.get_connection_params()
     params.pop("cursor_factory", None)
     params.pop("context", None)
-    cycle = psycopg.connect(**params, autocommit=True)  # another worker's cycle
+    cycle = psycopg.connect(**params)  # another worker's cycle, in its transaction
     try:
-        cycle.execute("SELECT pg_advisory_lock(%s)", [ADMISSION])
+        cycle.execute("SELECT pg_advisory_xact_lock(%s)", [ADMISSION])
         with pytest.raises(OperationalError) as refused:
             tree_apply_previewed(
                 document=document, previewed={newest}, actor=staff, source="api",

@@ -2,11 +2,14 @@
 
 from datetime import timedelta
 
+import psycopg
 import pytest
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
 from jobs.engine.admission.cycle import admission_cycle
+from jobs.engine.locks import ADMISSION
 from jobs.engine.reconcile import jobs_reconcile
 from jobs.engine.sync import cluster_sync
 from jobs.engine.transitions import backoff_delay
@@ -14,6 +17,7 @@ from jobs.models import JobEvent, SimulatedPod
 from jobs.reads.selectors import queue_usage
 from jobs.services import job_cancel, job_set_priority
 
+from ..support.database import server_url
 from ..support.jobs import RAY_JOB, UNPACKABLE, refresh, submit
 
 pytestmark = pytest.mark.django_db
@@ -240,26 +244,15 @@ def test_a_job_whose_pods_run_is_never_timed_out(member, now):
 
 
 def test_only_one_admission_cycle_runs_at_a_time(member, now):
-    from jobs.engine.locks import ADMISSION, advisory_lock
-
     submit(member, now)
-    with advisory_lock(ADMISSION) as held:
-        assert held
-        # A second connection (another worker) cannot take the lock while this one holds it.
-        import psycopg
-        from django.db import connection
+    # Another worker's cycle: a transaction of another connection that holds the lock.
+    with psycopg.connect(server_url(connection.settings_dict["NAME"])) as other:
+        other.execute("SELECT pg_advisory_xact_lock(%s)", [ADMISSION])
 
-        params = connection.get_connection_params()
-        params.pop("cursor_factory", None)
-        params.pop("context", None)
-        other = psycopg.connect(**params)
-        try:
-            assert (
-                other.execute("SELECT pg_try_advisory_lock(%s)", [ADMISSION]).fetchone()[0] is False
-            )
-        finally:
-            other.close()
-    assert JobEvent.objects.filter(reason="Dequeued").count() == 0
+        assert admission_cycle(now=now) is None
+        assert JobEvent.objects.filter(reason="Dequeued").count() == 0
+    # Its transaction ended: the lock went with it.
+    assert len(admission_cycle(now=now).admitted) == 1
 
 
 def test_an_autoscaling_job_holds_the_gang_it_starts_with_in_quota(member, now):

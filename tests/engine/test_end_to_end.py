@@ -1,4 +1,5 @@
-"""The seed scenario end to end: the REST API, Redis, a real Celery worker, the simulated cluster.
+"""The seed scenario end to end: the REST API, Redis, a real Celery worker, the simulated
+cluster (and, last, the emulated Kubernetes API server with its watches).
 
 No beat runs here: every step must be driven by the triggers of submit, cancel and finish.
 """
@@ -8,6 +9,7 @@ import pytest
 from jobs.models import Job
 
 from ..support.jobs import INTERN_JOB, RAY_JOB
+from ..support.kubernetes import on_kubernetes
 from ..support.polling import wait_for
 from ..support.trees import seed_tree_document
 
@@ -111,3 +113,31 @@ def test_lowering_the_interns_quota_reclaims_without_waiting_for_a_beat(
     assert sorted(wait_for(lambda: len(preempted()) == 2 and preempted(), timeout=10)) == sorted(
         interns[2:]
     )
+
+
+def test_on_a_cluster_the_watch_sees_a_finish_and_the_next_job_is_admitted_without_beat(
+    api, member, celery_worker
+):
+    """A real cluster does not say when a job will end: its watch sees it. No beat runs,
+    so nothing polls: the sync the admission asks for starts the watch, the watch's events
+    ask for the syncs that see the first job run and end, and that end admits the second."""
+    with on_kubernetes(KUBERNETES_WATCH=True) as kube:
+        client = api(member)
+        first = client.post("/api/v1/jobs/", RAY_JOB, format="json").json()["id"]
+        second = client.post("/api/v1/jobs/", RAY_JOB, format="json").json()["id"]
+        name = f"rayjob-video-{first}"
+        wait_for(lambda: any(o["metadata"]["name"] == name for o in kube.objects("kuberay")))
+        wait_for(lambda: Job.objects.get(pk=second).state == "backoff")  # no quota left
+
+        kube.set_status("kuberay", "video", name, {"jobDeploymentStatus": "Running"})
+        wait_for(lambda: Job.objects.get(pk=first).state == "running", timeout=10)
+        done = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}
+        kube.set_status("kuberay", "video", name, done)
+
+        wait_for(lambda: Job.objects.get(pk=second).state == "admitted", timeout=10)
+        assert Job.objects.get(pk=first).state == "succeeded"
+        wait_for(
+            lambda: any(
+                o["metadata"]["name"] == f"rayjob-video-{second}" for o in kube.objects("kuberay")
+            )
+        )

@@ -7,25 +7,23 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-import psycopg
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from hooks.models import Attempt, Delivery, Webhook
 from hooks.services import (
-    DELIVERY_PASS_LOCK,
     deliveries_prune,
     deliveries_send,
     webhook_create,
     webhook_test,
 )
 from hooks.task_names import DELIVER_TASK
+from jobs.engine.locks import WEBHOOK_PASS
 from jobs.services import job_cancel
 from portal.celery import app
 
 from ..support.certificates import authority_and_server
-from ..support.database import server_url
+from ..support.database import lease_held_elsewhere
 from ..support.hooks import readme_verify
 from ..support.jobs import running, submit
 from ..support.polling import wait_for
@@ -257,12 +255,8 @@ def test_an_answer_is_kept_short_and_as_text(receivable, departments, manager, l
 def test_one_pass_runs_at_a_time(receivable, departments, manager, listener):
     hook, _ = webhook_create(department=departments["algorithm"], url=listener.url(), actor=manager)
     webhook_test(hook=hook)
-    other_worker = psycopg.connect(server_url(connection.settings_dict["NAME"]), autocommit=True)
-    other_worker.execute("SELECT pg_advisory_lock(%s)", [DELIVERY_PASS_LOCK])
-
-    assert deliveries_send() == 0
-    assert listener.requests == []
-    other_worker.execute("SELECT pg_advisory_unlock(%s)", [DELIVERY_PASS_LOCK])  # its pass ended
-    other_worker.close()
+    with lease_held_elsewhere(WEBHOOK_PASS):  # another worker's pass
+        assert deliveries_send() == 0
+        assert listener.requests == []
     assert deliveries_send() == 1
     assert len(listener.requests) == 1

@@ -10,8 +10,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from portal.beat import Scheduler
 from portal.celery import app as celery_app
-from portal.heartbeat import Scheduler, beat_live
+from portal.heartbeat import beat_live
 
 from ..support.outages import broker_down, database_down
 from ..support.polling import wait_for
@@ -56,7 +57,7 @@ def test_without_the_broker_nothing_is_live(settings):
 
 
 def test_beat_is_live_once_its_scheduler_ticked(tmp_path, settings):
-    assert celery_app.conf.beat_scheduler == "portal.heartbeat:Scheduler"
+    assert celery_app.conf.beat_scheduler == "portal.beat:Scheduler"
     with pytest.raises(CommandError, match=f"no beat {socket.gethostname()} said it"):
         probe("beat")
     tick(tmp_path)

@@ -2,10 +2,10 @@
 
 The rule itself is ``queues.admission.plan_admissions``, a pure function; this package is
 the database around it: ``inputs`` reads what the rule is given, ``writes`` commits what it
-decided. One cycle runs at a time behind an advisory lock, and its write checks the quota
-promise on every node it added a job to before it commits: a plan that would take a node
-above its ``max`` or the cluster above its allocatable is rolled back and logged, never
-committed.
+decided. One cycle runs at a time, in one transaction that holds an advisory lock of
+its own (``jobs.engine.locks``), and its write checks the quota promise on every node it
+added a job to before it commits: a plan that would take a node above its ``max`` or the
+cluster above its allocatable is rolled back and logged, never committed.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
+from django.db import transaction
 from django.utils import timezone
 
 from jobs.engine.admission.inputs import (
@@ -25,7 +27,7 @@ from jobs.engine.admission.inputs import (
     woken_at,
 )
 from jobs.engine.admission.writes import CycleWrite, plan_write, write_backoffs, write_failures
-from jobs.engine.locks import ADMISSION, advisory_lock, lock_jobs, retrying
+from jobs.engine.locks import ADMISSION, lock_jobs, retrying, transaction_lock
 from jobs.engine.namespace_health import (
     failed_reason,
     held_reason,
@@ -55,35 +57,50 @@ def admission_cycle(
 ) -> CycleResult | None:
     """Run cycles until nothing more can be admitted. None if another process holds the lock.
 
-    ``before`` runs once the lock is held, before anything is read (the trigger clears its
-    dirty mark there, so a trigger that arrives later runs another cycle). The caller makes
-    the cluster follow: ``result.preempted`` then ``result.admitted`` (see jobs.tasks).
+    Each cycle reads, plans and writes in one transaction that holds the admission lock
+    (``transaction_lock``), so it is exclusive behind any pooler, and one that loses to
+    other writers' row locks is planned again from what they committed. ``before`` runs
+    once the first cycle holds the lock, before anything is read (the trigger clears its
+    dirty mark there, so a trigger that arrives later runs another cycle). The caller
+    makes the cluster follow: ``result.preempted`` then ``result.admitted`` (see
+    jobs.tasks).
     """
     result = CycleResult()
-    with advisory_lock(ADMISSION) as acquired:
-        if not acquired:
-            return None
-        if before is not None:
-            before()
-        while True:
-            with ADMISSION_CYCLE_SECONDS.time():
-                cycle = _one_cycle(now or timezone.now())
-            result.cycles += 1
-            result.admitted += cycle.admitted
-            result.backed_off += cycle.backed_off
-            result.preempted += cycle.preempted
-            if not (cycle.more and cycle.admitted):
-                break
-        _compact_now_and_then()
+    while True:
+        first = before if result.cycles == 0 else None
+        cycle = retrying(partial(_locked_cycle, now or timezone.now(), first))
+        if cycle is None:  # another process holds the lock: it carries on from here
+            return result if result.cycles else None
+        result.cycles += 1
+        result.admitted += cycle.admitted
+        result.backed_off += cycle.backed_off
+        result.preempted += cycle.preempted
+        if not (cycle.more and cycle.admitted):
+            break
+    _compact_now_and_then()
     return result
+
+
+def _locked_cycle(now: datetime, before: Callable[[], None] | None) -> CycleWrite | None:
+    """One cycle, in the caller's transaction, if it can take the admission lock."""
+    if not transaction_lock(ADMISSION):
+        return None
+    if before is not None:
+        before()
+    with ADMISSION_CYCLE_SECONDS.time():
+        return _one_cycle(now)
 
 
 COMPACT_EVERY_SECONDS = 1.0
 
 
 def _compact_now_and_then() -> None:
-    if once_per("compact-pending-blocks", COMPACT_EVERY_SECONDS):
-        compact_pending_blocks()
+    """The pending blocks are compacted as a cycle would change them: under its lock."""
+    if not once_per("compact-pending-blocks", COMPACT_EVERY_SECONDS):
+        return
+    with transaction.atomic():
+        if transaction_lock(ADMISSION):
+            compact_pending_blocks()
 
 
 def _one_cycle(now: datetime) -> CycleWrite:
