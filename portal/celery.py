@@ -3,10 +3,17 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_process_shutdown
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+)
 from django.conf import settings
 
 from .heartbeat import WorkerHeartbeat
+from .logs import task_ended, task_started
 from .memory import freeze_loaded_objects
 from .process_metrics import forget_dead_processes, process_exited, serve_process_metrics
 
@@ -17,6 +24,9 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # Every worker beats in Redis while it runs; /healthz counts the beats (portal/heartbeat.py).
 app.steps["worker"].add(WorkerHeartbeat)
+# Each log line of a task names it, and the job it is about (portal/logs.py).
+task_prerun.connect(task_started, weak=False)
+task_postrun.connect(task_ended, weak=False)
 
 
 @worker_init.connect

@@ -10,6 +10,9 @@ settings.
 
 import os
 
+from gunicorn import glogging
+
+from portal.logs import Context, JsonFormatter
 from portal.process_metrics import forget_dead_processes, process_exited
 from portal.web_server import LivenessListener, json_refusals
 
@@ -28,6 +31,21 @@ def _env_port(name: str) -> int:
         raise RuntimeError(f"{name} must be a port number (0: none), got {value!r}")
     return int(value)
 
+
+class JsonLogger(glogging.Logger):
+    """gunicorn's own lines (its errors, its access log) as JSON objects, one per line,
+    like Django's with LOG_FORMAT=json (portal/logs.py)."""
+
+    def setup(self, cfg) -> None:
+        super().setup(cfg)
+        for log in (self.error_log, self.access_log):
+            for handler in log.handlers:
+                handler.setFormatter(JsonFormatter())
+                handler.addFilter(Context())
+
+
+if os.environ.get("LOG_FORMAT", "plain") == "json":
+    logger_class = JsonLogger
 
 PROBE_PORT = _env_port("PROBE_PORT")
 PROBE_HOST = os.environ.get("PROBE_HOST", "").strip() or "0.0.0.0"
