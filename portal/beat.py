@@ -18,7 +18,7 @@ from django.db import DatabaseError, connection
 
 from jobs.engine.locks import BEAT, Lease, lease_take
 
-from .heartbeat import beat_ticked
+from .heartbeat import beat_ticked, mark_alive
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,7 @@ class Scheduler(PersistentScheduler):
 
     def _mark_live(self) -> None:
         if time.monotonic() - self.marked_at >= settings.WORKER_HEARTBEAT_SECONDS:
+            mark_alive("beat")
             self.marked_at = time.monotonic()
             try:
                 beat_ticked(socket.gethostname())

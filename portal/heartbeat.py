@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from pathlib import Path
 
 import redis
 from celery import bootsteps
@@ -69,6 +71,26 @@ def worker_live(hostname: str) -> bool:
     return bool(redis_client().eval(_ONE_LIVE, 1, WORKERS_KEY, hostname, _time_to_live()))
 
 
+def alive_file(process: str) -> Path:
+    """The file a worker's heartbeat thread, or beat's loop, touches at each beat: the
+    liveness probe of its container reads its age, so that neither Redis nor the database
+    being away restarts a process that is only waiting for them."""
+    return Path(settings.ALIVE_DIR) / f"caldera-{process}-alive"
+
+
+def mark_alive(process: str) -> None:
+    alive_file(process).touch()
+
+
+def alive(process: str) -> bool:
+    """Whether this container's ``process`` touched its file within BEATS_TO_LIVE beats."""
+    try:
+        age = time.time() - alive_file(process).stat().st_mtime
+    except FileNotFoundError:
+        return False
+    return age <= _time_to_live()
+
+
 def beat_ticked(host: str) -> None:
     """Record that beat on ``host`` is running its schedule now."""
     redis_client().set(BEAT_KEY.format(host=host), "1", ex=_time_to_live())
@@ -113,6 +135,7 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
     def _run(self, hostname: str) -> None:
         failing = False
         while not self.stopping.is_set():
+            mark_alive("worker")
             try:
                 beat(hostname)
                 failing = False

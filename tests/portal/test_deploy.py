@@ -8,7 +8,10 @@ does it, and nothing it does not do is granted.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -53,7 +56,8 @@ def test_web_worker_and_beat_run_the_portals_entry_points_with_its_settings():
     assert commands["caldera-web"][1][:2] == ["gunicorn", "portal.wsgi:application"]
     assert commands["caldera-worker"][0][:4] == ["celery", "-A", "portal", "worker"]
     assert commands["caldera-beat"][0][:4] == ["celery", "-A", "portal", "beat"]
-    assert deployments["caldera-beat"]["spec"]["replicas"] == 1
+    # Two beats: the one holding the lease sends, the other takes over (portal/beat.py).
+    assert deployments["caldera-beat"]["spec"]["replicas"] == 2
     for deployment in deployments.values():
         for container in deployment["spec"]["template"]["spec"]["containers"]:
             sources = {next(iter(source)) for source in container["envFrom"]}
@@ -61,9 +65,48 @@ def test_web_worker_and_beat_run_the_portals_entry_points_with_its_settings():
 
 
 def test_the_probes_tell_liveness_from_readiness():
-    [web] = by_kind("Deployment")["caldera-web"]["spec"]["template"]["spec"]["containers"]
+    deployments = by_kind("Deployment")
+    [web] = deployments["caldera-web"]["spec"]["template"]["spec"]["containers"]
     assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert web["livenessProbe"]["httpGet"]["path"] == "/livez"
+    # The worker and beat: alive while their process runs, whatever Redis and PostgreSQL
+    # do (tests/portal/test_probe.py); ready while they reach them.
+    for process in ("worker", "beat"):
+        [container] = deployments[f"caldera-{process}"]["spec"]["template"]["spec"]["containers"]
+        probe = ["python", "manage.py", "probe", process]
+        assert container["livenessProbe"]["exec"]["command"] == [*probe, "--alive"]
+        assert container["readinessProbe"]["exec"]["command"] == probe
+
+
+def test_a_drain_takes_one_pod_of_each_at_a_time_and_they_spread_over_nodes():
+    deployments = by_kind("Deployment")
+    budgets = by_kind("PodDisruptionBudget")
+    for name, deployment in deployments.items():
+        assert budgets[name]["spec"]["maxUnavailable"] == 1
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert budgets[name]["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        assert deployment["spec"]["replicas"] >= 2
+        [spread] = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+        assert spread["topologyKey"] == "kubernetes.io/hostname"
+        assert spread["labelSelector"]["matchLabels"].items() <= labels.items()
+
+
+def test_the_worker_runs_as_many_pool_processes_as_its_cpu_limit():
+    [worker] = by_kind("Deployment")["caldera-worker"]["spec"]["template"]["spec"]["containers"]
+    assert worker["resources"]["limits"]["cpu"]
+    [concurrency] = [e for e in worker["env"] if e["name"] == "WORKER_CONCURRENCY"]
+    field = concurrency["valueFrom"]["resourceFieldRef"]
+    assert (field["containerName"], field["resource"]) == (worker["name"], "limits.cpu")
+    read = "from portal.celery import app; print(app.conf.worker_concurrency)"
+    environment = {
+        **os.environ,
+        "WORKER_CONCURRENCY": "2",
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", read], env=environment, cwd=REPO, capture_output=True, text=True
+    )
+    assert done.stdout.strip() == "2", done.stderr
     compose = yaml.safe_load((DEPLOY.parents[1] / "docker-compose.yml").read_text())
     assert "/readyz" in " ".join(compose["services"]["web"]["healthcheck"]["test"])
 

@@ -70,3 +70,33 @@ def test_a_beat_that_stopped_ticking_ages_out(tmp_path, settings):
     tick(tmp_path)
     assert beat_live(socket.gethostname())
     assert wait_for(lambda: not beat_live(socket.gethostname()), timeout=10)
+
+
+def test_a_worker_waiting_for_its_broker_is_still_alive(celery_worker, settings, tmp_path):
+    """The liveness probe (--alive) reads a file of the container, not Redis nor the
+    database: an outage of either restarts no worker, while readiness says it."""
+    wait_for(lambda: "is alive" in probe("worker", "--alive"))
+    with broker_down(settings):
+        with pytest.raises(CommandError, match="the broker does not answer"):
+            probe("worker", "--name", celery_worker.hostname)
+        assert probe("worker", "--alive") == "worker is alive\n"
+    with database_down():
+        assert probe("worker", "--alive") == "worker is alive\n"
+
+
+def test_a_beat_whose_loop_stopped_is_not_alive(tmp_path, settings):
+    settings.ALIVE_DIR = str(tmp_path)
+    settings.WORKER_HEARTBEAT_SECONDS = 0.3  # alive for one second after its last tick
+    with pytest.raises(CommandError, match="longer ago than three heartbeats"):
+        probe("beat", "--alive")
+    tick(tmp_path)
+    assert probe("beat", "--alive") == "beat is alive\n"
+    wait_for(lambda: not (tmp_path / "caldera-beat-alive").exists() or _stale(), timeout=3)
+
+
+def _stale() -> bool:
+    try:
+        probe("beat", "--alive")
+    except CommandError:
+        return True
+    return False

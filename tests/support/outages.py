@@ -53,7 +53,7 @@ def database_down():
 @contextmanager
 def _broker_at(settings, url: str) -> Iterator[None]:
     """Celery sends to, and the triggers and the probes read from, the Redis at ``url``."""
-    settings.REDIS_URL = url
+    before, settings.REDIS_URL = settings.REDIS_URL, url
     process_redis_client.cache_clear()
     app = Celery("outage", broker=url, set_as_current=True)
     app.conf.broker_transport = django_settings.CELERY_BROKER_TRANSPORT
@@ -64,6 +64,9 @@ def _broker_at(settings, url: str) -> Iterator[None]:
     try:
         yield
     finally:
+        # Back before the cache is cleared: a thread (a worker's heartbeat) that makes its
+        # client meanwhile must not keep the outage's address past it.
+        settings.REDIS_URL = before
         portal_app.set_current()
         process_redis_client.cache_clear()
 

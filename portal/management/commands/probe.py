@@ -1,8 +1,11 @@
 """``manage.py probe worker|beat``: the health check of a worker's or beat's container.
 
 Exits 0 when the process of this host is live: a worker that beat within its time to live
-(``portal.heartbeat``) and reaches the database, or a beat that ticked as recently. Else it
-exits 1 and says why on standard error, as Docker's and Kubernetes' checks read it.
+(``portal.heartbeat``) and reaches the database, or a beat that ticked as recently (a
+readiness probe). With ``--alive``, only whether the process runs: it touched its file
+lately, whatever Redis and the database do (a liveness probe: restarting a worker that
+waits for them cures nothing). Else it exits 1 and says why on standard error, as
+Docker's and Kubernetes' checks read it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ import redis
 from django.core.management.base import BaseCommand, CommandError
 
 from portal.health import database_answers
-from portal.heartbeat import beat_live, worker_live
+from portal.heartbeat import alive as process_alive
+from portal.heartbeat import alive_file, beat_live, worker_live
 
 
 class Command(BaseCommand):
@@ -22,13 +26,29 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("process", choices=["worker", "beat"])
         parser.add_argument(
+            "--alive",
+            action="store_true",
+            help="only whether the process of this container runs: it touched its file "
+            "within three heartbeats (a liveness probe: Redis or the database being away "
+            "must not restart it)",
+        )
+        parser.add_argument(
             "--name",
             default="",
             help="the worker's node name (default: celery@<this host>, as `celery worker` "
             "names itself) or beat's host (default: this host)",
         )
 
-    def handle(self, *args, process: str, name: str, **options) -> None:
+    def handle(self, *args, process: str, name: str, alive: bool, **options) -> None:
+        if alive:
+            if not process_alive(process):
+                raise CommandError(
+                    f"the {process} of this container touched {alive_file(process)} "
+                    "longer ago than three heartbeats",
+                    returncode=1,
+                )
+            self.stdout.write(f"{process} is alive")
+            return
         host = socket.gethostname()
         name = name or (f"celery@{host}" if process == "worker" else host)
         try:
