@@ -445,6 +445,26 @@ class AdmissionWake(models.Model):
         return f"capacity changed at {self.woken_at:%Y-%m-%d %H:%M:%S}"
 
 
+class RetiredEvents(models.Model):
+    """The counted events (admissions, evictions) of jobs retention deleted, as tallies by
+    queue, reason and bucket of wait: the counters of /metrics/deployment add them to the
+    events still stored, so that they only grow (``jobs.tables.events``)."""
+
+    queue = models.CharField(max_length=200)
+    reason = models.CharField(max_length=40)
+    bucket = models.SmallIntegerField()
+    count = models.BigIntegerField()
+    seconds = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "reason", "bucket"], name="retired_events_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.count} {self.reason} of {self.queue} (bucket {self.bucket})"
+
+
 class Lease(models.Model):
     """One row per exclusive piece of work that runs between transactions (the cluster
     sync, the start estimates, a webhook pass, beat's schedule): who holds it, until when,
@@ -787,6 +807,7 @@ class SubmissionKey(models.Model):
 JOBS = Job._meta.db_table
 JOB_EVENTS = JobEvent._meta.db_table
 LEASES = Lease._meta.db_table
+RETIRED_EVENTS = RetiredEvents._meta.db_table
 PENDING_BLOCKS = PendingBlock._meta.db_table
 USAGE_SAMPLES = UsageSample._meta.db_table
 SUBMISSION_KEYS = SubmissionKey._meta.db_table

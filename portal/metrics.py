@@ -1,7 +1,13 @@
-"""GET /metrics: Prometheus figures, read from the database at each scrape.
+"""Prometheus figures at two addresses: GET /metrics/deployment, the deployment's figures
+read from the database; GET /metrics, what this pod's processes counted.
 
-The database is the truth, so every figure is what it holds at the moment of the scrape,
-whichever process answers: no counter lives in a web or worker process to be lost with it.
+One set of the deployment's figures per deployment: every web pod can answer
+/metrics/deployment with the same figures, so it is scraped once, through the Service
+(deploy/monitoring/scrapeconfig.yaml), not once per pod, and two replicas never give an
+alert or a sum duplicate series. The database is the truth, so every figure is what it
+holds at the moment of the scrape, whichever pod answers: no counter lives in a web or
+worker process to be lost with it, and the counters read from events only grow: events
+retention deletes are kept as tallies (``jobs.models.RetiredEvents``).
 The names follow Kueue's where they mean the same (``kueue_pending_workloads`` ->
 ``caldera_pending_jobs``, ``kueue_admitted_workloads_total`` ->
 ``caldera_admitted_jobs_total``, ``kueue_admission_wait_time_seconds`` ->
@@ -9,9 +15,9 @@ The names follow Kueue's where they mean the same (``kueue_pending_workloads`` -
 ``caldera_quota_min`` / ``_max`` / ``_used``), so a platform team's Kueue dashboards and
 alerts carry over. Resources are in their base units (cpu in cores, memory in bytes).
 
-Beside them, what the processes count: HTTP requests and their latency (counted here),
-admission cycles and cluster calls (jobs.telemetry), added up over the machine's processes
-(portal/process_metrics.py).
+At /metrics, what the processes count: HTTP requests and their latency (counted here),
+admission cycles and cluster calls (jobs.telemetry), added up over the pod's processes
+(portal/process_metrics.py), scraped from every pod.
 
 Who may read: with METRICS_TOKEN set, a request that sends it as a bearer token; without
 it, only requests from the machine itself (a sidecar, ``kubectl port-forward``).
@@ -40,9 +46,9 @@ from prometheus_client.core import (
     Metric,
 )
 
-from jobs.models import JobEvent, State
+from jobs.models import JobEvent, Lease, State
 from jobs.reads.selectors import jobs_stuck_leaving, usage_by_path
-from jobs.tables.events import event_waits
+from jobs.tables.events import ADMISSION_WAIT_BOUNDS, event_waits
 from jobs.tables.jobs import queue_pending_counts
 from kube.quantity import scale
 from queues.models import Queue
@@ -50,12 +56,7 @@ from queues.selectors import tree_nodes
 
 from .process_metrics import allowed, process_registry
 
-# Seconds from enqueue to admission, as Kueue's admission wait buckets reach (1 s to 3 h).
-WAIT_BUCKETS = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 10800.0)
 REASON = JobEvent.Reason
-# Kueue's evicted_workloads_total counts a workload sent out of the cluster for any reason;
-# Caldera's jobs leave by a reclaim or priority preemption, or by a start timeout.
-EVICTIONS = (REASON.PREEMPTED, REASON.START_TIMEOUT)
 # The status label of caldera_pending_jobs for each pending state, as Kueue names them.
 PENDING_STATUS = {State.QUEUED: "active", State.BACKOFF: "inadmissible"}
 
@@ -68,6 +69,21 @@ class DatabaseCollector:
         yield self._stuck_leaving()
         yield from self._admissions()
         yield from self._quota()
+        yield self._last_success()
+
+    def _last_success(self) -> Metric:
+        """When each singleton last ended well, whichever process ran it: a sync or a cycle
+        that stopped (beat down, every worker stuck) shows as a time that no longer moves."""
+        done = GaugeMetricFamily(
+            "caldera_last_success_timestamp_seconds",
+            "When the work last ended well (Unix time): the admission cycle, the cluster "
+            "sync, the start estimates, a webhook pass",
+            labels=["work"],
+        )
+        for name, at in Lease.objects.values_list("name", "done_at"):
+            if at is not None:
+                done.add_metric([name], at.timestamp())
+        return done
 
     def _pending(self) -> Metric:
         """Every active queue, with 0 where nothing waits (as Kueue's gauge does), so a
@@ -130,8 +146,8 @@ class DatabaseCollector:
             "Time from a job's enqueue to each of its admissions",
             labels=["queue"],
         )
-        bounds = list(WAIT_BUCKETS)
-        rows = event_waits(reasons=[REASON.DEQUEUED, *EVICTIONS], bounds=bounds)
+        bounds = list(ADMISSION_WAIT_BOUNDS)
+        rows = event_waits()
         evictions: dict[tuple[str, str], int] = {}
         waits: dict[str, tuple[list[int], float]] = {}
         for queue, reason, bucket, count, seconds in rows:
@@ -209,7 +225,7 @@ class RequestMetrics:
         return response
 
 
-def metrics(request: HttpRequest) -> HttpResponse:
+def _scrape(request: HttpRequest, registry: Callable[[], CollectorRegistry]) -> HttpResponse:
     refusal = allowed(
         request.headers.get("Authorization", ""),
         request.META.get("REMOTE_ADDR", ""),
@@ -218,5 +234,14 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if refusal is not None:
         status, reason = refusal
         return HttpResponse(reason, status=status, content_type="text/plain")
-    body = generate_latest(DATABASE) + generate_latest(process_registry())
-    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(generate_latest(registry()), content_type=CONTENT_TYPE_LATEST)
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """This pod's processes' figures."""
+    return _scrape(request, process_registry)
+
+
+def deployment_metrics(request: HttpRequest) -> HttpResponse:
+    """The deployment's figures, from the database: the same whichever pod answers."""
+    return _scrape(request, lambda: DATABASE)

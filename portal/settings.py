@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from jobs.engine.task_names import (
     USAGE_AUDIT_TASK,
     USAGE_HISTORY_TASK,
 )
+from portal.logs import logging_config
 from portal.rates import parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -144,7 +146,7 @@ HTTPS = env_bool("HTTPS", False)
 if HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True
-    SECURE_REDIRECT_EXEMPT = [r"^livez$", r"^readyz$", r"^healthz$", r"^metrics$"]
+    SECURE_REDIRECT_EXEMPT = [r"^livez$", r"^readyz$", r"^healthz$", r"^metrics(/deployment)?$"]
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
@@ -195,6 +197,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The request id, the person and the job of each log line (portal/logs.py).
+    "portal.logs.RequestContext",
     # The person's language, time zone and theme (portal/preferences.py).
     "portal.preferences.PersonPreferences",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -483,6 +487,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": 3600,
 }
 CELERY_WORKER_PREFETCH_MULTIPLIER = 4
+# Pool processes of a worker (celery worker --concurrency): in a container, its CPU limit
+# (deploy/kubernetes/worker.yaml), not the node's cores; unset, one per core it sees.
+if os.environ.get("WORKER_CONCURRENCY"):
+    CELERY_WORKER_CONCURRENCY = max(env_int("WORKER_CONCURRENCY", 1), 1)
 # Late acknowledgement (a message is acknowledged once its task ended, so a task cut off
 # by a killed worker runs again) is only safe for idempotent tasks: it is set on each task
 # in jobs/tasks.py that is (all of them today), and off for any other.
@@ -823,6 +831,9 @@ WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 5.0)
 # renews it every third of this; a stand-by takes over within this long after the
 # leader's death (at once after a clean stop). portal/heartbeat.py.
 BEAT_LEASE_SECONDS = env_float("BEAT_LEASE_SECONDS", 10.0)
+# Where a worker and beat touch the file their liveness probe reads (``manage.py probe
+# worker --alive``): the process runs, whatever Redis and the database do.
+ALIVE_DIR = env_str("ALIVE_DIR", tempfile.gettempdir())
 # /readyz and /healthz give each dependency this long (seconds): Redis's connect and its
 # one read, PostgreSQL's statement (statement_timeout). A stopped Redis then costs a probe
 # this much, well inside the probes' own timeouts, instead of the broker's 2 s timeout.
@@ -832,11 +843,9 @@ if not 0 < PROBE_TIMEOUT_SECONDS <= 2:
         f"PROBE_TIMEOUT_SECONDS must be above 0 and at most 2, got {PROBE_TIMEOUT_SECONDS:g}"
     )
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
-}
+# LOG_FORMAT=json: one JSON object per line, with the request id, the person, the job and
+# the Celery task (portal/logs.py); plain: a readable line. Celery's worker then logs
+# through these handlers rather than its own.
+LOG_FORMAT = env_str("LOG_FORMAT", "plain")
+LOGGING = logging_config(LOG_FORMAT, env_str("LOG_LEVEL", "INFO"))
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -13,7 +13,7 @@ from jobs.web import api as jobs_api
 from queues import api as queues_api
 
 from .health import healthz, livez, readyz
-from .metrics import metrics
+from .metrics import deployment_metrics, metrics
 from .sign_in import LoginPage, ProviderCallback, ProviderSignIn, admin_login
 
 api_v1 = [
@@ -87,6 +87,7 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
+    path("metrics/deployment", deployment_metrics, name="metrics-deployment"),
     path("admin/login/", admin_login),
     path("admin/", admin.site.urls),
     path("accounts/login/", LoginPage.as_view(), name="login"),

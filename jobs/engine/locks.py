@@ -146,6 +146,22 @@ class Lease:
             cursor.execute(GIVE_BACK, {"name": self.name, "holder": self.holder, "done": done})
 
 
+# The admission cycle's row: never taken (its lock is its transaction's), it keeps when
+# the last cycle ended well, beside the leases' own, for the deployment's metrics.
+ADMISSION_DONE = "admission"
+DONE = f"""
+    INSERT INTO {LEASES} (name, holder, taken_at, expires_at, done_at)
+    VALUES (%s, '', now(), now(), now())
+    ON CONFLICT (name) DO UPDATE SET done_at = now()
+"""
+
+
+def work_done(name: str) -> None:
+    """Record that the work ``name`` (not a lease: the admission cycle) just ended well."""
+    with connection.cursor() as cursor:
+        cursor.execute(DONE, [name])
+
+
 def holder_name() -> str:
     """Who takes a lease, readable in the table: host, process, and a part of its own."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

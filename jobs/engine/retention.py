@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.models import AccountingDone, Job
+from jobs.tables.events import events_retire
 from jobs.tables.retention import archive_candidates, archived_rows
 from sql.rows import chunks
 
@@ -63,6 +64,7 @@ def jobs_archive(*, now: datetime | None = None, batches: int | None = None) -> 
                 break
             path = directory / f"jobs-{now:%Y%m%dT%H%M%SZ}-{ids[0]}-{ids[-1]}.jsonl.gz"
             _write(path, archived_rows(ids))
+            events_retire(ids)  # the counters of their events stay as they were
             for part in chunks(ids):  # Django names each cascaded row: bounded
                 Job.objects.filter(pk__any=part).delete()  # with its events, holds, hooks
         count += len(ids)

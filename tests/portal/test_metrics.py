@@ -14,16 +14,18 @@ import prometheus_client
 import pytest
 import requests
 import yaml
+from django.urls import resolve
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.document.schema import job_parse
 from jobs.engine.admission.cycle import admission_cycle
 from jobs.engine.reconcile import jobs_reconcile
+from jobs.engine.retention import jobs_archive
 from jobs.engine.sync import cluster_sync
-from jobs.models import Job, JobEvent, State
+from jobs.models import AccountingDone, Job, JobEvent, State
 from jobs.services import job_cancel, job_submit
-from portal.metrics import DatabaseCollector
+from portal.metrics import DatabaseCollector, deployment_metrics
 from portal.process_metrics import serve_process_metrics
 from queues.models import Queue
 
@@ -36,15 +38,51 @@ pytestmark = pytest.mark.django_db
 QUEUE = "root-interns-intern-video"  # INTERN_JOB's
 
 
-def scrape(client, **headers) -> dict[str, dict[tuple, float]]:
-    """{sample name: {sorted label items: value}} of one scrape."""
-    response = client.get("/metrics", **headers)
-    assert response.status_code == 200, response.content
+def scrape(client, *, paths=("/metrics/deployment", "/metrics"), **headers):
+    """{sample name: {sorted label items: value}} of one scrape of each of ``paths`` (the
+    deployment's figures, scraped once through the Service, and the pod's own)."""
     samples: dict[str, dict[tuple, float]] = {}
-    for family in text_string_to_metric_families(response.content.decode()):
-        for sample in family.samples:
-            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    for path in paths:
+        response = client.get(path, **headers)
+        assert response.status_code == 200, response.content
+        for family in text_string_to_metric_families(response.content.decode()):
+            for sample in family.samples:
+                labels = tuple(sorted(sample.labels.items()))
+                samples.setdefault(sample.name, {})[labels] = sample.value
     return samples
+
+
+def test_the_deployment_s_figures_and_the_pod_s_are_apart(client, member):
+    """Two web replicas give one set of the database's figures (scraped through the
+    Service), and each its own HTTP figures: no address gives both."""
+    admission_cycle(now=timezone.now())
+    client.get("/queues/")
+    deployment = scrape(client, paths=["/metrics/deployment"])
+    pod = scrape(client, paths=["/metrics"])
+
+    assert "caldera_quota_max" in deployment and "caldera_quota_max" not in pod
+    assert "caldera_http_requests_total" in pod and "caldera_http_requests_total" not in deployment
+    assert set(deployment["caldera_last_success_timestamp_seconds"]) == {(("work", "admission"),)}
+
+
+def test_the_counters_keep_what_retention_deleted(client, member, settings, tmp_path):
+    settings.JOB_RETENTION_DAYS, settings.JOB_ARCHIVE_DIR = 180, tmp_path
+    AccountingDone.objects.create(day=timezone.now().date(), summarised_at=timezone.now())
+    job = job_submit(user=member, draft=job_parse(copy.deepcopy(RAY_JOB)))
+    admission_cycle()
+    Job.objects.filter(pk=job.pk).update(
+        state=State.SUCCEEDED, finished_at=timezone.now() - timedelta(days=200)
+    )
+    before = scrape(client, paths=["/metrics/deployment"])
+
+    assert jobs_archive().jobs == 1
+    after = scrape(client, paths=["/metrics/deployment"])
+
+    for name in ("caldera_admitted_jobs_total", "caldera_admission_wait_time_seconds_count"):
+        assert after[name] == before[name] != {}
+    assert after["caldera_admission_wait_time_seconds_sum"] == pytest.approx(
+        before["caldera_admission_wait_time_seconds_sum"]
+    )
 
 
 def test_the_metrics_match_the_database_after_a_reclaim(client, member, intern):
@@ -261,6 +299,16 @@ def test_the_dashboard_and_the_alerts_read_only_figures_caldera_sends(tree):
     service = next(d for d in web if d["kind"] == "Service")
     monitor = yaml.safe_load((monitoring / "servicemonitor.yaml").read_text())
     assert monitor["spec"]["endpoints"][0]["port"] in [p["name"] for p in service["spec"]["ports"]]
+    # The deployment's figures: once, through the Service, at the address that serves them.
+    scrape_config = yaml.safe_load((monitoring / "scrapeconfig.yaml").read_text())
+    [target] = scrape_config["spec"]["staticConfigs"][0]["targets"]
+    host, port = target.rsplit(":", 1)
+    namespace = yaml.safe_load((deploy / "kustomization.yaml").read_text())["namespace"]
+    assert host == f"{service['metadata']['name']}.{namespace}.svc"
+    assert int(port) in [p["port"] for p in service["spec"]["ports"]]
+    assert resolve(scrape_config["spec"]["metricsPath"]).func is deployment_metrics
+    resources = yaml.safe_load((monitoring / "kustomization.yaml").read_text())["resources"]
+    assert "scrapeconfig.yaml" in resources
     worker = yaml.safe_load((deploy / "worker.yaml").read_text())
     [container] = worker["spec"]["template"]["spec"]["containers"]
     pods = yaml.safe_load((monitoring / "podmonitor.yaml").read_text())

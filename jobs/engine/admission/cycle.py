@@ -27,7 +27,14 @@ from jobs.engine.admission.inputs import (
     woken_at,
 )
 from jobs.engine.admission.writes import CycleWrite, plan_write, write_backoffs, write_failures
-from jobs.engine.locks import ADMISSION, lock_jobs, retrying, transaction_lock
+from jobs.engine.locks import (
+    ADMISSION,
+    ADMISSION_DONE,
+    lock_jobs,
+    retrying,
+    transaction_lock,
+    work_done,
+)
 from jobs.engine.namespace_health import (
     failed_reason,
     held_reason,
@@ -78,6 +85,7 @@ def admission_cycle(
         if not (cycle.more and cycle.admitted):
             break
     _compact_now_and_then()
+    work_done(ADMISSION_DONE)
     return result
 
 
