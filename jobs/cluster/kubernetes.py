@@ -19,6 +19,7 @@ import json
 import logging
 import re
 import time
+from functools import partial
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -427,7 +428,7 @@ class KubernetesBackend(ClusterBackend):
                 self._informers[key] = Informer(
                     client.CustomObjectsApi(api_client(self.settings)),
                     *key,
-                    list_namespace=self._list_namespace,
+                    list_namespace=partial(self._list_namespace, diagnose=False),
                     watch_seconds=self.settings.watch_seconds,
                     silent_seconds=self.settings.watch_silent_seconds,
                 )
@@ -445,8 +446,16 @@ class KubernetesBackend(ClusterBackend):
         for informer in informers:
             informer.join(max(deadline - time.monotonic(), 0))
 
-    def _list_namespace(self, where: tuple[str, str]) -> tuple[list[dict], str]:
-        """One runtime's objects in one namespace, and the listing's resourceVersion."""
+    def _list_namespace(
+        self, where: tuple[str, str], *, diagnose: bool = True
+    ) -> tuple[list[dict], str]:
+        """One runtime's objects in one namespace, and the listing's resourceVersion.
+
+        A refusal of the authorizer is diagnosed (the namespace's own trouble, or the
+        cluster's) for the sync; an informer's listing (``diagnose=False``) raises it with
+        the server's words alone: after an API server's restart its authorizer refuses for
+        a few seconds while its caches fill, and an informer, which only lists again
+        shortly, must neither conclude that a Role is missing nor ask the server more."""
         runtime, namespace = where
         resource = kinds.RESOURCES[runtime]
         items: list[dict] = []
@@ -468,6 +477,8 @@ class KubernetesBackend(ClusterBackend):
                     )
                 )
             except Unauthorized as error:
+                if not diagnose:
+                    raise
                 # Refused in this namespace: its own trouble (it is gone, or has no Role for
                 # Caldera) when the namespace itself can be read, else the cluster's.
                 trouble = self._refused_in(namespace, error)

@@ -894,3 +894,58 @@ def test_a_quiet_watch_whose_read_times_out_is_resumed_and_a_410_still_lists_aga
         wait_for(expired)  # listed again
     finally:
         backend.close()
+
+
+def test_a_watch_asks_for_a_sync_when_an_object_starts_finishes_or_goes(kube):
+    """What the sync would move a job for (it runs, it ended, its object went) calls
+    ``on_change``, from the watch's thread; a change that moves nothing does not."""
+    backend = backend_for(kube, watch=True)
+    changes: list[float] = []
+    try:
+        backend.apply([ray_spec()], now=NOW)
+        backend.observe(now=NOW, namespaces=WHERE, on_change=lambda: changes.append(1))
+        informer_in_step(backend, kube)
+        wait_for(lambda: kube.watch_streams("kuberay"))
+        assert changes == []  # created, not yet running
+
+        name = ("kuberay", "video", "rayjob-video-7")
+        kube.set_status(*name, {"jobDeploymentStatus": "Running"})
+        wait_for(lambda: len(changes) == 1)
+        kube.set_status(*name, {"jobDeploymentStatus": "Running", "message": "still"})
+        done = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}
+        kube.set_status(*name, done)
+        wait_for(lambda: len(changes) == 2)  # the message alone moved nothing
+        backend.remove([ObjectRef("rayjob-video-7", "video", "kuberay")], now=NOW)
+        wait_for(lambda: len(changes) == 3)
+    finally:
+        backend.close()
+
+
+def test_a_watch_refused_while_the_authorizer_warms_up_concludes_nothing(kube, caplog):
+    """For a few seconds after an API server's restart its authorizer refuses everything:
+    an informer that lists again then says what the server said, names no missing Role,
+    asks nothing more of the server, and is in step again once it answers."""
+    backend = backend_for(kube, watch=True)
+    try:
+        backend.apply([ray_spec()], now=NOW)
+        backend.observe(now=NOW, namespaces=WHERE)
+        listed = informer_in_step(backend, kube)
+        asked = len(kube.requests("get", "/api/v1/namespaces/video"))
+        reviews = len(kube.requests("post", "selfsubjectaccessreviews"))
+
+        kube.server.restart(unready=0, refusing=2)
+        kube.expire_watches("kuberay", "video")
+
+        def warned() -> list[str]:
+            said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+            return [line for line in said if line.startswith("watch of kuberay in video")]
+
+        wait_for(lambda: len(warned()) == 2, timeout=10)  # both listings refused
+        # The two refused listings, and the one that put it back in step.
+        wait_for(lambda: informer_in_step(backend, kube) == listed + 3, timeout=10)
+        assert all("cannot list resource" in line for line in warned())
+        assert not any("no Role" in line for line in warned())
+        assert len(kube.requests("get", "/api/v1/namespaces/video")) == asked
+        assert len(kube.requests("post", "selfsubjectaccessreviews")) == reviews
+    finally:
+        backend.close()
