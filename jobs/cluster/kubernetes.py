@@ -19,11 +19,11 @@ import json
 import logging
 import re
 import time
-from functools import partial
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, TypeVar, cast
 
 import urllib3

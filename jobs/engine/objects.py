@@ -13,7 +13,7 @@ from django.conf import settings
 
 from jobs.cluster import ObjectRef
 from jobs.cluster.kinds import RESOURCES
-from jobs.cluster.manifests.common import object_name
+from jobs.cluster.manifests.common import object_name, script_configmap_name
 from jobs.cluster.manifests.objects import config_map_names
 from jobs.cluster.spec import JobSpec, PodGroup
 from jobs.document.shape import spec_values
@@ -45,13 +45,17 @@ def job_object_name(job: Job) -> str:
 
 
 def object_ref(job: Job) -> ObjectRef:
-    sent = job.manifest["objects"] if job.manifest else None
-    return ObjectRef(
-        job_object_name(job),
-        job.namespace,
-        job.runtime,
-        config_map_names(sent) if sent is not None else None,
-    )
+    """Where the job's object is, with the ConfigMaps it has: those it was sent with, or
+    its document's script's, or none (no delete is sent for a ConfigMap never made)."""
+    return ObjectRef(job_object_name(job), job.namespace, job.runtime, job_config_maps(job))
+
+
+def job_config_maps(job: Job) -> tuple[str, ...]:
+    """The ConfigMaps Caldera made for the job: those of the objects it was sent as, or
+    the one of its document's script."""
+    if job.manifest:
+        return config_map_names(job.manifest["objects"])
+    return (script_configmap_name(job_object_name(job)),) if job.script else ()
 
 
 def refs_removable(pairs: list[tuple[int, ObjectRef]]) -> list[ObjectRef]:

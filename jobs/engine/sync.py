@@ -14,7 +14,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError
@@ -28,12 +27,18 @@ from jobs.cluster import (
     Phase,
     get_backend,
 )
-from jobs.cluster.manifests.objects import config_map_names
 from jobs.engine.admission.writes import capacity_changed
 from jobs.engine.cluster_health import cluster_answered, cluster_unavailable
 from jobs.engine.locks import SYNC, leased
 from jobs.engine.namespace_health import namespaces_checked, unavailable_namespaces
-from jobs.engine.objects import ABSENT, SUSPENDABLE, SUSPENDED, object_wanted, refs_removable
+from jobs.engine.objects import (
+    ABSENT,
+    SUSPENDABLE,
+    SUSPENDED,
+    job_config_maps,
+    object_wanted,
+    refs_removable,
+)
 from jobs.engine.reconcile import jobs_left, jobs_reconcile, jobs_transition
 from jobs.engine.start_timeouts import jobs_time_out
 from jobs.engine.triggers import (
@@ -157,7 +162,11 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
                 ABSENT if job is None else object_wanted(moved.get(job_id, job.state), job.runtime)
             )
             if wanted == ABSENT:
-                if not status.deleting:
+                # One delete per object: a leaving job's were sent by the reconcile that
+                # made it leave moments ago, and a listing (an informer's above all) may
+                # not show them yet; after REMOVED_RECENTLY they are sent again, for a
+                # reconcile that was lost.
+                if not status.deleting and not _removed_recently(job, now):
                     leftover.append((job_id, status.ref))
             elif status.phase not in FINISHED_PHASES and (status.phase == Phase.SUSPENDED) != (
                 wanted == SUSPENDED
@@ -194,6 +203,9 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
 # A job dequeued this recently is having its objects created by the admission that
 # dequeued it (or by that reconcile's retries); the sync leaves it to them.
 BEING_CREATED = timedelta(seconds=10)
+# A job that started leaving this recently had its objects deleted by the reconcile that
+# made it leave (or by that reconcile's retries); the sync leaves them to it.
+REMOVED_RECENTLY = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -201,20 +213,31 @@ class _Known:
     pk: int
     state: str
     runtime: str
+    leaving_since: datetime | None
+
+
+def _removed_recently(job: _Known | None, now: datetime) -> bool:
+    return (
+        job is not None
+        and job.leaving_since is not None
+        and now - job.leaving_since < REMOVED_RECENTLY
+    )
 
 
 def _with_config_maps(listed: list[tuple[int, ObjectRef]]) -> list[ObjectRef]:
-    """The listed objects to remove (by job id), each with the ConfigMaps its job was sent
-    with: one query for those sent as objects; a job no longer stored had a document's."""
-    sent: dict[int, Any] = dict(
-        Job.objects.filter(
-            pk__any=[job_id for job_id, _ in listed], manifest__isnull=False
-        ).values_list("pk", "manifest")
-    )
+    """The listed objects to remove (by job id), each with the ConfigMaps its job has (one
+    query): those it was sent with, its document's script's, or none. A job no longer
+    stored may have had a script: its ConfigMap is deleted too, found or not."""
+    stored = {
+        job.pk: job
+        for job in Job.objects.filter(pk__any=[job_id for job_id, _ in listed]).only(
+            "pk", "name", "object_name", "manifest", "script"
+        )
+    }
     return refs_removable(
         [
-            (job_id, replace(ref, config_maps=config_map_names(sent[job_id]["objects"])))
-            if job_id in sent
+            (job_id, replace(ref, config_maps=job_config_maps(stored[job_id])))
+            if job_id in stored
             else (job_id, ref)
             for job_id, ref in listed
         ]

@@ -259,10 +259,13 @@ def queue_pending_counts() -> list[tuple[str, str | None, int]]:
 # sending 10,000 parameters cost more than the queries.
 
 
-def jobs_known(ids: list[int]) -> list[tuple[int, str, str]]:
-    """What the database holds of the listed jobs: (id, state, runtime) of those it has."""
+def jobs_known(ids: list[int]) -> list[tuple[int, str, str, datetime | None]]:
+    """What the database holds of the listed jobs: (id, state, runtime, leaving_since) of
+    those it has."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT id, state, runtime FROM {JOBS} WHERE id = ANY(%s)", [ids])
+        cursor.execute(
+            f"SELECT id, state, runtime, leaving_since FROM {JOBS} WHERE id = ANY(%s)", [ids]
+        )
         return cursor.fetchall()
 
 

@@ -4,6 +4,7 @@ whole path (admission, reconcile, sync) on the Kubernetes backend against the em
 from __future__ import annotations
 
 import re
+import threading
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -12,11 +13,13 @@ import yaml
 from django.test import override_settings
 from django.utils import timezone
 
+from jobs.bulk import jobs_bulk
 from jobs.cluster import ClusterUnavailable, ObjectRef, get_backend
 from jobs.cluster.access import rbac_documents
 from jobs.cluster.kubernetes import KubernetesBackend, Settings
 from jobs.cluster.manifests.common import ANNOTATION_DEQUEUED, kube_queue_timestamp
 from jobs.cluster.simulated import SimulatedBackend, parse_nodes
+from jobs.cluster.watch import Informer
 from jobs.engine.admission.cycle import admission_cycle
 from jobs.engine.reconcile import jobs_reconcile, quota_publish
 from jobs.engine.sync import cluster_sync
@@ -910,3 +913,58 @@ def test_a_resource_taken_out_of_the_tree_leaves_the_volcano_queue(tree, first_w
         video = stored_queues(kube)["root-algorithm-video"]
     assert video["capability"] == {"cpu": "14", "memory": "14Gi"}
     assert video["guarantee"] == {"resource": {"cpu": "12", "memory": "12Gi"}}
+
+
+SMALL = {
+    "head": {"resources": {"cpu": "1", "memory": "1G"}},
+    "workers": [{"name": "small-group", "replicas": 1, "resources": {"cpu": "1", "memory": "1G"}}],
+}
+
+
+def test_a_bulk_cancel_sends_one_delete_per_object_and_none_for_configmaps_never_made(
+    member, now, monkeypatch
+):
+    """What a real server showed: cancelling 200 jobs sent 207 deletes, 188 more 14 s later
+    (all 404), and deletes of script ConfigMaps the jobs never had. The sync that follows
+    the cancel reads its informers, whose watch has not brought the deletions yet (held
+    here until that sync is done)."""
+    arrived = threading.Event()
+    arrived.set()
+    apply = Informer._apply
+
+    def late(informer, event):
+        arrived.wait(10)
+        apply(informer, event)
+
+    monkeypatch.setattr(Informer, "_apply", late)
+    with on_kubernetes(KUBERNETES_WATCH=True) as kube:
+        jobs = [submit(member, now, **SMALL) for _ in range(6)]  # 2 cpu each, video max 14
+        scripted = submit(member, now, **SMALL, script="print('hello')")
+        everyone = [*jobs, scripted]
+        assert sorted(admission_cycle(now=now).admitted) == [job.pk for job in everyone]
+        jobs_reconcile([job.pk for job in everyone], now=now)
+        cluster_sync(now=now)
+        backend = get_backend()
+        wait_for(lambda: backend._informers[("kuberay", "video")].items() is not None)
+        wait_for(lambda: kube.watch_streams("kuberay"))
+
+        arrived.clear()  # the watch's events come late from here
+        later = now + timedelta(seconds=1)
+        cancelled = [refresh(job) for job in everyone]
+        outcome = jobs_bulk(user=member, action="cancel", jobs=cancelled, now=later)
+        assert sorted(outcome.done) == [job.pk for job in everyone]
+        jobs_reconcile([job.pk for job in everyone], now=later)
+        cluster_sync(now=later)  # its informer still lists every object, not deleted
+        arrived.set()
+        wait_for(lambda: backend._informers[("kuberay", "video")].items() == [])
+        assert sorted(cluster_sync(now=later + timedelta(seconds=14)).left) == [
+            job.pk for job in everyone
+        ]
+
+        for job in everyone:
+            path = f"/namespaces/video/rayjobs/rayjob-video-{job.pk}"
+            assert len(kube.requests("delete", path)) == 1, job.pk
+        deleted_maps = kube.requests("delete", "/configmaps/")
+        assert [r.url.path.rsplit("/", 1)[1] for r in deleted_maps] == [
+            f"rayjob-video-{scripted.pk}-script"
+        ]
