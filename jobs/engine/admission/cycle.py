@@ -85,7 +85,6 @@ def admission_cycle(
         if not (cycle.more and cycle.admitted):
             break
     _compact_now_and_then()
-    work_done(ADMISSION_DONE)
     return result
 
 
@@ -96,7 +95,10 @@ def _locked_cycle(now: datetime, before: Callable[[], None] | None) -> CycleWrit
     if before is not None:
         before()
     with ADMISSION_CYCLE_SECONDS.time():
-        return _one_cycle(now)
+        cycle = _one_cycle(now)
+    # In the cycle's transaction: when it last ended well costs no commit of its own.
+    work_done(ADMISSION_DONE)
+    return cycle
 
 
 COMPACT_EVERY_SECONDS = 1.0
