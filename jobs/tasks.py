@@ -8,7 +8,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 
-from jobs.cluster import ClusterUnavailable, Rejected, get_backend
+from jobs.cluster import ClusterUnavailable, Rejected
 from jobs.engine.admission.cycle import admission_cycle
 from jobs.engine.fair_share import fair_share_record
 from jobs.engine.reconcile import jobs_reconcile, quota_publish
@@ -68,10 +68,6 @@ def admit_and_reconcile() -> None:
             except ClusterUnavailable as error:
                 log.warning("reconcile after admission failed, retrying in a task: %s", error)
                 reconcile.delay(changed)
-            if get_backend().reports_changes:
-                # The sync that follows watches what was just created: its start and its
-                # end are then seen as they happen, with or without beat.
-                SYNC.fire()
         if not ADMIT.is_dirty():
             return
 

@@ -205,11 +205,6 @@ class ClusterBackend(ABC):
     def remove(self, refs: Sequence[ObjectRef], *, now: datetime) -> None:
         """Make sure these objects are gone (deleting what is gone is fine)."""
 
-    # Whether the backend's own watches report its objects' changes to ``observe``'s
-    # ``on_change`` (a real cluster's informers, started by the sync), rather than saying
-    # when the next one is due (``Observation.next_change_at``, the simulated cluster).
-    reports_changes = False
-
     @abstractmethod
     def observe(
         self,

@@ -152,7 +152,6 @@ class KubernetesBackend(ClusterBackend):
         # The last node listing: when it was read (or tried) and each node's allocatable.
         self._nodes: tuple[float, list[ClusterNode] | None] | None = None
         self._informers: dict[tuple[str, str], Informer] = {}
-        self.reports_changes = settings.watch
 
     # -- calls ---------------------------------------------------------------------------
 

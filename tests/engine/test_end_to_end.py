@@ -119,8 +119,9 @@ def test_on_a_cluster_the_watch_sees_a_finish_and_the_next_job_is_admitted_witho
     api, member, celery_worker
 ):
     """A real cluster does not say when a job will end: its watch sees it. No beat runs,
-    so nothing polls: the sync the admission asks for starts the watch, the watch's events
-    ask for the syncs that see the first job run and end, and that end admits the second."""
+    so nothing polls: the sync the reconcile asks for once it created the objects starts
+    the watch, the watch's events ask for the syncs that see the first job run and end,
+    and that end admits the second."""
     with on_kubernetes(KUBERNETES_WATCH=True) as kube:
         client = api(member)
         first = client.post("/api/v1/jobs/", RAY_JOB, format="json").json()["id"]
@@ -128,13 +129,16 @@ def test_on_a_cluster_the_watch_sees_a_finish_and_the_next_job_is_admitted_witho
         name = f"rayjob-video-{first}"
         wait_for(lambda: any(o["metadata"]["name"] == name for o in kube.objects("kuberay")))
         wait_for(lambda: Job.objects.get(pk=second).state == "backoff")  # no quota left
+        # The emulator's watch starts at its opening (a real server's would replay what
+        # changed since the listing's version): the changes come once it streams.
+        wait_for(lambda: kube.watch_streams("kuberay"), timeout=30)
 
         kube.set_status("kuberay", "video", name, {"jobDeploymentStatus": "Running"})
-        wait_for(lambda: Job.objects.get(pk=first).state == "running", timeout=10)
+        wait_for(lambda: Job.objects.get(pk=first).state == "running", timeout=30)
         done = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}
         kube.set_status("kuberay", "video", name, done)
 
-        wait_for(lambda: Job.objects.get(pk=second).state == "admitted", timeout=10)
+        wait_for(lambda: Job.objects.get(pk=second).state == "admitted", timeout=30)
         assert Job.objects.get(pk=first).state == "succeeded"
         wait_for(
             lambda: any(
