@@ -23,6 +23,8 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
+from django.utils.functional import LazyObject, empty
+
 REQUEST: ContextVar[Any] = ContextVar("caldera_request", default=None)
 REQUEST_ID: ContextVar[str] = ContextVar("caldera_request_id", default="")
 JOB_ID: ContextVar[int | None] = ContextVar("caldera_job_id", default=None)
@@ -48,10 +50,15 @@ class Context(logging.Filter):
 
 
 def _person(request) -> str:
-    user = getattr(request, "user", None) if request is not None else None
-    if user is None or not getattr(user, "is_authenticated", False):
+    """The request's person, if it is known already: a line never loads the session (a
+    line about the database being down would need the database)."""
+    user = request.__dict__.get("user") if request is not None else None
+    if user is None or (isinstance(user, LazyObject) and user._wrapped is empty):
         return ""
-    return user.get_username()
+    try:
+        return user.get_username() if user.is_authenticated else ""
+    except Exception:  # noqa: BLE001 - a log line never fails for its context
+        return ""
 
 
 class JsonFormatter(logging.Formatter):

@@ -933,6 +933,8 @@ def test_a_watch_refused_while_the_authorizer_warms_up_concludes_nothing(kube, c
         asked = len(kube.requests("get", "/api/v1/namespaces/video"))
         reviews = len(kube.requests("post", "selfsubjectaccessreviews"))
 
+        # Both namespaces' watches stream (an event sent before would reach neither).
+        wait_for(lambda: len(kube.watch_streams("kuberay")) == len(WHERE))
         kube.server.restart(unready=0, refusing=10**6)  # its authorizer refuses everything
         kube.expire_watches("kuberay", "video")
 
