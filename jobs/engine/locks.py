@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 import psycopg
@@ -126,19 +126,14 @@ class Lease:
     name: str
     holder: str
     seconds: float
-    lost: threading.Event = field(default_factory=threading.Event)
 
     def renew(self) -> bool:
-        """Make it last ``seconds`` from now; False (and ``lost`` set) if it expired and
-        may be another's."""
+        """Make it last ``seconds`` from now; False if it expired and may be another's."""
         with connection.cursor() as cursor:
             cursor.execute(
                 RENEW, {"name": self.name, "holder": self.holder, "seconds": self.seconds}
             )
-            kept = cursor.rowcount == 1
-        if not kept:
-            self.lost.set()
-        return kept
+            return cursor.rowcount == 1
 
     def give_back(self, *, done: bool) -> None:
         """Free it now; ``done``: the work it guarded ended well, and when is kept."""
