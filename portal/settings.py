@@ -17,6 +17,7 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from access.task_names import TOKENS_EXPIRE_TASK
 from hooks.task_names import DELIVER_TASK, PRUNE_TASK
@@ -487,6 +488,26 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": 3600,
 }
 CELERY_WORKER_PREFETCH_MULTIPLIER = 4
+# Each kind of work has a queue of its own, so that none waits behind another: an admission
+# cycle never behind a webhook to a slow receiver or an estimate pass, a sync never behind
+# an admission burst. The sync alone goes to "cluster": the process that consumes it holds
+# the cluster's watches (jobs/cluster/watch.py), so a deployment runs one worker of one
+# process for it (deploy/kubernetes/cluster.yaml: `-Q cluster --concurrency 1`) and the
+# others without it (`--exclude-queues cluster`); every other process then holds no watch.
+# A worker started without -Q or -X consumes every queue (the tests, a one-process setup).
+# Reconcile, quota publishing and the periodic chores stay on the default queue.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+TASK_QUEUES = {
+    ADMIT_TASK: "admission",
+    SYNC_TASK: "cluster",
+    ESTIMATES_TASK: "estimates",
+    DELIVER_TASK: "webhooks",
+    PRUNE_TASK: "webhooks",
+}
+CELERY_TASK_ROUTES = {task: {"queue": queue} for task, queue in TASK_QUEUES.items()}
+CELERY_TASK_QUEUES = [
+    Queue(name) for name in dict.fromkeys([CELERY_TASK_DEFAULT_QUEUE, *TASK_QUEUES.values()])
+]
 # Pool processes of a worker (celery worker --concurrency): in a container, its CPU limit
 # (deploy/kubernetes/worker.yaml), not the node's cores; unset, one per core it sees.
 if os.environ.get("WORKER_CONCURRENCY"):
@@ -751,6 +772,17 @@ KUBERNETES_ATTEMPTS = env_int("KUBERNETES_ATTEMPTS", 3)
 # Keep the job objects in memory through a watch per namespace (resumed from its last
 # resourceVersion, listed again on 410 Gone) instead of listing them at every sync.
 KUBERNETES_WATCH = env_bool("KUBERNETES_WATCH", True)
+# How far each watch reaches: "namespace", a watch per kind and namespace the tree binds
+# (the per-namespace Roles are all Caldera needs), or "cluster", one watch per kind for
+# every namespace (its objects, labelled caldera.io/job-id, and the Warning events), which
+# needs the ClusterRole "caldera-watch" that `manage.py cluster_rbac` then prints. A tree of
+# hundreds of namespaces wants "cluster": two thousand namespaces are 2,000 x (runtimes + 1)
+# watches otherwise, each a connection and a thread.
+KUBERNETES_WATCH_SCOPE = env_str("KUBERNETES_WATCH_SCOPE", "namespace")
+if KUBERNETES_WATCH_SCOPE not in ("namespace", "cluster"):
+    raise ImproperlyConfigured(
+        f"KUBERNETES_WATCH_SCOPE={KUBERNETES_WATCH_SCOPE!r}: it is namespace or cluster"
+    )
 # The job runtimes the cluster has operators for, in order of preference per kind: a Ray
 # job runs on the first of kuberay/volcano listed, a PyTorch job on the first of
 # kubeflow/volcano, unless its submission names another listed one. The form and the API

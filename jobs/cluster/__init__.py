@@ -59,6 +59,7 @@ def get_backend() -> ClusterBackend:
                 timeout_seconds=settings.KUBERNETES_TIMEOUT_SECONDS,
                 attempts=settings.KUBERNETES_ATTEMPTS,
                 watch=settings.KUBERNETES_WATCH,
+                watch_scope=settings.KUBERNETES_WATCH_SCOPE,
                 log_timeout_seconds=settings.JOB_LOG_TIMEOUT_SECONDS,
             )
         )

@@ -59,8 +59,23 @@ def leaf_grants(runtimes: Iterable[str]) -> list[Grant]:
     return [
         *jobs,
         Grant("", "configmaps", ("create", "delete")),
-        Grant("", "events", ("list",)),
+        Grant("", "events", ("list", "watch")),
         *LOG_GRANTS,
+    ]
+
+
+def watch_grants(runtimes: Iterable[str], scope: str) -> list[Grant]:
+    """With the cluster scope of the watches (KUBERNETES_WATCH_SCOPE=cluster), what
+    Caldera reads in every namespace: its job objects (a watch selects those labelled
+    ``caldera.io/job-id``; RBAC cannot narrow by label) and the events. None otherwise."""
+    if scope != "cluster":
+        return []
+    return [
+        *(
+            Grant(r.group, r.plural, ("list", "watch"))
+            for r in (kinds.RESOURCES[runtime] for runtime in runtimes)
+        ),
+        Grant("", "events", ("list", "watch")),
     ]
 
 
@@ -108,6 +123,7 @@ def rbac_documents(
     namespaces: Sequence[str],
     runtimes: Sequence[str],
     publish: Sequence[str],
+    watch_scope: str = "namespace",
     account: str = "caldera",
     account_namespace: str = "caldera-system",
 ) -> list[dict[str, Any]]:
@@ -139,6 +155,8 @@ def rbac_documents(
         )
 
     role("ClusterRole", f"{account}-tree", tree_grants(namespaces, publish))
+    if watch_grants(runtimes, watch_scope):
+        role("ClusterRole", f"{account}-watch", watch_grants(runtimes, watch_scope))
     for namespace in sorted(set(namespaces)):
         role("Role", f"{account}-jobs", leaf_grants(runtimes), namespace)
     if quota_grants(publish):
@@ -147,12 +165,17 @@ def rbac_documents(
 
 
 def wanted_in(
-    namespace: str, *, namespaces: Iterable[str], runtimes: Iterable[str], publish: Iterable[str]
+    namespace: str,
+    *,
+    namespaces: Iterable[str],
+    runtimes: Iterable[str],
+    publish: Iterable[str],
+    watch_scope: str = "namespace",
 ) -> list[Grant]:
     """Everything Caldera uses that a rules review of ``namespace`` may show: what it does
     there, and what it does at the cluster scope (cluster roles show in every namespace)."""
     namespaces = set(namespaces)
-    grants = [*BASE_GRANTS, *tree_grants(namespaces, publish)]
+    grants = [*BASE_GRANTS, *tree_grants(namespaces, publish), *watch_grants(runtimes, watch_scope)]
     if namespace in namespaces:
         grants += leaf_grants(runtimes)
     if namespace == QUOTA_NAMESPACE:

@@ -6,11 +6,13 @@ connections) are retried a bounded number of times with growing pauses, then sur
 call that failed (a listing that failed is not an empty cluster). Creating what exists
 (409) and deleting what is gone (404) are success, so every call is idempotent.
 
-Objects are read at each sync (beat drives one every SYNC_BEAT_SECONDS, and every
-reconcile asks for one): each runtime's objects carrying the ``caldera.io/job-id`` label
-in each namespace the tree binds (Caldera may touch nothing else: ``jobs.cluster.access``),
-kept in memory by a watch per namespace (``jobs.cluster.watch``, KUBERNETES_WATCH) or
-listed, then the Warning events of the namespaces they live in.
+Objects are read at each sync (what the watches see asks for one, every reconcile asks
+for one, and beat drives one every SYNC_BEAT_SECONDS): each runtime's objects carrying the
+``caldera.io/job-id`` label in each namespace the tree binds (Caldera may touch nothing
+else: ``jobs.cluster.access``), and the Warning events of the namespaces they live in,
+kept in memory by watches (``jobs.cluster.watch``, KUBERNETES_WATCH: one per kind and
+namespace, or with KUBERNETES_WATCH_SCOPE=cluster one per kind for every namespace), or
+listed while a watch is not in step.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import re
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -67,7 +69,7 @@ from .base import (
     Refusal,
     Rejected,
 )
-from .watch import SILENT_SECONDS, WATCH_SECONDS, Informer
+from .watch import SILENT_SECONDS, WATCH_SECONDS, Gone, Informer, job_moved
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,14 @@ TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 # fail for; the others are about the job's objects and answered per job.
 AUTHORIZATION_DENIED = re.compile(r"\bcannot \S+ resource\b")
 QUOTA_EXCEEDED = "exceeded quota"
+# What the informers of the Warning events are keyed by, beside the runtimes.
+EVENTS = "events"
+# The events Caldera reads: the Warnings it shows (a scheduler's, an eviction).
+WARNINGS = "type=Warning"
+# How far the informers watch: a namespace each (the default, with the per-namespace Roles
+# alone), or every namespace in one watch per kind (an opt-in ClusterRole that lets Caldera
+# list and watch its kinds and the events cluster-wide, jobs.cluster.access.watch_grants).
+WATCH_SCOPES = ("namespace", "cluster")
 # The NamespaceLifecycle admission step's words for a create in a namespace being deleted.
 NAMESPACE_TERMINATING = "because it is being terminated"
 
@@ -112,6 +122,7 @@ class Settings:
     # Keep each namespace's objects in memory through a watch (jobs.cluster.watch) instead
     # of listing them at every sync.
     watch: bool = False
+    watch_scope: str = "namespace"  # one of WATCH_SCOPES
     # The server ends each watch after watch_seconds; a watch that sends nothing for
     # watch_silent_seconds is given up by the client. Both end in a resumed watch.
     watch_seconds: int = WATCH_SECONDS
@@ -175,7 +186,7 @@ class KubernetesBackend(ClusterBackend):
         timeout = timeout or self.settings.timeout_seconds
         attempts = attempts or self.settings.attempts
         pause = self.settings.retry_pause_seconds
-        operation = fn.__name__
+        operation = getattr(fn, "func", fn).__name__  # a partial: the call it binds
         for attempt in range(1, attempts + 1):
             started = time.perf_counter()
             try:
@@ -271,7 +282,8 @@ class KubernetesBackend(ClusterBackend):
         namespaces: Collection[str],
         on_change: Callable[[], None] | None = None,
     ) -> Observation:
-        listed, troubled = self._list_objects(namespaces, on_change)
+        watched = self._watched(sorted(namespaces), on_change) if self.settings.watch else {}
+        listed, troubled = self._list_objects(namespaces, watched)
         statuses: list[ObjectStatus] = []
         located: list[tuple[str, str, int]] = []
         for runtime, items in listed.items():
@@ -280,7 +292,7 @@ class KubernetesBackend(ClusterBackend):
                 if status is not None:
                     statuses.append(status)
                     located.append((status.namespace, status.object_name, status.job_id))
-        events = self._events(located, now=now)
+        events = self._events(located, watched, now=now)
         # A real cluster does not say when it will change next: beat's schedule polls it.
         return Observation(statuses=statuses, events=events, troubled=troubled)
 
@@ -388,18 +400,18 @@ class KubernetesBackend(ClusterBackend):
     # -- the pieces ----------------------------------------------------------------------
 
     def _list_objects(
-        self, namespaces: Collection[str], on_change: Callable[[], None] | None = None
+        self, namespaces: Collection[str], watched: dict[tuple[str, str], list[dict] | None]
     ) -> tuple[dict[str, list[dict]], dict[str, NamespaceTrouble]]:
-        """Every object Caldera created in these namespaces, per runtime: from each
-        namespace's informer when it is in step (``Settings.watch``), else listed, each
-        (runtime, namespace) in pages of ``list_page``, several at a time; and the
-        namespaces that could not be listed for their own trouble, whose objects are left
-        out (none are left in a namespace that is gone). ClusterUnavailable if any other
-        page fails (an expired continue token included)."""
+        """Every object Caldera created in these namespaces, per runtime: from the
+        informers when they are in step (``watched``), else listed, each (runtime,
+        namespace) in pages of ``list_page``, several at a time; and the namespaces that
+        could not be listed for their own trouble, whose objects are left out (none are
+        left in a namespace that is gone). ClusterUnavailable if any other page fails (an
+        expired continue token included)."""
         where = [(runtime, ns) for runtime in self.settings.runtimes for ns in sorted(namespaces)]
         listed: dict[str, list[dict]] = {runtime: [] for runtime in self.settings.runtimes}
-        watched = self._watched(where, on_change) if self.settings.watch else {}
-        unwatched = [key for key in where if watched.get(key) is None]
+        found = {key: watched.get(key) for key in where}
+        unwatched = [key for key in where if found[key] is None]
         pages = self._each(self._list_namespace, unwatched)
         troubled: dict[str, NamespaceTrouble] = {}
         for page in pages:
@@ -408,31 +420,111 @@ class KubernetesBackend(ClusterBackend):
         _raise_first(page for page in pages if not isinstance(page, NamespaceUnavailable))
         for (runtime, namespace), page in zip(unwatched, pages, strict=True):
             if namespace not in troubled:  # a listing: the other failures were raised above
-                watched[(runtime, namespace)] = cast(tuple[list[dict], str], page)[0]
+                found[(runtime, namespace)] = cast(tuple[list[dict], str], page)[0]
         for runtime, namespace in where:
             if namespace not in troubled:  # in step, or listed just now
-                listed[runtime] += cast(list[dict], watched[(runtime, namespace)])
+                listed[runtime] += cast(list[dict], found[(runtime, namespace)])
         return listed, troubled
 
     def _watched(
-        self, where: list[tuple[str, str]], on_change: Callable[[], None] | None
+        self, namespaces: list[str], on_change: Callable[[], None] | None
     ) -> dict[tuple[str, str], list[dict] | None]:
-        """The objects each informer holds (None while it is not in step); informers are
-        started for new namespaces and stopped for those no longer asked about. Each calls
-        ``on_change`` when it sees an object start, finish, fail or go."""
-        for key in set(self._informers) - set(where):
+        """What the informers hold, per (runtime or EVENTS, namespace): None while the one
+        that would hold it is not in step. Informers are started for what is new and
+        stopped for what is no longer asked about: one per kind and namespace, or with
+        the cluster scope one per kind for every namespace. Each informer of job objects
+        calls ``on_change`` when it sees an object start, finish, fail or go."""
+        kinds_ = [*self.settings.runtimes, EVENTS]
+        if not namespaces:
+            wanted = []
+        elif self.settings.watch_scope == "cluster":
+            wanted = [(what, "") for what in kinds_]
+        else:
+            wanted = [(what, ns) for what in kinds_ for ns in namespaces]
+        for key in set(self._informers) - set(wanted):
             self._informers.pop(key).stop()
-        for key in where:
-            if key not in self._informers:
-                self._informers[key] = Informer(
-                    client.CustomObjectsApi(api_client(self.settings)),
-                    *key,
-                    list_namespace=partial(self._list_namespace, diagnose=False),
-                    watch_seconds=self.settings.watch_seconds,
-                    silent_seconds=self.settings.watch_silent_seconds,
+        asked = set(namespaces)
+        found: dict[tuple[str, str], list[dict] | None] = {}
+        for key in wanted:
+            informer = self._informers.get(key)
+            if informer is None:
+                informer = self._informers[key] = self._informer(*key)
+            if key[0] != EVENTS:
+                informer.on_change = on_change
+            items = informer.items()
+            if key[1]:
+                found[key] = items
+                continue
+            for namespace in namespaces:  # every namespace's, from one watch
+                found[(key[0], namespace)] = None if items is None else []
+            for item in items or ():
+                namespace = (item.get("metadata") or {}).get("namespace") or ""
+                if namespace in asked:
+                    cast(list, found[(key[0], namespace)]).append(item)
+        return found
+
+    def _informer(self, what: str, namespace: str) -> Informer:
+        """An informer of a runtime's job objects or of the Warning events (``EVENTS``),
+        in the namespace or ("") in every one. It lists and watches through a client of its
+        own, so that its long watch and its listings never wait for, or crowd, the pool of
+        connections the sync's calls share."""
+        api = api_client(replace(self.settings, concurrency=1))
+        if what == EVENTS:
+            core = client.CoreV1Api(api)
+            if namespace:
+                listing: Callable[..., object] = partial(core.list_namespaced_event, namespace)
+            else:
+                listing = core.list_event_for_all_namespaces
+            selector: dict[str, str] = {"field_selector": WARNINGS}
+            keep: Callable[[dict], bool] | None = _shown_warning
+            shrink: Callable[[dict], dict] | None = None
+            moved = None
+        else:
+            resource = kinds.RESOURCES[what]
+            custom = client.CustomObjectsApi(api)
+            group = (resource.group, resource.version)
+            if namespace:
+                listing = partial(
+                    custom.list_namespaced_custom_object, *group, namespace, resource.plural
                 )
-            self._informers[key].on_change = on_change
-        return {key: self._informers[key].items() for key in where}
+            else:
+                listing = partial(custom.list_cluster_custom_object, *group, resource.plural)
+            selector, keep, moved = {"label_selector": LABEL_JOB_ID}, None, job_moved(what)
+            shrink = partial(kinds.observed, what)
+        shown = f"{what} in {namespace or 'every namespace'}"
+        timeout = self.settings.timeout_seconds
+
+        def open_watch(version: str, seconds: int, silent: float) -> urllib3.BaseHTTPResponse:
+            try:
+                return _raw(
+                    listing(
+                        **selector,
+                        watch=True,
+                        resource_version=version,
+                        allow_watch_bookmarks=True,
+                        timeout_seconds=seconds,
+                        _preload_content=False,
+                        _request_timeout=(timeout, silent),
+                    )
+                )
+            except client.ApiException as error:
+                if error.status == 410:
+                    raise Gone from None
+                # The server's words on one line, not the client's dump of its headers.
+                said = f"watch {shown}: HTTP {error.status}: {_api_message(error)}"
+                raise ClusterUnavailable(said) from None
+
+        return Informer(
+            what,
+            namespace,
+            list_all=partial(self._pages, f"list {shown}", listing, **selector),
+            open_watch=open_watch,
+            keep=keep,
+            shrink=shrink,
+            moved=moved,
+            watch_seconds=self.settings.watch_seconds,
+            silent_seconds=self.settings.watch_silent_seconds,
+        )
 
     def close(self) -> None:
         """Stop the informers' watches, and wait (``timeout_seconds`` in all) for their
@@ -445,79 +537,101 @@ class KubernetesBackend(ClusterBackend):
         for informer in informers:
             informer.join(max(deadline - time.monotonic(), 0))
 
-    def _list_namespace(
-        self, where: tuple[str, str], *, diagnose: bool = True
-    ) -> tuple[list[dict], str]:
-        """One runtime's objects in one namespace, and the listing's resourceVersion.
-
-        A refusal of the authorizer is diagnosed (the namespace's own trouble, or the
-        cluster's) for the sync; an informer's listing (``diagnose=False``) raises it with
-        the server's words alone: after an API server's restart its authorizer refuses for
-        a few seconds while its caches fill, and an informer, which only lists again
-        shortly, must neither conclude that a Role is missing nor ask the server more."""
+    def _list_namespace(self, where: tuple[str, str]) -> tuple[list[dict], str]:
+        """One runtime's objects in one namespace, and the listing's resourceVersion. A
+        refusal of the authorizer is diagnosed: the namespace's own trouble, or the
+        cluster's. (An informer's listing is not: after an API server's restart its
+        authorizer refuses for a few seconds while its caches fill, and an informer, which
+        only lists again shortly, must neither conclude that a Role is missing nor ask the
+        server more.)"""
         runtime, namespace = where
         resource = kinds.RESOURCES[runtime]
+        try:
+            return self._pages(
+                f"list {resource.plural} in {namespace}",
+                self.custom.list_namespaced_custom_object,
+                resource.group,
+                resource.version,
+                namespace,
+                resource.plural,
+                label_selector=LABEL_JOB_ID,
+            )
+        except Unauthorized as error:
+            # Refused in this namespace: its own trouble (it is gone, or has no Role for
+            # Caldera) when the namespace itself can be read, else the cluster's.
+            trouble = self._refused_in(namespace, error)
+            raise NamespaceUnavailable({namespace: trouble}) from None
+        except client.ApiException as error:
+            # Not being allowed to list (or the CRD missing) never reads as "gone".
+            reason = _api_message(error)
+            if error.status == 404 and "page not found" in reason:
+                reason = f"the {resource.kind} CRD is not installed ({reason})"
+            raise ClusterUnavailable(f"list {resource.plural}: {reason}") from None
+        except Rejected as error:
+            raise ClusterUnavailable(f"list {resource.plural}: {error}") from None
+
+    def _pages(
+        self, what: str, fn: Callable[..., object], *args, **kwargs
+    ) -> tuple[list[dict], str]:
+        """Every item of a listing, in pages of ``list_page`` (the rest follow with the
+        continue token), and the listing's resourceVersion."""
         items: list[dict] = []
         token = ""
         while True:
             pages: dict[str, Any] = {"_continue": token} if token else {}
-            try:
-                answer = _custom(
-                    self._call(
-                        f"list {resource.plural} in {namespace}",
-                        self.custom.list_namespaced_custom_object,
-                        resource.group,
-                        resource.version,
-                        namespace,
-                        resource.plural,
-                        label_selector=LABEL_JOB_ID,
-                        limit=self.settings.list_page,
-                        **pages,
-                    )
-                )
-            except Unauthorized as error:
-                if not diagnose:
-                    raise
-                # Refused in this namespace: its own trouble (it is gone, or has no Role for
-                # Caldera) when the namespace itself can be read, else the cluster's.
-                trouble = self._refused_in(namespace, error)
-                raise NamespaceUnavailable({namespace: trouble}) from None
-            except client.ApiException as error:
-                # Not being allowed to list (or the CRD missing) never reads as "gone".
-                reason = _api_message(error)
-                if error.status == 404 and "page not found" in reason:
-                    reason = f"the {resource.kind} CRD is not installed ({reason})"
-                raise ClusterUnavailable(f"list {resource.plural}: {reason}") from None
-            except Rejected as error:
-                raise ClusterUnavailable(f"list {resource.plural}: {error}") from None
-            items += answer.get("items") or []
-            token = (answer.get("metadata") or {}).get("continue") or ""
+            answer = self._call(
+                what, fn, *args, limit=self.settings.list_page, _preload_content=False,
+                **pages, **kwargs,
+            )  # fmt: skip
+            document = json.loads(_raw(answer).data)
+            items += document.get("items") or []
+            token = (document.get("metadata") or {}).get("continue") or ""
             if not token:
-                return items, (answer.get("metadata") or {}).get("resourceVersion") or ""
+                return items, (document.get("metadata") or {}).get("resourceVersion") or ""
 
-    def _events(self, located: list[tuple[str, str, int]], *, now: datetime) -> list[ClusterEvent]:
+    def _events(
+        self,
+        located: list[tuple[str, str, int]],
+        watched: dict[tuple[str, str], list[dict] | None],
+        *,
+        now: datetime,
+    ) -> list[ClusterEvent]:
+        """The Warnings Caldera shows of the objects located, per namespace where there
+        are any: from the informers in step, else listed (several namespaces at a time). A
+        namespace whose events cannot be read is left out, and said in the log."""
         index = kinds.ObjectIndex(located)
+        namespaces = sorted({namespace for namespace, _, _ in located})
+        unwatched = [ns for ns in namespaces if watched.get((EVENTS, ns)) is None]
+        found = {ns: watched[(EVENTS, ns)] for ns in namespaces if ns not in unwatched}
+        for namespace, listed in zip(
+            unwatched, self._each(self._list_events, unwatched), strict=True
+        ):
+            if isinstance(listed, client.ApiException):
+                log.warning("cannot read the events of %s: %s", namespace, _api_message(listed))
+            elif isinstance(listed, Rejected):
+                log.warning("cannot read the events of %s: %s", namespace, listed)
+            elif isinstance(listed, BaseException):  # the cluster is away: the sync waits
+                raise listed
+            else:
+                found[namespace] = cast(tuple[list[dict], str], listed)[0]
         events = []
-        for namespace in sorted({namespace for namespace, _, _ in located}):
-            try:
-                response = self._call(
-                    f"list events in {namespace}",
-                    self.core.list_namespaced_event,
-                    namespace,
-                    field_selector="type=Warning",
-                    _preload_content=False,
-                )
-            except (Rejected, client.ApiException) as error:
-                log.warning("cannot read the events of %s: %s", namespace, error)
-                continue
-            for event in json.loads(_raw(response).data).get("items") or []:
-                if event.get("type") != "Warning" or event.get("reason") not in WATCHED_REASONS:
+        for namespace, items in found.items():
+            for event in items or ():
+                if not _shown_warning(event):
                     continue
                 involved = event.get("involvedObject") or {}
                 job_id = index.job_of(namespace, involved.get("name") or "")
                 if job_id is not None:
                     events.append(kinds.cluster_event(event, job_id, now=now))
         return events
+
+    def _list_events(self, namespace: str) -> tuple[list[dict], str]:
+        return self._pages(
+            f"list events in {namespace}",
+            self.core.list_namespaced_event,
+            namespace,
+            field_selector=WARNINGS,
+        )
 
     def _apply_one(self, spec: JobSpec) -> None:
         """Create the job's objects. A create refused for its namespace's trouble (not
@@ -873,8 +987,9 @@ class KubernetesBackend(ClusterBackend):
         checks = [self._crd_check(runtime) for runtime in self.settings.runtimes]
         runtimes = self.settings.runtimes
         needs: list[tuple[str, str | None, list[access.Grant]]]
+        scope = self.settings.watch_scope if self.settings.watch else "namespace"
         needs = [("at the cluster scope", None, [*access.BASE_GRANTS, *access.tree_grants(
-            namespaces, publish)])]  # fmt: skip
+            namespaces, publish), *access.watch_grants(runtimes, scope)])]  # fmt: skip
         needs += [(f"in {ns}", ns, access.leaf_grants(runtimes)) for ns in namespaces]
         if access.quota_grants(publish):
             quota = access.QUOTA_NAMESPACE
@@ -884,7 +999,11 @@ class KubernetesBackend(ClusterBackend):
         outside = next(ns for ns in ("default", "kube-public") if ns not in namespaces)
         for namespace in [*namespaces, access.QUOTA_NAMESPACE, outside]:
             wanted = access.wanted_in(
-                namespace, namespaces=namespaces, runtimes=runtimes, publish=publish
+                namespace,
+                namespaces=namespaces,
+                runtimes=runtimes,
+                publish=publish,
+                watch_scope=scope,
             )
             checks.append(self._excess_check(namespace, wanted))
         for namespace in sorted(set(namespaces)):
@@ -1002,6 +1121,11 @@ def log_window(pod: str, data: bytes, *, tail_lines: int | None, limit_bytes: in
         truncated = start >= 0
         data = data[start + 1 :]
     return PodLog(pod=pod, text=data.decode("utf-8", errors="replace"), truncated=truncated)
+
+
+def _shown_warning(event: dict) -> bool:
+    """Whether an event is one of the Warnings Caldera shows (and keeps, watched)."""
+    return event.get("type") == "Warning" and event.get("reason") in WATCHED_REASONS
 
 
 def _measure(operation: str, started: float, result: str) -> None:

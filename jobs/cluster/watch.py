@@ -1,6 +1,7 @@
-"""Informers: one watch per (runtime, namespace) keeps Caldera's job objects in memory, so
-that a sync reads them from there instead of listing every object again, and what the
-cluster sends follows what changed, not how many jobs run.
+"""Informers: a watch per kind (each runtime's job objects, and the Warning events), in
+each namespace the tree binds or in every namespace at once, keeps them in memory, so that
+a sync reads them from there instead of listing every object again, and what the cluster
+sends follows what changed, not how many jobs run.
 
 An informer lists once (its objects and the listing's resourceVersion), then watches from
 that version with bookmarks; each event replaces or removes one object. A watch that ends
@@ -25,14 +26,11 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import urllib3
-from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import ReadTimeoutError
-
-from jobs.cluster.manifests.common import LABEL_JOB_ID
 
 from . import kinds
 from .base import FINISHED_PHASES, Phase
@@ -47,42 +45,56 @@ PAUSE_SECONDS = 2.0  # after a failure, before listing again
 
 
 class Gone(Exception):
-    """The server no longer has the version a watch asked for (410): list again."""
+    """The server no longer has the version a watch asked for (410): list again.
+    ``open_watch`` raises it for a watch answered 410; any other failure it raises is said
+    in the log in its own words, and the informer lists again after a pause."""
 
 
 class Informer:
-    """The objects of one runtime in one namespace, kept in step by a watch thread.
+    """The objects of one kind, in one namespace or in every one, kept in step by a watch
+    thread.
 
+    ``list_all()`` lists them (every page) and gives the listing's resourceVersion;
+    ``open_watch(version, watch_seconds, silent_seconds)`` opens the watch from a version
+    and gives the HTTP response, read as it streams. ``keep`` says which objects are worth
+    keeping (of the events, only the Warnings Caldera shows), ``shrink`` how much of each
+    (of a job object, what a sync reads of it); ``moved(before, after)``
+    whether a change passes on to ``on_change`` (a job object that started or finished).
     ``watch_seconds`` is asked of the server as each watch's ``timeoutSeconds``;
     ``silent_seconds`` is how long the client reads nothing before it resumes the watch.
     """
 
     def __init__(
         self,
-        custom: client.CustomObjectsApi,
-        runtime: str,
+        what: str,
         namespace: str,
         *,
-        list_namespace: Callable[[tuple[str, str]], tuple[list[dict], str]],
+        list_all: Callable[[], tuple[list[dict], str]],
+        open_watch: Callable[[str, int, float], urllib3.BaseHTTPResponse],
+        keep: Callable[[dict], bool] | None = None,
+        shrink: Callable[[dict], dict] | None = None,
+        moved: Callable[[dict | None, dict], bool] | None = None,
         watch_seconds: int = WATCH_SECONDS,
         silent_seconds: float = SILENT_SECONDS,
     ):
-        self.custom = custom
-        self.resource = kinds.RESOURCES[runtime]
-        self.where = (runtime, namespace)
-        self._list = list_namespace
+        self.where = (what, namespace or "every namespace")
+        self._list = list_all
+        self._open = open_watch
+        self._keep = keep or (lambda obj: True)
+        self._shrink = shrink or (lambda obj: obj)
+        self._moved = moved or (lambda before, after: False)
         self.watch_seconds = watch_seconds
         self.silent_seconds = silent_seconds
         # Called (in the watch's thread) when an object starts, finishes, fails or goes.
         self.on_change: Callable[[], None] | None = None
-        self._objects: dict[str, dict] = {}
+        self._objects: dict[tuple[str, str], dict] = {}  # (namespace, name) -> object
         self._version = ""
         self._answer: urllib3.BaseHTTPResponse | None = None  # the open watch, to cut on stop
         self._lock = threading.Lock()
         self._in_step = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(
-            target=self._run, name=f"watch {runtime} in {namespace}", daemon=True
+            target=self._run, name=f"watch {what} in {self.where[1]}", daemon=True
         )
         self._thread.start()
 
@@ -112,11 +124,11 @@ class Informer:
         while not self._stopped.is_set():
             try:
                 if not self._in_step.is_set():
-                    items, version = self._list(self.where)
+                    items, version = self._list()
                     with self._lock:
                         before, self._objects = (
                             self._objects,
-                            {item["metadata"]["name"]: item for item in items},
+                            {_key(item): self._shrink(item) for item in items if self._keep(item)},
                         )
                         self._version = version
                     self._in_step.set()
@@ -135,29 +147,7 @@ class Informer:
     def _watch(self) -> None:
         if self._stopped.is_set():  # stopped while it listed: open no watch
             return
-        resource, namespace = self.resource, self.where[1]
-        try:
-            # With _preload_content=False the answer is the HTTP response, read as it comes.
-            answer = cast(
-                urllib3.BaseHTTPResponse,
-                self.custom.list_namespaced_custom_object(
-                    resource.group,
-                    resource.version,
-                    namespace,
-                    resource.plural,
-                    label_selector=LABEL_JOB_ID,
-                    watch=True,
-                    resource_version=self._version,
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=self.watch_seconds,
-                    _preload_content=False,
-                    _request_timeout=(10, self.silent_seconds),
-                ),
-            )
-        except client.ApiException as error:
-            if error.status == 410:
-                raise Gone from None
-            raise
+        answer = self._open(self._version, self.watch_seconds, self.silent_seconds)
         self._answer = answer
         ended = False
         try:
@@ -189,26 +179,26 @@ class Informer:
                 raise Gone
             raise RuntimeError(obj.get("message") or "the watch answered an error")
         metadata: dict[str, Any] = obj.get("metadata") or {}
+        changed = False
         with self._lock:
-            before = None
-            if kind in ("ADDED", "MODIFIED"):
-                before = self._objects.get(metadata["name"])
-                self._objects[metadata["name"]] = obj
-            elif kind == "DELETED":
-                self._objects.pop(metadata.get("name", ""), None)
+            if kind in ("ADDED", "MODIFIED") and self._keep(obj):
+                before = self._objects.get(_key(obj))
+                self._objects[_key(obj)] = kept = self._shrink(obj)
+                changed = self._moved(before, kept)
+            elif kind in ("ADDED", "MODIFIED", "DELETED"):
+                # Deleted, or no longer worth keeping (kept objects can only go so).
+                changed = self._objects.pop(_key(obj), None) is not None and kind == "DELETED"
             if metadata.get("resourceVersion"):
                 self._version = metadata["resourceVersion"]
-        if kind == "DELETED" or self._moved(before, obj, kind):
+        if changed:
             self._changed()
 
-    def _listed(self, before: dict[str, dict]) -> None:
+    def _listed(self, before: dict[tuple[str, str], dict]) -> None:
         """A listing replaced the objects: what moved while no watch ran (before the
         first, or between a failed watch and this listing) is passed on as a watch's
         change would be. At the first listing that is every object running or done."""
         gone = set(before) - set(self._objects)
-        if gone or any(
-            self._moved(before.get(name), obj, "MODIFIED") for name, obj in self._objects.items()
-        ):
+        if gone or any(self._moved(before.get(key), obj) for key, obj in self._objects.items()):
             self._changed()
 
     def _changed(self) -> None:
@@ -219,11 +209,20 @@ class Informer:
         except Exception as error:  # noqa: BLE001 - the watch goes on; beat polls anyway
             log.warning("watch of %s in %s: the change was not passed on: %s", *self.where, error)
 
-    def _moved(self, before: dict | None, after: dict, kind: str | None) -> bool:
-        """Whether an added or modified object now runs, or has finished, as it did not."""
-        if kind not in ("ADDED", "MODIFIED"):
-            return False
-        phase = kinds.phase_of(self.where[0], after)[0]
+
+def _key(obj: dict) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return metadata.get("namespace") or "", metadata.get("name") or ""
+
+
+def job_moved(runtime: str) -> Callable[[dict | None, dict], bool]:
+    """Whether an added or modified job object of the runtime now runs, or has finished,
+    as it did not before: what a sync should hear of at once."""
+
+    def moved(before: dict | None, after: dict) -> bool:
+        phase = kinds.phase_of(runtime, after)[0]
         if phase not in (Phase.RUNNING, *FINISHED_PHASES):
             return False
-        return before is None or kinds.phase_of(self.where[0], before)[0] != phase
+        return before is None or kinds.phase_of(runtime, before)[0] != phase
+
+    return moved

@@ -3,6 +3,7 @@ whole path (admission, reconcile, sync) on the Kubernetes backend against the em
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from contextlib import contextmanager
@@ -193,6 +194,100 @@ def listed_in_step(kube) -> int:
     return len(
         [r for r in kube.requests("get", "/namespaces/video/rayjobs") if "watch" not in r.params]
     )
+
+
+def test_with_a_watch_the_warnings_come_from_it_and_are_not_listed_at_each_sync(
+    member, now, caplog
+):
+    """Events were listed once per namespace per sync (300 lists a minute at 5 namespaces on
+    a real server): watched, a sync reads them from memory. The informers list and watch
+    through clients of their own, so the sync's pool of connections is never crowded
+    ("Connection pool is full" at each start and restart)."""
+    caplog.set_level(logging.WARNING, logger="urllib3")
+    with on_kubernetes(KUBERNETES_WATCH=True) as kube:
+        job = submit(member, now)
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        cluster_sync(now=now)
+        backend = get_backend()
+        wait_for(lambda: all(i.items() is not None for i in backend._informers.values()))
+        assert sorted(key for key in backend._informers if key[1] == "video") == [
+            ("events", "video"), ("kubeflow", "video"), ("kuberay", "video"), ("volcano", "video")
+        ]  # fmt: skip
+        wait_for(lambda: kube.watch_streams("events"))
+        listed = event_listings(kube)
+        head = f"rayjob-video-{job.pk}-x7k2p-head-h4v9q"
+        kube.warn("video", f"{head}.pulled", reason="Pulled", message="pulled",
+                  involved=("Pod", head), uid="uid-0", type="Normal")  # fmt: skip
+        kube.warn(
+            "video",
+            f"{head}.1",
+            reason="GangFailedScheduling",
+            message=f"{head} in gang failed to be scheduled in cycle 1: 0/2 nodes are "
+            "available: 2 Insufficient cpu.",
+            involved=("Pod", head),
+            uid="uid-1",
+            at=(now + timedelta(seconds=1)).isoformat(),
+        )
+        assert wait_for(lambda: cluster_sync(now=now + timedelta(seconds=1)).events) == 1
+        for second in (2, 3, 4):
+            assert cluster_sync(now=now + timedelta(seconds=second)).events == 0
+        assert event_listings(kube) == listed
+    reasons = [e.reason for e in JobEvent.objects.filter(job=job)]
+    assert reasons.count("GangFailedScheduling") == 1 and "Pulled" not in reasons
+    assert not [r for r in caplog.records if "Connection pool is full" in r.getMessage()]
+
+
+def event_listings(kube) -> int:
+    return len([r for r in kube.requests("get", "/events") if "watch" not in r.params])
+
+
+def test_with_the_cluster_scope_one_watch_per_kind_serves_every_namespace(member, now):
+    """KUBERNETES_WATCH_SCOPE=cluster: a watch of each runtime's objects and one of the
+    events for every namespace, read per namespace the tree binds; an object labelled so
+    in a namespace the tree does not bind is none of Caldera's business."""
+    with on_kubernetes(KUBERNETES_WATCH=True, KUBERNETES_WATCH_SCOPE="cluster") as kube:
+        kube.add_namespace("elsewhere")
+        kube.custom.create_namespaced_custom_object(
+            "ray.io", "v1", "elsewhere", "rayjobs",
+            {"apiVersion": "ray.io/v1", "kind": "RayJob",
+             "metadata": {"name": "stray", "labels": {"caldera.io/job-id": "999999"}},
+             "spec": {}},
+        )  # fmt: skip
+        job = submit(member, now)
+        admission_cycle(now=now)
+        jobs_reconcile([job.pk], now=now)
+        cluster_sync(now=now)
+        backend = get_backend()
+        assert sorted(backend._informers) == [
+            ("events", ""), ("kubeflow", ""), ("kuberay", ""), ("volcano", "")
+        ]  # fmt: skip
+        wait_for(lambda: all(i.items() is not None for i in backend._informers.values()))
+        wait_for(lambda: kube.watch_streams("kuberay") and kube.watch_streams("events"))
+        listings = len([r for r in kube.requests("get", "/rayjobs") if "watch" not in r.params])
+
+        name = f"rayjob-video-{job.pk}"
+        kube.set_status("kuberay", "video", name, {"jobDeploymentStatus": "Running"})
+        assert wait_for(lambda: cluster_sync(now=now + timedelta(seconds=1)).started) == [job.pk]
+        head = f"{name}-x7k2p-head-h4v9q"
+        kube.warn("video", f"{head}.1", reason="Evicted", message="The node was low on memory.",
+                  involved=("Pod", head), uid="uid-1")  # fmt: skip
+        assert wait_for(lambda: cluster_sync(now=now + timedelta(seconds=2)).events) == 1
+        kube.set_status(
+            "kuberay", "video", name, {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}
+        )
+        assert wait_for(lambda: cluster_sync(now=now + timedelta(seconds=3)).finished) == [job.pk]
+
+        watches = {r.url.path for r in kube.requests("get") if "watch" in r.params}
+        assert watches == {
+            "/api/v1/events", "/apis/kubeflow.org/v1/pytorchjobs",
+            "/apis/ray.io/v1/rayjobs", "/apis/batch.volcano.sh/v1alpha1/jobs",
+        }  # fmt: skip
+        assert listings == len(
+            [r for r in kube.requests("get", "/rayjobs") if "watch" not in r.params]
+        )
+        assert [o["metadata"]["name"] for o in kube.objects("kuberay")] == ["stray"]
+    assert refresh(job).state == "succeeded"
 
 
 def test_a_job_the_cluster_cannot_place_shows_its_cycles_and_is_requeued_after_the_timeout(
@@ -664,12 +759,12 @@ def test_cluster_check_names_every_missing_crd_permission_and_namespace(tree):
     )
     assert (
         "ok   may list, watch, create, delete, patch rayjobs.ray.io; list, watch, create, delete, "
-        "patch pytorchjobs.kubeflow.org; create, delete configmaps; list events; list pods; "
+        "patch pytorchjobs.kubeflow.org; create, delete configmaps; list, watch events; list pods; "
         "get pods/log in video"
     ) in lines
     assert (
         "FAIL may list, watch, create, delete, patch rayjobs.ray.io; list, watch, create, delete, "
-        "patch pytorchjobs.kubeflow.org; create, delete configmaps; list events; list pods; "
+        "patch pytorchjobs.kubeflow.org; create, delete configmaps; list, watch events; list pods; "
         "get pods/log in text: not "
         "allowed: create configmaps, delete configmaps; manage.py cluster_rbac | kubectl apply -f -"
     ) in lines
@@ -818,9 +913,33 @@ def test_cluster_rbac_prints_the_roles_of_the_trees_namespaces(tree):
             "verbs": ["list", "watch", "create", "delete", "patch"],
         },
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "delete"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    ]
+    assert ("ClusterRole", None, "caldera-watch") not in names
+
+
+def test_with_the_cluster_scope_cluster_rbac_adds_the_role_to_watch_every_namespace(tree):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    with override_settings(CLUSTER_RUNTIMES=["kuberay"], KUBERNETES_WATCH_SCOPE="cluster"):
+        call_command("cluster_rbac", stdout=out)
+    documents = {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in yaml.safe_load_all(out.getvalue())
+        if "namespace" not in d["metadata"]
+    }
+    assert documents[("ClusterRole", "caldera-watch")]["rules"] == [
+        {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]},
+    ]
+    binding = documents[("ClusterRoleBinding", "caldera-watch")]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "caldera", "namespace": "caldera-system"}
     ]
 
 

@@ -25,7 +25,7 @@ from kube.names import LABEL_MANAGED_BY, MANAGER
 from kube.scheduling import ClusterNode, Taint
 
 from ..support import k8s_schema
-from ..support.kube_emulator import APPLY_PATCH
+from ..support.kube_emulator import APPLY_PATCH, status
 from ..support.kubernetes import backend_for
 from ..support.polling import wait_for
 from ..support.specs import pytorch_spec, ray_spec, volcano_spec
@@ -958,3 +958,31 @@ def test_a_watch_refused_while_the_authorizer_warms_up_concludes_nothing(kube, c
         assert len(kube.requests("post", "selfsubjectaccessreviews")) == reviews
     finally:
         backend.close()
+
+
+def test_a_watch_answered_429_says_so_in_one_line_and_lists_again(kube, caplog, monkeypatch):
+    """A real server's 429 was logged with the client's dump of its headers and body, over
+    many lines: the log says what the server said, in one."""
+    monkeypatch.setattr(logging.getLogger("jobs.cluster.watch"), "disabled", False)
+    caplog.set_level(logging.WARNING, logger="jobs.cluster.watch")
+    busy = "Too many requests, please try again later."
+    answered = []
+
+    def throttle(request):
+        if "watch" in request.params and len(answered) < 2:
+            answered.append(request)
+            return status(429, "TooManyRequests", busy)
+        return None
+
+    kube.server.deny(throttle)
+    backend = backend_for(kube, watch=True)
+    try:
+        backend.apply([ray_spec()], now=NOW)
+        backend.observe(now=NOW, namespaces=("video",))
+        wait_for(lambda: len(answered) == 2, timeout=20)
+        wait_for(lambda: kube.watch_streams("kuberay"), timeout=20)  # then it watches
+    finally:
+        backend.close()
+    said = [r.getMessage() for r in caplog.records if "HTTP 429" in r.getMessage()]
+    assert said and all(busy in line and "\n" not in line for line in said)
+    assert not [r for r in caplog.records if "HTTP response headers" in r.getMessage()]

@@ -46,7 +46,7 @@ def test_the_kustomization_names_every_manifest_and_each_object_is_well_formed()
 
 def test_web_worker_and_beat_run_the_portals_entry_points_with_its_settings():
     deployments = by_kind("Deployment")
-    assert set(deployments) == {"caldera-web", "caldera-worker", "caldera-beat"}
+    assert set(deployments) == {"caldera-web", "caldera-worker", "caldera-cluster", "caldera-beat"}
     commands = {
         name: [c["command"] for c in d["spec"]["template"]["spec"].get("initContainers", [])]
         + [c["command"] for c in d["spec"]["template"]["spec"]["containers"]]
@@ -55,6 +55,11 @@ def test_web_worker_and_beat_run_the_portals_entry_points_with_its_settings():
     assert commands["caldera-web"][0] == ["python", "manage.py", "migrate", "--noinput"]
     assert commands["caldera-web"][1][:2] == ["gunicorn", "portal.wsgi:application"]
     assert commands["caldera-worker"][0][:4] == ["celery", "-A", "portal", "worker"]
+    # The sync, and so the cluster's watches, in one process of its own (CELERY_TASK_ROUTES).
+    assert commands["caldera-worker"][0][-2:] == ["--exclude-queues", "cluster"]
+    assert commands["caldera-cluster"][0][:4] == ["celery", "-A", "portal", "worker"]
+    assert commands["caldera-cluster"][0][-4:] == ["--queues", "cluster", "--concurrency", "1"]
+    assert deployments["caldera-cluster"]["spec"]["replicas"] == 1
     assert commands["caldera-beat"][0][:4] == ["celery", "-A", "portal", "beat"]
     # Two beats: the one holding the lease sends, the other takes over (portal/beat.py).
     assert deployments["caldera-beat"]["spec"]["replicas"] == 2
@@ -71,8 +76,8 @@ def test_the_probes_tell_liveness_from_readiness():
     assert web["livenessProbe"]["httpGet"]["path"] == "/livez"
     # The worker and beat: alive while their process runs, whatever Redis and PostgreSQL
     # do (tests/portal/test_probe.py); ready while they reach them.
-    for process in ("worker", "beat"):
-        [container] = deployments[f"caldera-{process}"]["spec"]["template"]["spec"]["containers"]
+    for name, process in (("worker", "worker"), ("cluster", "worker"), ("beat", "beat")):
+        [container] = deployments[f"caldera-{name}"]["spec"]["template"]["spec"]["containers"]
         probe = ["python", "manage.py", "probe", process]
         assert container["livenessProbe"]["exec"]["command"] == [*probe, "--alive"]
         assert container["readinessProbe"]["exec"]["command"] == probe
@@ -81,7 +86,11 @@ def test_the_probes_tell_liveness_from_readiness():
 def test_a_drain_takes_one_pod_of_each_at_a_time_and_they_spread_over_nodes():
     deployments = by_kind("Deployment")
     budgets = by_kind("PodDisruptionBudget")
+    # The cluster's worker is one process by design (cluster.yaml): a drain moves it.
+    assert "caldera-cluster" not in budgets
     for name, deployment in deployments.items():
+        if name == "caldera-cluster":
+            continue
         assert budgets[name]["spec"]["maxUnavailable"] == 1
         labels = deployment["spec"]["template"]["metadata"]["labels"]
         assert budgets[name]["spec"]["selector"]["matchLabels"].items() <= labels.items()
@@ -112,7 +121,7 @@ def test_the_worker_runs_as_many_pool_processes_as_its_cpu_limit():
 
 
 COMPOSE = REPO / "docker-compose.yml"
-CALDERA_SERVICES = ("web", "worker", "beat")
+CALDERA_SERVICES = ("web", "worker", "cluster", "beat")
 
 
 def test_compose_gives_every_caldera_process_its_settings_and_a_health_check():
@@ -132,6 +141,8 @@ def test_compose_gives_every_caldera_process_its_settings_and_a_health_check():
     assert set(environments["web"]) <= shared  # the web server's are everyone's
     probes = {name: services[name]["healthcheck"]["test"] for name in CALDERA_SERVICES}
     assert probes["worker"] == ["CMD", "python", "manage.py", "probe", "worker"]
+    assert probes["cluster"] == probes["worker"]
+    assert services["cluster"]["command"][-4:] == ["--queues", "cluster", "--concurrency", "1"]
     assert probes["beat"] == ["CMD", "python", "manage.py", "probe", "beat"]
 
 
@@ -147,7 +158,7 @@ def test_the_worker_and_the_web_server_carry_the_service_account_token_and_beat_
     """The worker drives the cluster; the web server reads the logs of jobs' pods for the
     job page and the API; beat never talks to the cluster."""
     deployments = by_kind("Deployment")
-    for name in ("caldera-worker", "caldera-web"):
+    for name in ("caldera-worker", "caldera-cluster", "caldera-web"):
         pod = deployments[name]["spec"]["template"]["spec"]
         assert pod["serviceAccountName"] == "caldera"
         assert pod.get("automountServiceAccountToken", True) is True
@@ -312,3 +323,22 @@ def test_cluster_check_asks_about_every_permission_the_backend_uses(used):
     }
     done = set().union(*(permissions(r) for r in used))
     assert leaves_as_one(asked) == leaves_as_one(done)
+
+
+def test_each_kind_of_work_has_a_queue_and_a_worker_without_options_consumes_them_all():
+    """Admission, the sync, webhooks and estimates never wait behind one another; the sync
+    alone is the cluster worker's, so one process holds the watches."""
+    from hooks.task_names import DELIVER_TASK
+    from jobs.engine.task_names import ADMIT_TASK, ESTIMATES_TASK, RECONCILE_TASK, SYNC_TASK
+    from portal.celery import app
+
+    def queue(task: str) -> str:
+        return app.amqp.router.route({}, task)["queue"].name
+
+    routed = {task: queue(task) for task in (ADMIT_TASK, SYNC_TASK, DELIVER_TASK, ESTIMATES_TASK)}
+    assert routed == {
+        ADMIT_TASK: "admission", SYNC_TASK: "cluster", DELIVER_TASK: "webhooks",
+        ESTIMATES_TASK: "estimates",
+    }  # fmt: skip
+    assert queue(RECONCILE_TASK) == "celery"
+    assert set(app.amqp.queues) == {"celery", "admission", "cluster", "webhooks", "estimates"}

@@ -180,6 +180,9 @@ class Server(kmock.KubernetesEmulator):
                 for item in listing["items"]
                 if selects(selector, (item.get("metadata") or {}).get("labels") or {})
             ]
+        fields = request.params.get("fieldSelector")
+        if fields:
+            listing["items"] = [item for item in listing["items"] if has_fields(fields, item)]
         return listing
 
     async def _serve_watch(self, request):
@@ -724,9 +727,10 @@ class Emulator:
         asyncio.run_coroutine_threadsafe(bus.put(event), self.loop).result(timeout=5)
 
     def watch_streams(self, runtime: str) -> set:
-        """The watches of the runtime's objects that receive events now (kmock's bus
-        marks): a watch is there once it streams, not when its request arrives."""
-        plural = kinds.RESOURCES[runtime].plural
+        """The watches of the runtime's objects (or, ``events``, of the events) that
+        receive events now (kmock's bus marks): a watch is there once it streams, not when
+        its request arrives."""
+        plural = kinds.RESOURCES[runtime].plural if runtime in kinds.RESOURCES else runtime
         return {
             m for r, bus in self.server._buses.items() if r.plural == plural for m in bus._offsets
         }
@@ -855,6 +859,19 @@ def selects(selector: str, labels: dict) -> bool:
             if term[1:].strip() in labels:
                 return False
         elif term not in labels:
+            return False
+    return True
+
+
+def has_fields(selector: str, obj: dict) -> bool:
+    """Whether the object has the fields of an equality field selector (``type=Warning``,
+    ``involvedObject.name=x``), as a real server's listing of events honours them."""
+    for term in selector.split(","):
+        path, _, value = term.partition("=")
+        found: object = obj
+        for part in path.strip().split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        if str(found if found is not None else "") != value.lstrip("=").strip():
             return False
     return True
 

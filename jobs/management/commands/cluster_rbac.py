@@ -27,6 +27,7 @@ class Command(BaseCommand):
             namespaces=tree_namespaces(),
             runtimes=settings.CLUSTER_RUNTIMES,
             publish=settings.CLUSTER_PUBLISH_QUOTA,
+            watch_scope=settings.KUBERNETES_WATCH_SCOPE if settings.KUBERNETES_WATCH else "",
             account=options["service_account"],
             account_namespace=options["namespace"],
         )
