@@ -1,7 +1,9 @@
 """A small Kubernetes API server for the cluster benchmark: only the requests the backend
-makes for RayJobs (create, list by namespace in pages, watch from a resourceVersion,
-patch, delete), their ConfigMaps, events and nodes, stored in dicts by namespace, in a
-process of its own.
+makes for RayJobs (create, list in pages and watch from a resourceVersion, by namespace or
+in every namespace, patch, delete), their ConfigMaps, events and nodes, stored in dicts by
+namespace, in a process of its own. A watch waits on its own namespace's changes (or its
+kind's, watching every namespace), so thousands of watches cost nothing while nobody
+writes; ``/connections`` on the control port counts the watches open.
 
 kmock, the tests' emulator, answers every request by walking every object it holds, which
 at 10,000 jobs costs more than Caldera's own work; this one costs what a dict costs, so
@@ -10,8 +12,10 @@ the figures are Caldera's (``bench/cluster.py`` states its listing time beside t
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
+import select
 import socket
 import sys
 import threading
@@ -28,22 +32,33 @@ OBJECT = re.compile(
 class Store:
     def __init__(self):
         self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
         self.objects: dict[tuple[str, str], dict[str, dict]] = {}  # (plural, ns) -> name -> obj
-        self.events: dict[tuple[str, str], list[tuple[int, str, dict]]] = {}  # for watches
+        # The changes, numbered, for the watches: per (plural, namespace), and per (plural,
+        # "*") for those of every namespace; each with its versions, to start from one.
+        self.events: dict[tuple[str, str], list[tuple[int, str, dict]]] = {}
+        self.versions: dict[tuple[str, str], list[int]] = {}
+        self.conditions: dict[tuple[str, str], threading.Condition] = {}
+        self.watches = 0
         self.version = 0
 
     def bucket(self, plural: str, namespace: str) -> dict[str, dict]:
         return self.objects.setdefault((plural, namespace or ""), {})
 
+    def condition(self, key: tuple[str, str]) -> threading.Condition:
+        """Under the lock: what the watches of one key wait on."""
+        return self.conditions.setdefault(key, threading.Condition(self.lock))
+
     def record(self, plural: str, namespace: str, kind: str, obj: dict) -> None:
-        """Under the lock: a change, numbered, for the watches of its namespace."""
+        """Under the lock: a change, numbered, for the watches of its namespace and those of
+        every namespace."""
         self.version += 1
         obj["metadata"]["resourceVersion"] = str(self.version)
-        self.events.setdefault((plural, namespace or ""), []).append(
-            (self.version, kind, json.loads(json.dumps(obj)))
-        )
-        self.changed.notify_all()
+        copy = json.loads(json.dumps(obj))
+        for key in ((plural, namespace or ""), (plural, "*")):
+            self.events.setdefault(key, []).append((self.version, kind, copy))
+            self.versions.setdefault(key, []).append(self.version)
+            if key in self.conditions:
+                self.conditions[key].notify_all()
 
 
 STORE = Store()
@@ -85,10 +100,18 @@ class Handler(BaseHTTPRequestHandler):
         if plural == "nodes":
             return self._answer(200, {"kind": "NodeList", "metadata": {}, "items": NODES})
         if query.get("watch") in ("true", "True", "1"):
-            return self._watch(plural, namespace, int(query.get("resourceVersion") or 0),
+            return self._watch(plural, namespace or "*", int(query.get("resourceVersion") or 0),
                                float(query.get("timeoutSeconds") or 60))  # fmt: skip
         with STORE.lock:
-            items = list(STORE.bucket(plural, namespace).values())
+            if match["namespace"]:
+                items = list(STORE.bucket(plural, namespace).values())
+            else:  # every namespace's
+                items = [
+                    item
+                    for (kind, _), bucket in STORE.objects.items()
+                    if kind == plural
+                    for item in bucket.values()
+                ]
             version = STORE.version
         if match["name"]:
             found = [i for i in items if i["metadata"]["name"] == match["name"]]
@@ -109,13 +132,29 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         deadline = time.monotonic() + seconds
+        key = (plural, namespace)
+        with STORE.lock:
+            STORE.watches += 1
+        try:
+            self._stream(key, since, deadline)
+        finally:
+            with STORE.lock:
+                STORE.watches -= 1
+
+    def _stream(self, key: tuple[str, str], since: int, deadline: float) -> None:
         while time.monotonic() < deadline:
-            with STORE.changed:
-                log = STORE.events.get((plural, namespace), [])
-                fresh = [e for e in log if e[0] > since]
+            with STORE.lock:
+                log = STORE.events.get(key, [])
+                fresh = log[bisect.bisect_right(STORE.versions.get(key, []), since) :]
                 if not fresh:
-                    STORE.changed.wait(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
-                    continue
+                    STORE.condition(key).wait(
+                        timeout=max(0.0, min(5.0, deadline - time.monotonic()))
+                    )
+                    fresh = None
+            if fresh is None:
+                if self._client_gone():
+                    return
+                continue
             since = fresh[-1][0]
             lines = b"".join(
                 json.dumps({"type": kind, "object": obj}).encode() + b"\n" for _, kind, obj in fresh
@@ -125,6 +164,16 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             except OSError:
                 return
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed the watch (a stopped informer): its end is readable,
+        with nothing to read."""
+        poll = select.poll()  # not select(): thousands of watches pass its 1,024 descriptors
+        poll.register(self.connection, select.POLLIN)
+        try:
+            return bool(poll.poll(0)) and not self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return True
 
     def do_POST(self) -> None:
         match, _ = self._route()
@@ -177,10 +226,19 @@ def all_running() -> None:
 
 
 class Control(BaseHTTPRequestHandler):
-    """POST /running: every RayJob running (the benchmark's hand on the cluster)."""
+    """POST /running: every RayJob running (the benchmark's hand on the cluster); GET
+    /connections: how many watches are open."""
 
     def log_message(self, *args) -> None:
         pass
+
+    def do_GET(self) -> None:
+        with STORE.lock:
+            data = json.dumps({"watches": STORE.watches}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_POST(self) -> None:
         all_running()
@@ -203,7 +261,14 @@ def serve(port: int, control: int, nodes: int) -> None:
     threading.Thread(
         target=ThreadingHTTPServer(("127.0.0.1", control), Control).serve_forever, daemon=True
     ).start()
-    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    Server(("127.0.0.1", port), Handler).serve_forever()
+
+
+class Server(ThreadingHTTPServer):
+    # Thousands of informers connect at once at a platform's scale: a backlog of 5 (the
+    # socketserver default) would drop their connections for seconds.
+    request_queue_size = 4096
+    daemon_threads = True
 
 
 if __name__ == "__main__":

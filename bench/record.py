@@ -173,6 +173,23 @@ def cluster_figures(results: dict) -> Iterator[Figure]:
             ("sync_quiet_watched_seconds", "sync, nothing changed, watched"),
         ):
             yield Figure(f"{size}: {label}", _ms(row.get(key)), "ms", False)
+    scale = results.get("scale") or {}
+    if scale:
+        where = f"{scale['live_jobs']:,} live jobs in {scale['namespaces']:,} namespaces"
+        yield Figure(f"{where}: objects stored", scale.get("create_jobs_per_second"), "/s", True)
+        for key, label in (
+            ("sync_all_changed_seconds", "sync, every job changed"),
+            ("sync_quiet_seconds", "sync, nothing changed, listed"),
+            (
+                "sync_quiet_watched_namespace_seconds",
+                "sync, nothing changed, watched per namespace",
+            ),
+            ("sync_quiet_watched_cluster_seconds", "sync, nothing changed, watched per kind"),
+        ):
+            yield Figure(f"{where}: {label}", _ms(scale.get(key)), "ms", False)
+        for held, label in (("watched_namespace", "namespace"), ("watched_cluster", "kind")):
+            memory = (scale.get(held) or {}).get("rss_mb")
+            yield Figure(f"{where}: memory, watched per {label}", memory, " MiB", False)
 
 
 def estimate_figures(results: dict) -> Iterator[Figure]:

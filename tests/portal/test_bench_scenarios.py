@@ -138,11 +138,22 @@ def test_the_report_shows_the_cluster_backend_by_live_jobs(tmp_path):
     size = {"live_jobs": 10000, "created": 9000, "create_jobs_per_second": 1200.0,
             "sync_all_changed_seconds": 1.5, "sync_quiet_seconds": 0.65,
             "server_list_seconds": 0.18, "sync_quiet_watched_seconds": 0.2}  # fmt: skip
+    held = {"rss_mb": 900.0, "threads": 4, "sockets": 14, "watches": 2}
+    scale = {"namespaces": 2000, "live_jobs": 60000, "rss_before_mb": 200.0, "created": 60000,
+             "create_jobs_per_second": 700.0, "sync_all_changed_seconds": 15.0,
+             "sync_quiet_seconds": 9.5, "listed": held | {"watches": 0},
+             "sync_quiet_watched_cluster_seconds": 1.1, "in_step_cluster_seconds": 14.0,
+             "watched_cluster": held, "sync_quiet_watched_namespace_seconds": 0.9,
+             "in_step_namespace_seconds": 24.0,
+             "watched_namespace": held | {"watches": 4000, "threads": 4002}}  # fmt: skip
     cluster = {"namespaces": 20, "concurrency": 8, "sizes": [size],
-               "server_creates_per_second": 1900.0}  # fmt: skip
+               "server_creates_per_second": 1500.0, "scale": scale}  # fmt: skip
 
     report.write(path, {**STAMP, "cluster": cluster})
 
     text = path.read_text()
-    assert "| 10,000 | 1,200 | 1,500.0 ms | 650.0 ms | 180.0 ms | 200.0 ms |" in text
-    assert "alone takes 1,900 bare creates/s" in text
+    assert "| 10,000 | 1,200 | 0.80 | 1,500.0 ms | 650.0 ms | 180.0 ms | 200.0 ms |" in text
+    assert "alone takes 1,500 bare creates/s of the same manifests" in text
+    assert "At 60,000 live jobs in 2,000 namespaces" in text
+    assert "| a watch per kind (KUBERNETES_WATCH_SCOPE=cluster) | 1,100.0 ms | 2 | 4 |" in text
+    assert "| a watch per kind and namespace (the default) | 900.0 ms | 4,000 | 4,002 |" in text
