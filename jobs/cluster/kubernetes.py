@@ -517,7 +517,7 @@ class KubernetesBackend(ClusterBackend):
         return Informer(
             what,
             namespace,
-            list_all=partial(self._pages, f"list {shown}", listing, **selector),
+            list_all=partial(self._pages, f"list {shown}", listing, trim=shrink, **selector),
             open_watch=open_watch,
             keep=keep,
             shrink=shrink,
@@ -555,6 +555,7 @@ class KubernetesBackend(ClusterBackend):
                 namespace,
                 resource.plural,
                 label_selector=LABEL_JOB_ID,
+                trim=partial(kinds.observed, runtime),
             )
         except Unauthorized as error:
             # Refused in this namespace: its own trouble (it is gone, or has no Role for
@@ -571,10 +572,17 @@ class KubernetesBackend(ClusterBackend):
             raise ClusterUnavailable(f"list {resource.plural}: {error}") from None
 
     def _pages(
-        self, what: str, fn: Callable[..., object], *args, **kwargs
+        self,
+        what: str,
+        fn: Callable[..., object],
+        *args,
+        trim: Callable[[dict], dict] | None = None,
+        **kwargs,
     ) -> tuple[list[dict], str]:
         """Every item of a listing, in pages of ``list_page`` (the rest follow with the
-        continue token), and the listing's resourceVersion."""
+        continue token), and the listing's resourceVersion. ``trim`` keeps the part of
+        each item that is wanted, page by page: 60,000 whole job objects held at once
+        would be most of a sync's memory."""
         items: list[dict] = []
         token = ""
         while True:
@@ -584,7 +592,8 @@ class KubernetesBackend(ClusterBackend):
                 **pages, **kwargs,
             )  # fmt: skip
             document = json.loads(_raw(answer).data)
-            items += document.get("items") or []
+            page = document.get("items") or []
+            items += map(trim, page) if trim else page
             token = (document.get("metadata") or {}).get("continue") or ""
             if not token:
                 return items, (document.get("metadata") or {}).get("resourceVersion") or ""
