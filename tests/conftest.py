@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import psycopg
 import pytest
@@ -27,6 +28,7 @@ from .support.kube_emulator import emulator
 from .support.oidc_issuer import Issuer, Issuers
 from .support.paths import REPO
 from .support.personas import client_for, person, user
+from .support.polling import wait_for
 from .support.pooler import pgbouncer, through
 from .support.receiver import receiver
 from .support.trees import seed_tree_document
@@ -74,7 +76,17 @@ def _fresh_backend():
     from jobs.cluster import get_backend
 
     yield
+    if get_backend.cache_info().currsize:
+        get_backend().close()
     get_backend.cache_clear()
+    # A test's watches end with it: one left streaming from a stopped emulator logs its
+    # failures into the next tests, and holds a thread and a connection.
+    left = wait_for(lambda: not _watch_threads(), timeout=10, what="the watches to end")
+    assert left, f"the watches still run: {_watch_threads()}"
+
+
+def _watch_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("watch ")]
 
 
 @pytest.fixture
