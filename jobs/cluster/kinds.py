@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from jobs.cluster.manifests.common import LABEL_JOB_ID
 
@@ -28,6 +29,11 @@ class Resource:
     kind: str
     # The merge patch that sets the object's suspend flag, None when the kind has none.
     suspend_path: tuple[str, ...] | None
+
+    def collection(self, namespace: str) -> str:
+        """The API path of the namespace's objects of this kind."""
+        where = quote(namespace, safe="")
+        return f"/apis/{self.group}/{self.version}/namespaces/{where}/{self.plural}"
 
     def suspend_patch(self, suspend: bool) -> dict[str, Any] | None:
         if self.suspend_path is None:

@@ -484,6 +484,7 @@ FIELDS: tuple[JobField, ...] = (
 PLAIN: tuple[JobField, ...] = tuple(f for f in FIELDS if not f.of_kind and not f.structured)
 # The fields JobSpec takes, by name, from their columns.
 _SPEC = tuple((f.name, f.column, f.spec) for f in FIELDS if f.spec is not None and f.column)
+SPEC_COLUMNS = tuple(column for _, column, _ in _SPEC)
 
 
 def spec_values(job: Job) -> dict[str, Any]:

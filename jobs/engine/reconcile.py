@@ -42,6 +42,7 @@ from jobs.engine.objects import (
     ABSENT,
     SUSPENDED,
     job_spec,
+    jobs_for_specs,
     object_ref,
     object_wanted,
     refs_removable,
@@ -73,7 +74,7 @@ def jobs_reconcile(job_ids: Iterable[int], *, now: datetime | None = None) -> No
 
 
 def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
-    jobs = list(Job.objects.filter(pk__any=list(job_ids)).select_related("queue__node", "owner"))
+    jobs = jobs_for_specs(Job.objects.filter(pk__any=list(job_ids)))
     wanted = {job.pk: object_wanted(job.state, job.runtime) for job in jobs}
     # Every queue's department in one query, not one per queue.
     owners = queue_departments({job.queue for job in jobs if wanted[job.pk] != ABSENT})

@@ -14,7 +14,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client import ApiException
 
-from jobs.cluster import ClusterUnavailable, ObjectRef, kinds
+from jobs.cluster import ClusterUnavailable, KubernetesBackend, ObjectRef, Settings, kinds
 from jobs.cluster.manifests import build_manifests
 from jobs.cluster.manifests.common import (
     ANNOTATION_DEQUEUED,
@@ -79,6 +79,49 @@ def test_a_cycle_creates_its_jobs_together_across_runtimes(kube, backend):
 
 
 # -- the suspend gate ------------------------------------------------------------------
+
+
+def test_creates_carry_the_kubeconfig_s_credentials_as_the_client_s_own_calls_do(kube, tmp_path):
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "emulated", "cluster": {"server": kube.url}}],
+                "users": [{"name": "caldera", "user": {"token": "first-token"}}],
+                "contexts": [
+                    {"name": "here", "context": {"cluster": "emulated", "user": "caldera"}}
+                ],
+                "current-context": "here",
+            }
+        )
+    )
+    backend = KubernetesBackend(
+        Settings(runtimes=("kuberay",), kubeconfig=str(kubeconfig), timeout_seconds=1.0)
+    )
+
+    backend.apply([ray_spec()], now=NOW)
+    # A token that expires is read again when the client's hook says so (an exec plugin's,
+    # a ServiceAccount's projected token): the next create carries the new one.
+    configuration = backend.api.configuration
+    configuration.refresh_api_key_hook = lambda c: c.api_key.update(
+        BearerToken="Bearer second-token"
+    )
+    backend.apply([ray_spec(id=8, object_name="rayjob-video-8", script="")], now=NOW)
+    backend.observe(now=NOW, namespaces=["video"])
+
+    [configmap, first, second] = kube.requests("post")
+    [listing] = kube.requests("get", "/rayjobs")
+    assert configmap.headers["Authorization"] == first.headers["Authorization"]
+    assert first.headers["Authorization"] == "Bearer first-token"
+    assert second.headers["Authorization"] == listing.headers["Authorization"]
+    assert second.headers["Authorization"] == "Bearer second-token"
+    assert first.headers["User-Agent"] == listing.headers["User-Agent"]
+    assert [o["metadata"]["name"] for o in kube.objects("kuberay")] == [
+        "rayjob-video-7",
+        "rayjob-video-8",
+    ]
 
 
 def test_a_rayjob_waits_suspended_and_is_released_at_its_dequeue(kube, backend):
