@@ -4,7 +4,9 @@ Every call has an explicit timeout. Transient failures (5xx, 429, timeouts, refu
 connections) are retried a bounded number of times with growing pauses, then surface as
 ``ClusterUnavailable`` so that the caller retries later; nothing is ever concluded from a
 call that failed (a listing that failed is not an empty cluster). Creating what exists
-(409) and deleting what is gone (404) are success, so every call is idempotent.
+(409) and deleting what is gone (404) are success, so every call is idempotent. A
+cycle's creates, thousands at a time, go as bare requests through the client's own pool
+and credentials (``KubernetesBackend._post``); every other call through its methods.
 
 Objects are read at each sync (what the watches see asks for one, every reconcile asks
 for one, and beat drives one every SYNC_BEAT_SECONDS): each runtime's objects carrying the
@@ -164,11 +166,17 @@ class KubernetesBackend(ClusterBackend):
         # The last node listing: when it was read (or tried) and each node's allocatable.
         self._nodes: tuple[float, list[ClusterNode] | None] | None = None
         self._informers: dict[tuple[str, str], Informer] = {}
-        # The API server's pool of connections in the client's manager (its TLS, its
-        # proxy), and the path the server's URL starts with, for ``_post``.
+        # Where ``_post`` sends: the API server's pool in the client's manager (its TLS)
+        # and the path the server's URL starts with; through a proxy, the manager itself
+        # and the whole URL, so that it says what the proxy needs.
         host = self.api.configuration.host
-        self._pool = self.api.rest_client.pool_manager.connection_from_url(host)
-        self._prefix = urlsplit(host).path.rstrip("/")
+        manager = self.api.rest_client.pool_manager
+        self._pool: urllib3.PoolManager | urllib3.HTTPConnectionPool
+        if isinstance(manager, urllib3.ProxyManager):
+            self._pool, self._prefix = manager, host.rstrip("/")
+        else:
+            self._pool = manager.connection_from_url(host)
+            self._prefix = urlsplit(host).path.rstrip("/")
 
     # -- calls ---------------------------------------------------------------------------
 

@@ -124,6 +124,24 @@ def test_creates_carry_the_kubeconfig_s_credentials_as_the_client_s_own_calls_do
     ]
 
 
+def test_through_a_proxy_creates_go_to_the_proxy_as_the_client_s_own_calls_do(kube):
+    # The emulator plays the proxy too: it answers a request for a whole URL by its path.
+    # The server's own name does not resolve, so only a request through the proxy arrives.
+    backend = KubernetesBackend(
+        Settings(runtimes=("kuberay",), host="http://apiserver.invalid", timeout_seconds=1.0)
+    )
+    configuration = backend.api.configuration
+    configuration.proxy = kube.url
+    backend = KubernetesBackend(backend.settings, client.ApiClient(configuration))
+
+    assert backend.apply([ray_spec(script="")], now=NOW) == {}
+    backend.observe(now=NOW, namespaces=["video"])
+
+    [create] = kube.requests("post")
+    assert str(create.url).startswith("http://apiserver.invalid/apis/ray.io/v1/")
+    assert [o["metadata"]["name"] for o in kube.objects("kuberay")] == ["rayjob-video-7"]
+
+
 def test_a_rayjob_waits_suspended_and_is_released_at_its_dequeue(kube, backend):
     backend.apply([ray_spec(suspend=True)], now=NOW)
     assert kube.get("kuberay", "video", "rayjob-video-7")["spec"]["suspend"] is True
