@@ -164,9 +164,9 @@ def mixed_figures(results: dict) -> Iterator[Figure]:
 
 
 def _ratio(row: dict) -> float | None:
-    """Objects stored against the server's own creates at the same size (since issue 41)."""
-    bare = row.get("server_creates_per_second")
-    return row["create_jobs_per_second"] / bare if bare else None
+    """Objects stored against the server's own creates at the same size, in the same run
+    (since issue 41)."""
+    return row.get("of_server_rate")
 
 
 def cluster_figures(results: dict) -> Iterator[Figure]:

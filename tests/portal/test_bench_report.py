@@ -160,3 +160,37 @@ def test_every_part_bench_runs_has_a_place_in_the_record():
     from bench.__main__ import PARTS
 
     assert list(record.PARTS) == PARTS
+
+
+def _cluster_size(live: int, stored: float, server: float | None) -> dict:
+    row = {"live_jobs": live, "created": live, "create_jobs_per_second": stored,
+           "sync_all_changed_seconds": 0.1, "sync_quiet_seconds": 0.05,
+           "sync_quiet_watched_seconds": 0.02, "server_list_seconds": 0.01}  # fmt: skip
+    if server:
+        row |= {"server_creates_per_second": server, "of_server_rate": stored / server}
+    return row
+
+
+def test_objects_stored_are_set_against_the_server_s_own_rate_at_the_same_size():
+    sizes = [_cluster_size(1000, 1200.0, 1500.0), _cluster_size(10000, 1000.0, 1250.0)]
+    cluster = {"namespaces": 20, "concurrency": 8, "sizes": sizes}
+
+    lines = report.render_cluster({"cluster": cluster})
+    figures = {f.name: f.value for f in record.cluster_figures(cluster)}
+
+    assert lines[2].startswith("| 1,000 | 1,200 | 0.80 |")
+    assert lines[3].startswith("| 10,000 | 1,000 | 0.80 |")
+    assert "1,500 and 1,250 bare creates/s" in lines[5]
+    assert figures["10,000 live jobs: of the server's own rate"] == pytest.approx(0.8)
+
+
+def test_a_record_with_one_server_rate_for_every_size_is_read_as_it_was():
+    cluster = {"namespaces": 20, "concurrency": 8, "server_creates_per_second": 2000.0,
+               "sizes": [_cluster_size(1000, 1200.0, None)]}  # fmt: skip
+
+    lines = report.render_cluster({"cluster": cluster})
+    figures = {f.name: f.value for f in record.cluster_figures(cluster)}
+
+    assert lines[2].startswith("| 1,000 | 1,200 | 0.60 |")
+    assert "takes 2,000 bare creates/s" in lines[4]
+    assert figures["1,000 live jobs: of the server's own rate"] is None
