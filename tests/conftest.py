@@ -75,18 +75,20 @@ def _fresh_backend():
     Set up first, this is torn down last, once the settings are back."""
     from jobs.cluster import get_backend
 
+    before = _watch_threads()
     yield
     if get_backend.cache_info().currsize:
         get_backend().close()
     get_backend.cache_clear()
     # A test's watches end with it: one left streaming from a stopped emulator logs its
-    # failures into the next tests, and holds a thread and a connection.
-    left = wait_for(lambda: not _watch_threads(), timeout=10, what="the watches to end")
-    assert left, f"the watches still run: {_watch_threads()}"
+    # failures into the next tests, and holds a thread and a connection. The test that
+    # left it fails, not every test after it.
+    left = wait_for(lambda: not _watch_threads() - before, timeout=10, what="the watches to end")
+    assert left, f"the watches still run: {sorted(t.name for t in _watch_threads() - before)}"
 
 
-def _watch_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("watch ")]
+def _watch_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("watch ")}
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -166,6 +167,10 @@ class KubernetesBackend(ClusterBackend):
         # The last node listing: when it was read (or tried) and each node's allocatable.
         self._nodes: tuple[float, list[ClusterNode] | None] | None = None
         self._informers: dict[tuple[str, str], Informer] = {}
+        # Once closed, no informer starts again: a sync that runs while the process stops
+        # (a task still in flight) lists instead. The lock keeps the two apart.
+        self._closed = False
+        self._informers_lock = threading.Lock()
         # Where ``_post`` sends: the API server's pool in the client's manager (its TLS)
         # and the path the server's URL starts with; through a proxy, the manager itself
         # and the whole URL, so that it says what the proxy needs.
@@ -478,6 +483,14 @@ class KubernetesBackend(ClusterBackend):
         stopped for what is no longer asked about: one per kind and namespace, or with
         the cluster scope one per kind for every namespace. Each informer of job objects
         calls ``on_change`` when it sees an object start, finish, fail or go."""
+        with self._informers_lock:
+            return self._watched_locked(namespaces, on_change)
+
+    def _watched_locked(
+        self, namespaces: list[str], on_change: Callable[[], None] | None
+    ) -> dict[tuple[str, str], list[dict] | None]:
+        if self._closed:
+            return {}
         kinds_ = [*self.settings.runtimes, EVENTS]
         if not namespaces:
             wanted = []
@@ -572,9 +585,12 @@ class KubernetesBackend(ClusterBackend):
 
     def close(self) -> None:
         """Stop the informers' watches, and wait (``timeout_seconds`` in all) for their
-        threads, so that no request of theirs is still in flight when this returns."""
-        informers = list(self._informers.values())
-        self._informers.clear()
+        threads, so that no request of theirs is still in flight when this returns. No
+        informer starts after it."""
+        with self._informers_lock:
+            self._closed = True
+            informers = list(self._informers.values())
+            self._informers.clear()
         for informer in informers:
             informer.stop()
         deadline = time.monotonic() + self.settings.timeout_seconds

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -879,6 +880,22 @@ def test_a_watch_keeps_the_objects_in_step_and_a_410_gone_lists_again(kube):
         wait_for(lambda: backend.observe(now=NOW, namespaces=WHERE).statuses == [])
     finally:
         backend.close()
+
+
+def test_a_sync_after_the_backend_closed_lists_and_starts_no_watch_again(kube):
+    """A task still in flight while the process stops (a test's worker, a pod shutting
+    down) must not start watches that nobody will stop."""
+    backend = backend_for(kube, watch=True)
+    backend.apply([ray_spec()], now=NOW)
+    backend.observe(now=NOW, namespaces=WHERE)
+    assert backend._informers
+    backend.close()
+
+    observed = backend.observe(now=NOW, namespaces=WHERE)
+
+    assert [s.object_name for s in observed.statuses] == ["rayjob-video-7"]
+    assert backend._informers == {}
+    wait_for(lambda: not [t for t in threading.enumerate() if t.name.startswith("watch ")])
 
 
 def test_while_its_watch_is_not_in_step_a_namespace_is_listed(kube):
