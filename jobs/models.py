@@ -153,6 +153,12 @@ class Job(models.Model):
     # an autoscaling worker group counted at its replicas (its minimum).
     request = models.JSONField()
     priority = models.IntegerField(default=0)
+    # The node pools of the tree it accepts, in order (queues.pools); [] for the tree's
+    # order. The pool the admission cycle placed it in, "" for none (a tree without pools):
+    # its request counts there too while it holds quota, and its pods carry the pool's node
+    # labels and tolerations.
+    pools = models.JSONField(default=list, blank=True, db_default=[])
+    pool = models.CharField(max_length=32, blank=True, default="", db_default="")
     # The expected run time the job declares, if any: estimates of when jobs start use it
     # (jobs/reads/estimate.py), and the simulated cluster runs the job this long (see
     # DEFAULT_RUN_SECONDS when it declares none). Fractions are allowed (benchmarks replay

@@ -11,11 +11,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from rest_framework.exceptions import ValidationError
 
 from audit.models import AuditEntry
 from audit.services import audit_record
 from jobs.cluster import get_backend
 from jobs.cluster.manifests.objects import config_map_names
+from jobs.document.fields import PoolNames, flat
 from jobs.document.idempotency import IDEMPOTENCY_HEADER, IdempotencyKey
 from jobs.document.native import (
     QUEUE_LABELS,
@@ -54,15 +56,17 @@ from jobs.reads.quota_preview import Consequence, QuotaPreview, quota_preview
 from jobs.tables.jobs import MapHolder, job_insert_with_event, jobs_copy, live_config_maps
 from jobs.tables.submission_keys import submission_key_claim
 from jobs.tables.tickets import tickets_reserve
+from kube.names import POOLS_ANNOTATION
 from kube.pod_security import RESTRICTED
-from kube.scheduling import ClusterNode
+from kube.scheduling import ClusterNode, Placement
 from queues import phrases
 from queues import selectors as queue_selectors
 from queues.models import Queue
 from queues.phrases import Phrase
 from queues.placement import unplaceable
 from queues.pod_policy import PodPolicy, leaf_policy
-from queues.quota import exceeds_max, path_to_root
+from queues.pools import Pool, accepted
+from queues.quota import exceeds_max, path_to_root, tree_pools
 from queues.scope import Right, scope_of
 from queues.services import TREE_NAME, NodeChange, tree_import
 
@@ -175,6 +179,18 @@ def _native_draft(native: NativeJob, priority: object, *, queue_named: bool) -> 
             % {"least": MIN_RUN_SECONDS, "most": MAX_RUN_SECONDS}
         ]
     columns["run_seconds"] = seconds
+    named = annotations.get(POOLS_ANNOTATION)
+    if named is not None:
+        try:
+            columns["pools"] = PoolNames().run_validation(
+                named.replace(",", " ").split() if isinstance(named, str) else named
+            )
+        except ValidationError as invalid:
+            errors[f"metadata.annotations.{POOLS_ANNOTATION}"] = [
+                f"{where}: {reason}" if where else reason
+                for where, reasons in flat(invalid.detail).items()
+                for reason in reasons
+            ]
     if errors:
         raise JobInvalid(errors)
     return JobDraft(
@@ -546,18 +562,21 @@ def _job_for(
             _("can never be admitted: %(reason)s") % {"reason": too_big.phrase().text()}
         )
     pods = job_pods(kind=draft.kind, runtime=draft.runtime, head=draft.head, workers=draft.workers)
+    placements = job_placements(kind=draft.kind, head=draft.head, workers=draft.workers)
+    accepted, asked = _pools_accepted(draft, tree_pools(path_nodes), placements, errors)
     nowhere = unplaceable(
         pods=pods,
         nodes=nodes,
         path_nodes=path_nodes.values(),
         request=draft.request,
-        placements=job_placements(kind=draft.kind, head=draft.head, workers=draft.workers),
+        placements=placements,
+        pools=accepted,
     )
     if nowhere is not None:
         errors.setdefault(nowhere.field, []).append(
             _("can never run: %(reason)s") % {"reason": nowhere.phrase.text()}
         )
-    columns = draft.columns
+    columns = draft.columns if asked is None else {**draft.columns, "pools": list(asked)}
     policy = leaf_policy(
         path_nodes[path].pods for path in path_to_root(queue.node.path) if path in path_nodes
     )
@@ -588,6 +607,57 @@ def _job_for(
         state=State.QUEUED,
         enqueued_at=now,
     )
+
+
+def _pools_accepted(
+    draft: JobDraft,
+    pools: tuple[Pool, ...],
+    placements: Mapping[str, Placement],
+    errors: dict[str, list[str]],
+) -> tuple[tuple[Pool, ...], tuple[str, ...] | None]:
+    """The tree's node pools the job may be placed in, in its order, and the names it keeps
+    when its object's selector chose them (None: as its document says): those it names
+    (``pools``, or a Kubernetes object's caldera.io/pools annotation), each refused by
+    position when the tree does not declare it; else, for a Kubernetes object, those its
+    pods' ``nodeSelector`` asks for (``queues.pools.accepted``: a selector on no pool's
+    labels leaves the tree's order), refused when it contradicts every pool. A job that
+    names pools is refused where the tree declares none."""
+    named = draft.columns.get("pools") or []
+    by_name = {pool.name: pool for pool in pools}
+    field = "pools" if draft.native is None else f"metadata.annotations.{POOLS_ANNOTATION}"
+    if named:
+        if not pools:
+            errors.setdefault(field, []).append(
+                _("the quota tree declares no node pools; leave it out")
+            )
+            return (), None
+        for index, name in enumerate(named):
+            if name not in by_name:
+                errors.setdefault(
+                    f"{field}[{index}]" if draft.native is None else field, []
+                ).append(
+                    _("%(name)s is not a node pool of the quota tree (its pools: %(pools)s)")
+                    % {"name": repr(name), "pools": ", ".join(by_name)}
+                )
+        return tuple(by_name[name] for name in named if name in by_name), None
+    if not pools or not placements:
+        return pools, None
+    head = next(iter(placements.values()))
+    asked = accepted(head, pools)
+    if not asked:
+        pod = next(iter(placements))
+        errors.setdefault(f"{pod}.spec.nodeSelector", []).append(
+            _("its nodeSelector %(selector)s matches no node pool of the quota tree (%(pools)s)")
+            % {
+                "selector": head.selector_text() or "{}",
+                "pools": "; ".join(
+                    f"{pool.name}: " + ", ".join(f"{k}={v}" for k, v in pool.labels.items())
+                    for pool in pools
+                ),
+            }
+        )
+        return (), None
+    return tuple(by_name[name] for name in asked), asked if len(asked) < len(pools) else None
 
 
 def _document_fenced(draft: JobDraft, policy: PodPolicy, errors: dict) -> None:

@@ -9,6 +9,9 @@ The labels only jobs carry live with the manifests (``jobs.cluster.manifests.com
 from __future__ import annotations
 
 ANNOTATION_QUEUE_PATH = "caldera.io/queue-path"
+# On a team's job object: the node pools of the quota tree it accepts, in order
+# ("h100,a100"), as a job document's ``pools`` says them.
+POOLS_ANNOTATION = "caldera.io/pools"
 # On every object Caldera writes for the tree, so that it can find (and remove) its own.
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "caldera"  # the label's value, and the field manager of server-side applies

@@ -43,6 +43,38 @@ KUBELET_MAX_PODS = 110
 MAX_UNITS = 2**63 - 1
 MAX_QUANTITY_LENGTH = 64  # long digit strings would only cost time (or hit int()'s limit)
 MAX_EXPONENT = 30
+# A resource counted in one node pool of the quota tree (``queues.pools``): its name, this
+# mark and the pool's (``nvidia.com/gpu@h100``). No resource name has one, so a list keeps
+# a job's totals and its pool's share side by side and every sum stays a sum of keys.
+POOL_MARK = "@"
+
+
+def pooled(resource: str, pool: str) -> str:
+    """The key of ``resource`` counted in ``pool``."""
+    return f"{resource}{POOL_MARK}{pool}"
+
+
+def pool_parts(key: str) -> tuple[str, str]:
+    """A key's resource and pool ("" for a total): ``nvidia.com/gpu@h100`` -> both."""
+    resource, _mark, pool = key.partition(POOL_MARK)
+    return resource, pool
+
+
+def in_pool(request: Mapping[str, int], pool: str) -> ResourceList:
+    """A request as placed in ``pool``: its totals, and each again as the pool's share
+    ("" for no pool: the request as it is)."""
+    if not pool:
+        return dict(request)
+    placed = dict(request)
+    for resource, amount in request.items():
+        if POOL_MARK not in resource:
+            placed[pooled(resource, pool)] = amount
+    return placed
+
+
+def unpooled(resources: Mapping[str, int]) -> ResourceList:
+    """The keys of no pool: what a scheduler that knows no pools reads."""
+    return {key: amount for key, amount in resources.items() if POOL_MARK not in key}
 
 
 class QuantityError(ValueError):
@@ -57,7 +89,11 @@ class QuantityError(ValueError):
 
 def scale(resource: str) -> int:
     """How many stored units make one unit of the resource (cpu is kept in millicores)."""
-    return 1000 if resource == "cpu" else 1
+    return 1000 if _is_cpu(resource) else 1
+
+
+def _is_cpu(resource: str) -> bool:
+    return resource == "cpu" or resource.startswith("cpu" + POOL_MARK)
 
 
 def parse_quantity(resource: str, value: object) -> int:
@@ -154,7 +190,7 @@ HUMAN_EXACT_MAX = 7
 
 def format_quantity(resource: str, units: int) -> str:
     """The shortest exact Kubernetes spelling of ``units`` of ``resource`` (4G, 12Gi, 500m)."""
-    if resource == "cpu":
+    if _is_cpu(resource):
         return str(units // 1000) if units % 1000 == 0 else f"{units}m"
     spellings = [str(units)]
     for suffix, factor in [*_BINARY.items(), *_WHOLE_DECIMAL.items()]:
@@ -175,13 +211,13 @@ def human(resource: str, units: int, like: int | None = None) -> str:
     ``like``: the quantity it sits beside (a limit), whose unit it is given in, so that a
     column or a sentence compares like with like: 12G beside a max of 14Gi reads
     ``11.2Gi``, not ``12G``. A quantity under a tenth of that unit keeps its own."""
-    if like is not None and resource != "cpu":
+    if like is not None and not _is_cpu(resource):
         unit = _unit_of(format_quantity(resource, like))
         if unit is not None:
             suffix, factor = unit
             if units == 0 or abs(units) * 10 >= factor:
                 return f"{units / factor:.1f}".removesuffix(".0") + suffix
-    if resource == "cpu":
+    if _is_cpu(resource):
         cores = Fraction(units, 1000)
         return str(cores.numerator) if cores.denominator == 1 else f"{float(cores):g}"
     exact = format_quantity(resource, units)

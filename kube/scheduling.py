@@ -201,6 +201,25 @@ class Placement:
             ),
         )
 
+    def joined(self, other: Placement) -> Placement:
+        """This placement with ``other``'s added: its node labels over these, its
+        tolerations after these (a node pool's, added to a pod's own)."""
+        if not other:
+            return self
+        selector = {**dict(self.node_selector), **dict(other.node_selector)}
+        tolerations = self.tolerations + tuple(
+            t for t in other.tolerations if t not in self.tolerations
+        )
+        return Placement(tuple(sorted(selector.items())), self.terms, tolerations)
+
+    def placement_tolerations(self) -> list[dict[str, str]]:
+        """Its tolerations as a pod spec writes them, the empty fields left out."""
+        return [
+            {k: v for k, v in (("key", t.key), ("operator", t.operator), ("value", t.value),
+                               ("effect", t.effect)) if v}
+            for t in self.tolerations
+        ]  # fmt: skip
+
     def as_json(self) -> dict[str, Any]:
         said: dict[str, Any] = {}
         if self.node_selector:

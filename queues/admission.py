@@ -40,7 +40,17 @@ The rules, in the order they apply:
    jobs that held quota before it can be victims: a job admitted earlier in the cycle is
    never preempted by a later candidate, and a branch borrows only by what those jobs
    use.
-7. **Policies.** Under ``Priority`` a refused or waiting head closes its queue for the
+7. **Node pools.** Where the tree declares pools (``queues.pools``), a candidate is placed
+   in one of the pools it accepts (its own list, else the tree's order), its request
+   counted there and in the totals. The pools are tried in order, as Kueue's flavor
+   assignment tries flavors, and the first place found in this order is taken: a pool
+   where it fits within its guarantee; then one where it fits by borrowing; then one it
+   fits once the leaving jobs are gone; then one where preemption makes room (reclaim and
+   queue priority, per pool, as above). So a guaranteed place in a later pool beats
+   borrowing in an earlier one: what is borrowed can be reclaimed, a guarantee cannot.
+   Refused in every pool, it is told each pool's reason, and which pools it does not
+   accept.
+8. **Policies.** Under ``Priority`` a refused or waiting head closes its queue for the
    cycle, and so does a backing-off head while it could still be admitted (its request
    fits every ``max`` on its path and the cluster); under ``BestEffort`` it is set aside
    and the next candidate is tried.
@@ -55,11 +65,11 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.quantity import ResourceList, add, subtract
+from kube.quantity import POOL_MARK, ResourceList, add, in_pool, pool_parts, subtract
 
 from . import phrases
 from .phrases import Phrase
-from .quota import Node, Shortfall, path_to_root, shortfall
+from .quota import Node, Shortfall, borrows, guaranteed, path_to_root, shortfall
 
 PRIORITY = "Priority"
 BEST_EFFORT = "BestEffort"
@@ -83,6 +93,8 @@ class Candidate:
     rank: tuple[Any, ...]
     due: bool = True
     priority: int = 0
+    # The node pools it accepts, in order (queues.pools); () for the tree's order.
+    pools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,15 +165,40 @@ class Releasing:
         return self.phrase().english()
 
 
+@dataclass(frozen=True)
+class InPools:
+    """Why a candidate is placed in none of the pools it accepts: each one's reason, in
+    its order, and the tree's pools it does not accept."""
+
+    reasons: tuple[tuple[str, Shortfall], ...]
+    unlisted: tuple[str, ...] = ()
+
+    def phrase(self) -> Phrase:
+        if not self.reasons:
+            return Phrase(phrases.NO_POOL, {"pools": ", ".join(self.unlisted)})
+        reasons = phrases.all_of([short.phrase() for _pool, short in self.reasons])
+        if not self.unlisted:
+            return Phrase(phrases.POOLS_SHORT, {"reasons": reasons})
+        return Phrase(
+            phrases.POOLS_SHORT_UNLISTED,
+            {"reasons": reasons, "pools": ", ".join(self.unlisted), "count": len(self.unlisted)},
+        )
+
+    def message(self) -> str:
+        return self.phrase().english()
+
+
 @dataclass
 class Plan:
     admitted: list[Candidate] = field(default_factory=list)
-    refused: dict[int, Shortfall | Releasing] = field(default_factory=dict)
+    refused: dict[int, Shortfall | Releasing | InPools] = field(default_factory=dict)
     preempted: list[Preemption] = field(default_factory=list)
     more: bool = False  # a queue ran out of read candidates while admitting: run again
     # The keys of the candidates admitted or set waiting (Releasing), in the order the cycle
     # decided them: a replay of the plan follows it.
     order: list[int] = field(default_factory=list)
+    # The pool each candidate admitted or set waiting was placed in, where the tree has pools.
+    placed: dict[int, str] = field(default_factory=dict)
 
 
 def victim_order(job: Admitted) -> tuple[int, float, int]:
@@ -183,14 +220,29 @@ def within_guarantee(
     used: Mapping[str, Mapping[str, int]],
 ) -> bool:
     """True when admitting ``request`` keeps every node below the root within its own min,
-    for each resource the node names (``governs``)."""
+    for each resource the node names (``governs``); a request placed in a pool, within
+    the pool's share where the node gives one (``queues.quota.guaranteed``)."""
+    pool = ""
+    for key in request:
+        if POOL_MARK in key:
+            pool = pool_parts(key)[1]
+            break
     for path in path_to_root(leaf)[:-1]:
         node = tree[path]
         node_used = used.get(path, {})
+        if node.pooled:
+            after = add(node_used, request)
         for resource, amount in request.items():
-            if not (amount and governs(node, resource)):
+            if (
+                not amount
+                or POOL_MARK in resource
+                or not (governs(node, resource) or resource in node.pooled)
+            ):
                 continue
-            if node_used.get(resource, 0) + amount > node.min.get(resource, 0):
+            if node.pooled:
+                if not guaranteed(node, after, resource, pool):
+                    return False
+            elif node_used.get(resource, 0) + amount > node.min.get(resource, 0):
                 return False
     return True
 
@@ -238,11 +290,6 @@ def share_used_key(leaf: str, fair: Mapping[str, float], depth: int) -> tuple[fl
         return ()
     used = [fair.get(path, 0.0) for path in reversed(path_to_root(leaf)[:-1])]
     return tuple(used + used[-1:] * (depth - len(used)))
-
-
-def _borrows(node: Node, used: Mapping[str, int], resource: str) -> bool:
-    """The node uses more of ``resource`` than its own min: what it uses above is lent."""
-    return used.get(resource, 0) > node.min.get(resource, 0)
 
 
 def _is_under(leaf: str, path: str) -> bool:
@@ -311,15 +358,18 @@ def plan_admissions(
     admitted: Sequence[Admitted] = (),
     leaving: Sequence[Admitted] = (),
     fair: Mapping[str, float] | None = None,
+    pools: Sequence[str] = (),
 ) -> Plan:
     """Admit queue heads round-robin until no queue can admit another (see module doc).
 
     ``used`` is what every job holding quota uses, ``leaving`` ones included; ``admitted``
     are those that may be preempted, ``leaving`` those already on their way out. ``fair``
     is each node's share used (``queues.fairness.shares_used``) while the tree has a
-    half-life; empty or None, borrowers are ordered by their usage now alone.
+    half-life; empty or None, borrowers are ordered by their usage now alone. ``pools``
+    are the tree's node pools in its order (rule 7); ``admitted`` and ``leaving`` jobs
+    placed in one carry their request as placed there (``kube.quantity.in_pool``).
     """
-    cycle = _Cycle(tree, allocatable, used, admitted, leaving, fair or {})
+    cycle = _Cycle(tree, allocatable, used, admitted, leaving, fair or {}, tuple(pools))
     plan = Plan()
     for preemption in _over_quota(tree, cycle.future, cycle.holders):
         plan.preempted.append(preemption)
@@ -334,7 +384,7 @@ def plan_admissions(
             candidate = heads.candidates[cursors[index]]
             if candidate.due:
                 return candidate
-            if heads.policy == PRIORITY and cycle.admissible(heads.leaf, candidate.request):
+            if heads.policy == PRIORITY and cycle.admissible(heads.leaf, candidate):
                 return None
             cursors[index] += 1
         return None
@@ -342,9 +392,11 @@ def plan_admissions(
     def claim(
         index: int, candidate: Candidate
     ) -> tuple[bool, tuple[float, ...], tuple[float, ...], tuple[Any, ...], int]:
-        leaf, request, used_now = queues[index].leaf, candidate.request, cycle.future.by_path
-        if within_guarantee(leaf, request, tree, used_now):
+        leaf, used_now = queues[index].leaf, cycle.future.by_path
+        options = cycle.options(candidate)
+        if any(within_guarantee(leaf, request, tree, used_now) for _pool, request in options):
             return (False, (), (), candidate.rank, index)
+        request = options[0][1] if options else candidate.request
         fair = share_used_key(leaf, cycle.fair, cycle.depth)
         return (True, fair, borrow_key(leaf, request, tree, used_now), candidate.rank, index)
 
@@ -365,7 +417,7 @@ def plan_admissions(
                 cursors[index] += 1
                 if _admit(plan, cycle, heads, candidate):
                     break
-                if heads.policy == PRIORITY and cycle.admissible(heads.leaf, candidate.request):
+                if heads.policy == PRIORITY and cycle.admissible(heads.leaf, candidate):
                     open_queues.discard(index)
                     break
                 candidate = next_candidate(index)
@@ -388,8 +440,10 @@ class _Cycle:
         admitted: Sequence[Admitted],
         leaving: Sequence[Admitted],
         fair: Mapping[str, float],
+        pools: tuple[str, ...] = (),
     ):
         self.tree = tree
+        self.pools = pools
         self.allocatable = allocatable
         self.fair = fair
         self.depth = max((path.count("/") for path in tree), default=0)
@@ -402,12 +456,33 @@ class _Cycle:
         self.leaving = list(leaving)
         self.holders = _Holders(admitted)
 
-    def admissible(self, leaf: str, request: ResourceList) -> bool:
-        """Whether the request fits its path's max and the cluster when nothing runs."""
-        return (
+    def options(self, candidate: Candidate) -> list[tuple[str, ResourceList]]:
+        """Where the candidate may be placed, in its order: each pool it accepts of the
+        tree's, with its request as placed there; its request as it is where the tree has
+        no pools; none where the tree has pools and it accepts none of them."""
+        if not self.pools:
+            return [("", candidate.request)]
+        accepted = (
+            [pool for pool in candidate.pools if pool in self.pools]
+            if candidate.pools
+            else self.pools
+        )
+        return [(pool, in_pool(candidate.request, pool)) for pool in accepted]
+
+    def unlisted(self, candidate: Candidate) -> tuple[str, ...]:
+        """The tree's pools the candidate does not accept."""
+        if not candidate.pools:
+            return ()
+        return tuple(pool for pool in self.pools if pool not in candidate.pools)
+
+    def admissible(self, leaf: str, candidate: Candidate) -> bool:
+        """Whether the request fits its path's max and the cluster when nothing runs, in
+        some pool it accepts."""
+        return any(
             shortfall(leaf=leaf, request=request, tree=self.tree, used={},
                       allocatable=self.allocatable)
             is None
+            for _pool, request in self.options(candidate)
         )  # fmt: skip
 
     def shortfall(self, leaf: str, request: ResourceList, usage: _Usage) -> Shortfall | None:
@@ -443,19 +518,57 @@ class _Cycle:
 def _admit(plan: Plan, cycle: _Cycle, heads: QueueHeads, candidate: Candidate) -> bool:
     """Admit the candidate where it fits both now and once the leaving jobs are gone,
     preempting if the future needs it and the rules allow. If it fits only once they are
-    gone, it waits for them with its need set aside; else it is refused with the reason."""
-    leaf, request = heads.leaf, candidate.request
-    now = cycle.shortfall(leaf, request, cycle.usage)
-    later = cycle.shortfall(leaf, request, cycle.future)
-    if later is not None:
-        victims = _victims(cycle, heads, candidate, later)
+    gone, it waits for them with its need set aside; else it is refused with the reason.
+    Where the tree has pools, the first place in the order of rule 7 is taken."""
+    leaf = heads.leaf
+    options = cycle.options(candidate)
+    tried = []
+    for pool, request in options:
+        now = cycle.shortfall(leaf, request, cycle.usage)
+        later = cycle.shortfall(leaf, request, cycle.future)
+        tried.append((pool, request, now, later))
+    fitting = [entry for entry in tried if entry[3] is None]
+    if len(tried) > 1 and fitting:
+        fitting.sort(
+            key=lambda entry: (
+                entry[2] is not None,
+                not within_guarantee(leaf, entry[1], cycle.tree, cycle.future.by_path),
+            )
+        )  # stable: the candidate's order among equals
+    for pool, request, now, _later in fitting[:1]:
+        return _place(plan, cycle, candidate, leaf, pool, request, now)
+    for pool, request, now, later in tried:
+        victims = _victims(cycle, heads, candidate, request, later)
         if victims is None:
-            plan.refused[candidate.key] = now or later
-            return False
+            continue
         for preemption in victims:
             plan.preempted.append(preemption)
             cycle.preempt(preemption.victim)
+        return _place(plan, cycle, candidate, leaf, pool, request, now)
+    if len(tried) == 1 and not cycle.pools:
+        plan.refused[candidate.key] = tried[0][2] or tried[0][3]  # type: ignore[assignment]
+    else:
+        plan.refused[candidate.key] = InPools(
+            tuple((pool, now or later) for pool, _request, now, later in tried),  # type: ignore[misc]
+            cycle.unlisted(candidate),
+        )
+    return False
+
+
+def _place(
+    plan: Plan,
+    cycle: _Cycle,
+    candidate: Candidate,
+    leaf: str,
+    pool: str,
+    request: ResourceList,
+    now: Shortfall | None,
+) -> bool:
+    """Admit the candidate in ``pool`` if it fits now, else set it waiting for the leaving
+    jobs that hold what it needs there."""
     plan.order.append(candidate.key)
+    if pool:
+        plan.placed[candidate.key] = pool
     if now is None:
         plan.admitted.append(candidate)
         cycle.admit(leaf, request)
@@ -466,10 +579,15 @@ def _admit(plan: Plan, cycle: _Cycle, heads: QueueHeads, candidate: Candidate) -
 
 
 def _victims(
-    cycle: _Cycle, heads: QueueHeads, candidate: Candidate, reason: Shortfall | None
+    cycle: _Cycle,
+    heads: QueueHeads,
+    candidate: Candidate,
+    request: ResourceList,
+    reason: Shortfall | None,
 ) -> list[Preemption] | None:
-    """The fewest preemptions, in victim order, that let the candidate fit; None if none do."""
-    tree, leaf, request = cycle.tree, heads.leaf, candidate.request
+    """The fewest preemptions, in victim order, that let the candidate's ``request`` (as
+    placed in a pool) fit; None if none do."""
+    tree, leaf = cycle.tree, heads.leaf
     reclaim = within_guarantee(leaf, request, tree, cycle.future.by_path)
     if not reclaim and not heads.preemption:
         return None
@@ -491,7 +609,7 @@ def _victims(
                 preemption = Preemption(job, QUEUE_PRIORITY, leaf, by=candidate.key)
                 break
             branch = _borrowing_branch(job.leaf, leaf)
-            if reclaim and branch and _borrows(tree[branch], settled.get(branch), short):
+            if reclaim and branch and borrows(tree[branch], settled.get(branch), short):
                 preemption = Preemption(job, RECLAIM, leaf, by=candidate.key, borrower=branch)
                 break
         if preemption is None:

@@ -11,7 +11,7 @@ import yaml
 from django.utils.translation import gettext as _
 
 from kube.names import ANNOTATION_QUEUE_PATH, LABEL_MANAGED_BY, MANAGER
-from kube.quantity import format_resources
+from kube.quantity import format_resources, unpooled
 
 from . import services
 from .models import Queue
@@ -39,6 +39,14 @@ def _seed_style(node: dict) -> dict:
     styled = dict(node)
     for key in ("min", "max"):
         styled[key] = {r: int(q) if q.isdigit() else q for r, q in node.get(key, {}).items()}
+    if "pools" in node:
+        styled["pools"] = {
+            pool: {
+                key: {r: int(q) if q.isdigit() else q for r, q in amounts.items()}
+                for key, amounts in quota.items()
+            }
+            for pool, quota in node["pools"].items()
+        }
     if "children" in node:
         styled["children"] = [_seed_style(kid) for kid in node["children"]]
     return styled
@@ -77,8 +85,8 @@ def volcano_queues() -> list[dict]:
                 "annotations": {ANNOTATION_QUEUE_PATH: queue.node.path},
             },
             "spec": {
-                "capability": format_resources(queue.node.max),
-                "guarantee": {"resource": format_resources(queue.node.min)},
+                "capability": format_resources(unpooled(queue.node.max)),
+                "guarantee": {"resource": format_resources(unpooled(queue.node.min))},
                 "reclaimable": True,
             },
         }

@@ -8,6 +8,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from . import quota
+from .pools import pools_of
 
 
 class QuotaNode(models.Model):
@@ -33,6 +34,8 @@ class QuotaNode(models.Model):
     # "serviceAccounts": [...], "secrets": [...]}, each key inherited by the leaves below.
     pods = models.JSONField(default=dict, blank=True, db_default={})
     half_life = models.DurationField(null=True, blank=True)
+    # On the root alone: the tree's node pools, in its order (queues.pools.Pool.as_json).
+    node_pools = models.JSONField(default=list, blank=True, db_default=[])
     active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -53,6 +56,7 @@ class QuotaNode(models.Model):
             max=dict(self.max),
             namespaces=tuple(self.namespaces),
             weight=self.weight,
+            pools=pools_of(self.node_pools),
         )
 
 

@@ -42,7 +42,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop, ngettext, pgettext
 
-from kube.quantity import human
+from kube.quantity import human, pool_parts
 from kube.said import Said
 
 
@@ -123,6 +123,20 @@ def quantity(resource: str, units: int, like: int | None = None) -> dict[str, An
     if like is not None:
         value["like"] = like
     return value
+
+
+def resource(key: str) -> dict[str, Any] | str:
+    """A resource as a sentence names it: its name, or a pool's share of it (``kube.quantity
+    .pooled``) as "nvidia.com/gpu in pool h100" in the reader's language."""
+    name, pool = pool_parts(key)
+    return Phrase(IN_POOL, {"resource": name, "pool": pool}).as_json() if pool else key
+
+
+def resource_name(key: str) -> str:
+    """A resource as a page names it, in the reader's language: ``nvidia.com/gpu in pool
+    h100`` for a pool's share."""
+    named = resource(key)
+    return named if isinstance(named, str) else Phrase(named["code"], named["args"]).text()
 
 
 def request(resources: Mapping[str, int]) -> dict[str, Any]:
@@ -262,6 +276,20 @@ CLUSTER_SHORT = declare(
         "Insufficient cluster capacity: %(resource)s requested %(requested)s, free "
         "%(free)s (used %(used)s of allocatable %(limit)s)"
     ),
+)
+IN_POOL = declare("resource.in_pool", gettext_noop("%(resource)s in pool %(pool)s"))
+POOLS_SHORT = declare("pools.short", gettext_noop("No pool it accepts has room: %(reasons)s"))
+POOLS_SHORT_UNLISTED = declare(
+    "pools.short_unlisted",
+    *ngettext_noop(
+        "No pool it accepts has room: %(reasons)s; pool %(pools)s is not in its list",
+        "No pool it accepts has room: %(reasons)s; pools %(pools)s are not in its list",
+    ),
+    count="count",
+)
+NO_POOL = declare(
+    "pools.none",
+    gettext_noop("None of the node pools it accepts is a pool of the tree (the tree's: %(pools)s)"),
 )
 PREEMPTED_RECLAIM = declare(
     "preempted.reclaim",
@@ -423,6 +451,35 @@ WAITING_QUOTA = declare(
     gettext_noop(
         "waits for %(resource)s in %(where)s: used %(used)s of max %(limit)s; it asks for %(asks)s"
     ),
+)
+WAITING_FITS_POOL = declare(
+    "waiting.fits_pool",
+    gettext_noop("fits now in pool %(pool)s: it is dequeued at the next admission cycle"),
+)
+WAITING_IN_POOLS = declare(
+    "waiting.in_pools", gettext_noop("has no room in any pool it accepts: it %(clauses)s")
+)
+WAITING_QUOTA_POOL = declare(
+    "waiting.quota_pool",
+    gettext_noop(
+        "waits for %(resource)s in pool %(pool)s of %(where)s: used %(used)s of max %(limit)s; "
+        "it asks for %(asks)s"
+    ),
+)
+WAITING_CLUSTER_POOL = declare(
+    "waiting.cluster_pool",
+    gettext_noop(
+        "waits for %(resource)s in pool %(pool)s of the cluster: used %(used)s of %(limit)s "
+        "allocatable; it asks for %(asks)s"
+    ),
+)
+WAITING_UNLISTED = declare(
+    "waiting.unlisted",
+    *ngettext_noop(
+        "%(clause)s; pool %(pools)s is not in its list",
+        "%(clause)s; pools %(pools)s are not in its list",
+    ),
+    count="count",
 )
 WAITING_FAIR_SHARE = declare(
     "waiting.fair_share",

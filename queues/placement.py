@@ -34,6 +34,7 @@ from kube.scheduling import ClusterNode, Placement
 
 from . import phrases
 from .phrases import Phrase
+from .pools import Pool
 from .quota import Node
 
 
@@ -78,9 +79,38 @@ def unplaceable(
     path_nodes: Iterable[Node],
     request: Mapping[str, int] | None = None,
     placements: Mapping[str, Placement] | None = None,
+    pools: Sequence[Pool] = (),
 ) -> Unplaceable | None:
     """None when every pod fits some node, else why the first pod that fits none does not;
     then, given the job's whole ``request``, why the gang is more than every node holds.
+
+    ``pools``: the node pools the job may be placed in (``queues.pools``), whose node
+    labels and tolerations its pods then carry. It can run when its pods fit in one of
+    them; else the reason is the first pool's.
+    """
+    if not pools:
+        return _unplaceable(pods, nodes, list(path_nodes), request, placements or {})
+    path_nodes = list(path_nodes)
+    first = None
+    for pool in pools:
+        joined = {
+            pod: (placements or {}).get(pod, Placement()).joined(pool.placement) for pod in pods
+        }
+        found = _unplaceable(pods, nodes, path_nodes, request, joined)
+        if found is None:
+            return None
+        first = first or found
+    return first
+
+
+def _unplaceable(
+    pods: Mapping[str, Mapping[str, int]],
+    nodes: Sequence[ClusterNode] | None,
+    path_nodes: Sequence[Node],
+    request: Mapping[str, int] | None,
+    placements: Mapping[str, Placement],
+) -> Unplaceable | None:
+    """``unplaceable`` with the pods' placements given whole.
 
     ``pods`` maps each pod's name ("head", "workers[0]"...) to its request in base units,
     in the order to report them; ``placements`` what some of them ask of a node's labels
@@ -90,7 +120,6 @@ def unplaceable(
     """
     if not nodes:
         return None
-    placements = placements or {}
     for pod, pod_request in pods.items():
         asked = {r: amount for r, amount in sorted(pod_request.items()) if amount > 0}
         placement = placements.get(pod, Placement())

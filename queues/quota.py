@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
-from kube.quantity import PODS, ResourceList, add, human
+from kube.quantity import PODS, POOL_MARK, ResourceList, add, human, pool_parts, pooled
 from kube.said import Said, gettext_noop
 
 from . import phrases
 from .phrases import Phrase
+from .pools import Pool
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,19 @@ class Node:
     # What its subtree's pods may be (queues.pod_policy): {"security", "serviceAccounts",
     # "secrets"}, each key inherited from the nearest node on a leaf's path that sets it.
     pods: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # On the root alone: the tree's node pools, in its order (queues.pools).
+    pools: tuple[Pool, ...] = field(default=(), compare=False, hash=False)
+    # The resources it gives a pool's share of (``nvidia.com/gpu@h100`` names gpu), and
+    # those pools: derived from min and max.
+    pooled: Mapping[str, tuple[str, ...]] = field(init=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        pooled: dict[str, list[str]] = {}
+        for key in (*self.min, *self.max):
+            resource, pool = pool_parts(key)
+            if pool and pool not in pooled.setdefault(resource, []):
+                pooled[resource].append(pool)
+        object.__setattr__(self, "pooled", {r: tuple(ps) for r, ps in pooled.items()})
 
     @property
     def parent(self) -> str | None:
@@ -38,6 +52,11 @@ class Node:
     @property
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
+
+
+def tree_pools(tree: Mapping[str, Node]) -> tuple[Pool, ...]:
+    """The tree's node pools, kept on its root."""
+    return next((node.pools for node in tree.values() if node.parent is None), ())
 
 
 def path_to_root(path: str) -> list[str]:
@@ -88,11 +107,12 @@ def validate_tree(nodes: Iterable[Node]) -> list[str]:
                     Said(
                         gettext_noop("%(path)s: min %(resource)s %(min)s is above max %(max)s"),
                         path=node.path,
-                        resource=resource,
+                        resource=named(resource),
                         min=human(resource, low),
                         max=human(resource, high),
                     )
                 )
+        errors += _pools_within_totals(node)
         kids = children[node.path]
         if kids:
             if node.namespaces:
@@ -110,7 +130,7 @@ def validate_tree(nodes: Iterable[Node]) -> list[str]:
             for kid in kids:
                 summed = add(summed, kid.min)
             for resource, kids_min in sorted(summed.items()):
-                own = node.min.get(resource, 0)
+                own = node.min.get(resource, node.min.get(pool_parts(resource)[0], 0))
                 if kids_min > own:
                     errors.append(
                         Said(
@@ -119,7 +139,7 @@ def validate_tree(nodes: Iterable[Node]) -> list[str]:
                                 "above its own min %(min)s"
                             ),
                             path=node.path,
-                            resource=resource,
+                            resource=named(resource),
                             sum=human(resource, kids_min),
                             min=human(resource, own),
                         )
@@ -135,7 +155,7 @@ def validate_tree(nodes: Iterable[Node]) -> list[str]:
                                     "its parent %(parent)s's max %(limit)s"
                                 ),
                                 path=kid.path,
-                                resource=resource,
+                                resource=named(resource),
                                 max=human(resource, kid_max),
                                 parent=node.path,
                                 limit=human(resource, limit),
@@ -155,6 +175,96 @@ def validate_tree(nodes: Iterable[Node]) -> list[str]:
                 )
             namespace_owner[namespace] = node.path
     return errors
+
+
+def named(key: str) -> str:
+    """A resource key as a sentence names it: ``nvidia.com/gpu in pool h100``."""
+    resource, pool = pool_parts(key)
+    return f"{resource} in pool {pool}" if pool else resource
+
+
+def _pools_within_totals(node: Node) -> list[str]:
+    """A node's pools share its totals: the pools' mins of a resource sum to no more than
+    its min of it, and no pool's max is above its max of it, where it names them."""
+    errors: list[str] = []
+    pool_mins: dict[str, int] = {}
+    for key, low in node.min.items():
+        resource, pool = pool_parts(key)
+        if pool:
+            pool_mins[resource] = pool_mins.get(resource, 0) + low
+    for resource, summed in sorted(pool_mins.items()):
+        if governs_total(node, resource) and summed > node.min.get(resource, 0):
+            errors.append(
+                Said(
+                    gettext_noop(
+                        "%(path)s: its pools' min %(resource)s sum to %(sum)s, above its "
+                        "own min %(min)s"
+                    ),
+                    path=node.path,
+                    resource=resource,
+                    sum=human(resource, summed),
+                    min=human(resource, node.min.get(resource, 0)),
+                )  # fmt: skip
+            )
+    for key, high in sorted(node.max.items()):
+        resource, pool = pool_parts(key)
+        limit = node.max.get(resource)
+        if pool and limit is not None and high > limit:
+            errors.append(
+                Said(
+                    gettext_noop("%(path)s: max %(resource)s %(max)s is above its max %(limit)s"),
+                    path=node.path,
+                    resource=named(key),
+                    max=human(key, high),
+                    limit=human(resource, limit),
+                )  # fmt: skip
+            )
+    return errors
+
+
+def governs_total(node: Node, resource: str) -> bool:
+    return resource in node.min or resource in node.max
+
+
+def _shared(node: Node, used: Mapping[str, int], resource: str) -> tuple[int, int]:
+    """For a resource the node gives pools' shares of: what its pools use beyond their own
+    shares (what else uses it, a pool it names no share of among them), and the part of
+    its min given to no pool, which every pool shares. Without a total min of its own, the
+    node guarantees its pools' shares alone."""
+    pools = node.pooled[resource]
+    own = sum(
+        min(used.get(pooled(resource, p), 0), node.min.get(pooled(resource, p), 0)) for p in pools
+    )
+    given = sum(node.min.get(pooled(resource, p), 0) for p in pools)
+    total_min = node.min.get(resource, given if resource not in node.max else 0)
+    return used.get(resource, 0) - own, max(total_min - given, 0)
+
+
+def guaranteed(node: Node, used: Mapping[str, int], resource: str, pool: str) -> bool:
+    """Whether the node's usage ``used`` of ``resource``, placed in ``pool`` ("" none),
+    stays within its guarantee: its min of the total; where it gives pools' shares, the
+    pool's own share, else the part of its min given to no pool."""
+    if resource not in node.pooled:
+        return used.get(resource, 0) <= node.min.get(resource, 0)
+    key = pooled(resource, pool) if pool else resource
+    if pool and used.get(key, 0) <= node.min.get(key, 0):
+        return True
+    beyond, shared = _shared(node, used, resource)
+    return beyond <= shared
+
+
+def borrows(node: Node, used: Mapping[str, int], key: str) -> bool:
+    """Whether the node uses more of ``key`` (a total, or a pool's share) than its own
+    min: what it uses above is lent. Where it gives pools' shares of the resource, a pool
+    borrows what it uses beyond its own share once the part no pool is given is used up;
+    a pool's share it names nothing of is judged by its total, which every pool shares."""
+    resource, pool = pool_parts(key)
+    if resource not in node.pooled:
+        return used.get(resource, 0) > node.min.get(resource, 0)
+    beyond, shared = _shared(node, used, resource)
+    if beyond <= shared:
+        return False
+    return not pool or used.get(key, 0) > node.min.get(key, 0)
 
 
 def rollup(leaf_usage: Mapping[str, ResourceList]) -> dict[str, ResourceList]:
@@ -185,7 +295,7 @@ class Shortfall:
         return Phrase(
             phrases.CLUSTER_SHORT if self.where == "cluster" else phrases.QUOTA_SHORT,
             {
-                "where": self.where, "resource": r,
+                "where": self.where, "resource": phrases.resource(r),
                 "requested": phrases.quantity(r, self.requested),
                 "free": phrases.quantity(r, self.free),
                 "used": phrases.quantity(r, self.used),
@@ -364,7 +474,7 @@ def path_standing(
                 lent.get(path, {}).get(r, 0),
             )
             for r in wanted
-            if r != PODS or r in node.min or r in node.max
+            if (r != PODS and POOL_MARK not in r) or r in node.min or r in node.max
         ]  # fmt: skip
     if allocatable is not None:
         root_used = used.get(path_to_root(leaf)[-1], {})
@@ -402,12 +512,23 @@ class Limited(Protocol):
     def max(self) -> Mapping[str, Any]: ...
 
 
-def shown_resources(node: Limited, *figures: Mapping[str, int]) -> set[str]:
+def shown_resources(
+    node: Limited, *figures: Mapping[str, int], pooled: Iterable[str] = ()
+) -> set[str]:
     """The resources a page shows for ``node`` (a ``Node`` or a stored node): those it
     names in its ``min`` or ``max``, and those ``figures`` (its usage, its demand) hold.
-    Every job asks for ``pods``, so they are shown only where the tree names them."""
-    held = {r for amounts in figures for r, n in amounts.items() if n}
-    return set(node.min) | set(node.max) | (held - {PODS})
+    Every job asks for ``pods``, so they are shown only where the tree names them; a job
+    placed in a pool holds each resource in it again, so a pool's share is shown only
+    where the node names it, or the tree names it anywhere (``pooled``)."""
+    named = set(node.min) | set(node.max)
+    held = {r for amounts in figures for r, n in amounts.items() if n} - {PODS}
+    held = {r for r in held if POOL_MARK not in r or r in named or r in set(pooled)}
+    return named | held
+
+
+def pool_shares_named(tree: Mapping[str, Node]) -> set[str]:
+    """Every pool's share of a resource that some node of the tree names."""
+    return {key for node in tree.values() for key in (*node.min, *node.max) if POOL_MARK in key}
 
 
 def balances(
@@ -423,10 +544,11 @@ def balances(
     jobs holding quota use, and of what the pending jobs ask for, per leaf).
     """
     lent = lent_by_node(tree, used)
+    pooled = pool_shares_named(tree)
     answer: dict[str, dict[str, Balance]] = {}
     for path, node in tree.items():
         node_used, node_pending = used.get(path, {}), pending.get(path, {})
-        names = shown_resources(node, node_used, node_pending)
+        names = shown_resources(node, node_used, node_pending, pooled=pooled)
         answer[path] = {
             r: Balance(
                 where=path,

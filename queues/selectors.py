@@ -14,6 +14,7 @@ from kube.quantity import ResourceList
 
 from . import fairness, signals
 from .models import DecayedUsage, Department, Membership, Queue, QuotaNode
+from .pools import Pool, pools_of
 from .quota import Node, path_to_root
 from .scope import Right, scope_of
 
@@ -185,13 +186,19 @@ def queues_for_submit(names: list[str]) -> dict[str, tuple[Queue, dict[str, Node
             queues.setdefault(wanted, _queue_of(row))  # a name and a path never collide
         paths = {path for q in queues.values() for path in path_to_root(q.node.path)}
         cursor.execute(
-            f"SELECT path, min::text, max::text, pods::text FROM {QUOTA_NODES} "
+            f"SELECT path, min::text, max::text, pods::text, node_pools::text FROM {QUOTA_NODES} "
             "WHERE active AND path = ANY(%s)",
             [sorted(paths)],
         )
         nodes = {
-            path: Node(path=path, min=json.loads(low), max=json.loads(high), pods=json.loads(pods))
-            for path, low, high, pods in cursor.fetchall()
+            path: Node(
+                path=path,
+                min=json.loads(low),
+                max=json.loads(high),
+                pods=json.loads(pods),
+                pools=pools_of(json.loads(said)),
+            )  # fmt: skip
+            for path, low, high, pods, said in cursor.fetchall()
         }
     return {
         wanted: (queue, {p: nodes[p] for p in path_to_root(queue.node.path) if p in nodes})
@@ -220,13 +227,24 @@ def tree_nodes() -> dict[str, Node]:
     node cost more than the rest of a job's page."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT COALESCE(json_agg(json_build_array(path, min, max, namespaces, weight)),"
-            f" '[]')::text FROM {QUOTA_NODES} WHERE active"
+            "SELECT COALESCE(json_agg(json_build_array(path, min, max, namespaces, weight,"
+            f" node_pools)), '[]')::text FROM {QUOTA_NODES} WHERE active"
         )
         rows = json.loads(cursor.fetchone()[0])
     return {
-        path: Node(path, low, high, tuple(names), weight) for path, low, high, names, weight in rows
+        path: Node(path, low, high, tuple(names), weight, pools=pools_of(said))
+        for path, low, high, names, weight, said in rows
     }
+
+
+def node_pools() -> tuple[Pool, ...]:
+    """The tree's node pools, in its order (kept on its root; ``queues.pools``)."""
+    said = (
+        QuotaNode.objects.filter(active=True, parent=None)
+        .values_list("node_pools", flat=True)
+        .first()
+    )
+    return pools_of(said or ())
 
 
 def half_life() -> timedelta | None:

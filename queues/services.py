@@ -14,7 +14,7 @@ from audit.models import AuditEntry
 from audit.services import audit_record, describe_changes
 from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
 
-from . import fairness, quota, signals
+from . import fairness, pools, quota, signals
 from .models import Queue, QuotaNode
 from .phrases import in_language
 from .pod_policy import policy_read
@@ -48,6 +48,7 @@ class ParsedTree:
     nodes: list[quota.Node]
     leaves: set[str]
     half_life: timedelta | None = None  # spec.fairSharing.halfLife (queues.fairness)
+    node_pools: tuple[pools.Pool, ...] = ()  # spec.nodePools, in the tree's order
 
 
 def tree_parse(document: object) -> ParsedTree:
@@ -69,6 +70,8 @@ def tree_parse(document: object) -> ParsedTree:
     nodes: list[quota.Node] = []
     leaves: set[str] = set()
     half_life = _half_life(spec.get("fairSharing"), errors)
+    node_pools, refused_pools = pools.pools_read(spec.get("nodePools"), "spec.nodePools")
+    errors.update({where: in_language(reason) for where, reason in refused_pools.items()})
 
     def visit(raw: object, field: str, parent: str | None) -> None:
         if not isinstance(raw, Mapping):
@@ -87,6 +90,16 @@ def tree_parse(document: object) -> ParsedTree:
                 resources[key] = parse_resources(f"{field}.{key}", raw.get(key))
             except QuantityError as error:
                 errors[error.field] = in_language(error.reason)
+        per_pool, refused = pools.quota_read(raw.get("pools"), f"{field}.pools", node_pools)
+        errors.update({where: in_language(reason) for where, reason in refused.items()})
+        for pool, quota_of_pool in per_pool.items():
+            for key in ("min", "max"):
+                try:
+                    amounts = parse_resources(f"{field}.pools.{pool}.{key}", quota_of_pool.get(key))
+                except QuantityError as error:
+                    errors[error.field] = in_language(error.reason)
+                else:
+                    resources.setdefault(key, {}).update(pools.pooled_list({pool: amounts}))
         namespaces = raw.get("namespaces") or []
         if not isinstance(namespaces, list) or not all(
             isinstance(ns, str) and _NAMESPACE.match(ns) and len(ns) <= 63 for ns in namespaces
@@ -118,6 +131,7 @@ def tree_parse(document: object) -> ParsedTree:
                 namespaces=tuple(namespaces),
                 weight=float(weight),
                 pods=pods,
+                pools=node_pools if parent is None else (),
             )
         )
         if not children:
@@ -140,7 +154,7 @@ def tree_parse(document: object) -> ParsedTree:
     problems = quota.validate_tree(nodes)
     if problems:
         raise TreeError({"spec.root": [in_language(problem) for problem in problems]})
-    return ParsedTree(nodes=nodes, leaves=leaves, half_life=half_life)
+    return ParsedTree(nodes=nodes, leaves=leaves, half_life=half_life, node_pools=node_pools)
 
 
 def _half_life(raw: object, errors: dict[str, str]) -> timedelta | None:
@@ -189,15 +203,22 @@ def node_snapshot(
     weight: float = 1.0,
     half_life: timedelta | None = None,
     pods: Mapping | None = None,
+    node_pools: Iterable[Mapping] = (),
 ) -> dict:
     """A node's values as the audit keeps them: exact quantities spelled as in the YAML;
-    a weight and a half-life only when set, so that a tree without fair sharing keeps the
-    snapshots it always had."""
+    a weight, a half-life and pools only when set, so that a tree without fair sharing or
+    pools keeps the snapshots it always had."""
+    totals, low_by_pool = pools.by_pool(min)
+    high, high_by_pool = pools.by_pool(max)
     snapshot: dict = {
-        "min": format_resources(min),
-        "max": format_resources(max),
+        "min": format_resources(totals),
+        "max": format_resources(high),
         "namespaces": list(namespaces),
     }
+    if low_by_pool or high_by_pool:
+        snapshot["pools"] = _pool_quota(low_by_pool, high_by_pool)
+    if node_pools:
+        snapshot["nodePools"] = [dict(pool) for pool in node_pools]
     if weight != 1.0:
         snapshot["weight"] = weight
     if pods:
@@ -207,10 +228,28 @@ def node_snapshot(
     return snapshot
 
 
+def _pool_quota(
+    low: Mapping[str, ResourceList], high: Mapping[str, ResourceList], order: Iterable[str] = ()
+) -> dict[str, dict[str, dict[str, str]]]:
+    """A node's ``pools`` as the YAML writes it: each pool's min and max, by pool name, in
+    the tree's order of its pools (``order``), the others after by name."""
+    named = set(low) | set(high)
+    ranked = [pool for pool in order if pool in named] + sorted(named - set(order))
+    return {
+        pool: {
+            "min": format_resources(low.get(pool, {})),
+            "max": format_resources(high.get(pool, {})),
+        }
+        for pool in ranked
+    }
+
+
 def _snapshot_of(row: QuotaNode) -> dict:
+    root = row.parent_id is None
     return node_snapshot(
         min=row.min, max=row.max, namespaces=row.namespaces, weight=row.weight,
-        half_life=row.half_life if row.parent_id is None else None, pods=row.pods,
+        half_life=row.half_life if root else None, pods=row.pods,
+        node_pools=row.node_pools if root else (),
     )  # fmt: skip
 
 
@@ -265,9 +304,10 @@ def _tree_write(
         for node in sorted(parsed.nodes, key=lambda n: n.path.count("/")):
             row = existing.get(node.path)
             half_life = parsed.half_life if node.parent is None else None
+            node_pools = [p.as_json() for p in parsed.node_pools] if node.parent is None else []
             after = node_snapshot(
                 min=node.min, max=node.max, namespaces=node.namespaces, weight=node.weight,
-                half_life=half_life, pods=node.pods,
+                half_life=half_life, pods=node.pods, node_pools=node_pools,
             )  # fmt: skip
             if row is None or not row.active:
                 changes.append(NodeChange(Action.CREATED, node.path, None, after))
@@ -281,6 +321,7 @@ def _tree_write(
             row.min, row.max = node.min, node.max
             row.namespaces = list(node.namespaces)
             row.weight, row.half_life = node.weight, half_life
+            row.node_pools = node_pools
             row.pods = dict(node.pods)
             row.active = True
             row.save()
@@ -418,19 +459,36 @@ def tree_find(document: Mapping, path: str) -> dict:
     return node
 
 
+def tree_published() -> dict:
+    """The active tree as kube-queue's ElasticQuotaTree takes it: each node's totals, no
+    pools (a scheduler that knows no pools reads the totals every pool shares)."""
+    document = tree_export()
+    document["spec"].pop("nodePools", None)
+
+    def strip(node: dict) -> None:
+        node.pop("pools", None)
+        for kid in node.get("children", []):
+            strip(kid)
+
+    if document["spec"]["root"]:
+        strip(document["spec"]["root"])
+    return document
+
+
 def tree_export() -> dict:
-    """The active tree as an ElasticQuotaTree object, in the seed's format."""
+    """The active tree as an ElasticQuotaTree object, in the seed's format, its node pools
+    and each node's quota per pool included (Caldera's own YAML, which round-trips)."""
     rows = list(QuotaNode.objects.filter(active=True).order_by("path"))
     children: dict[int | None, list[QuotaNode]] = {}
     for row in rows:
         children.setdefault(row.parent_id, []).append(row)
 
     def render(row: QuotaNode) -> dict:
-        node: dict = {
-            "name": row.name,
-            "min": format_resources(row.min),
-            "max": format_resources(row.max),
-        }
+        low, low_by_pool = pools.by_pool(row.min)
+        high, high_by_pool = pools.by_pool(row.max)
+        node: dict = {"name": row.name, "min": format_resources(low), "max": format_resources(high)}
+        if low_by_pool or high_by_pool:
+            node["pools"] = _pool_quota(low_by_pool, high_by_pool, (p.name for p in declared))
         if row.weight != 1.0:
             node["weight"] = int(row.weight) if row.weight.is_integer() else row.weight
         if row.pods:
@@ -443,7 +501,11 @@ def tree_export() -> dict:
         return node
 
     roots = children.get(None, [])
-    spec: dict = {"root": render(roots[0]) if roots else {}}
+    spec: dict = {}
+    declared = pools.pools_of(roots[0].node_pools) if roots else ()
+    if declared:
+        spec["nodePools"] = [pool.as_json() for pool in declared]
+    spec["root"] = render(roots[0]) if roots else {}
     if roots and roots[0].half_life is not None:
         spec["fairSharing"] = {"halfLife": fairness.format_half_life(roots[0].half_life)}
     return {

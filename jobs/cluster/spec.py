@@ -88,6 +88,10 @@ class JobSpec:
     # The objects the team sent, the job's first, when it sent them: Caldera creates these
     # with its own additions (jobs.cluster.manifests.objects) instead of making its own.
     objects: tuple[dict[str, Any], ...] = ()
+    # The node pool the admission cycle placed it in ("" for none), and what the pool adds
+    # to every pod: its node labels and tolerations (queues.pools).
+    pool: str = ""
+    pool_placement: Placement = Placement()
 
     @property
     def autoscales(self) -> bool:
@@ -117,12 +121,17 @@ class JobSpec:
                     parse_resources("autoscaler", AUTOSCALER_RESOURCES),
                 )
             )
-        pods = [(f"{self.object_name}-{self.head.name}-0", head, self.head.placement)]
+        pool = self.pool_placement
+        pods = [(f"{self.object_name}-{self.head.name}-0", head, self.head.placement.joined(pool))]
         for group in self.workers:
             flat = self.kind == "pytorch" or self.runtime == "volcano"
             prefix = "" if flat else f"{group.name}-"
             for index in range(group.replicas):
                 pods.append(
-                    (f"{self.object_name}-{prefix}worker-{index}", group.resources, group.placement)
+                    (
+                        f"{self.object_name}-{prefix}worker-{index}",
+                        group.resources,
+                        group.placement.joined(pool),
+                    )
                 )
         return pods

@@ -41,6 +41,9 @@ from jobs.document.validation import (
 )
 from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
 from queues.phrases import in_language
+from queues.pools import MAX_POOLS
+from queues.pools import NAME as POOL_NAME
+from queues.pools import NAME_LENGTH as POOL_NAME_LENGTH
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DIGITS = re.compile(r"-?\d+")
@@ -280,36 +283,91 @@ class Command(serializers.ListField):
         raise ValidationError(_("must be a list of strings or a shell-style string"))
 
 
-class Pip(serializers.ListField):
-    """Requirement specifiers, as pip takes them: ``torch==2.4.0``, ``requests>=2``."""
+class _Words(serializers.ListField):
+    """A list of at most ``most`` words, each read by ``item`` (its value, or the reason it
+    is refused), every refusal at once by position; ``shape`` says what the list is."""
+
+    most = 0
 
     def __init__(self, **kwargs):
         super().__init__(child=serializers.CharField(), required=False, **kwargs)
+
+    def shape(self) -> str:
+        raise NotImplementedError
+
+    def counted(self, count: int) -> str:
+        raise NotImplementedError
+
+    def item(self, value: object, kept: list[str]) -> tuple[str | None, str]:
+        raise NotImplementedError
 
     def run_validation(self, data=empty) -> list[str]:
         if data is empty or data is None or data == []:
             return []
         if not isinstance(data, list):
-            raise ValidationError(_('must be a list of requirements, such as ["torch==2.4.0"]'))
-        if len(data) > MAX_PIP:
-            raise ValidationError(
-                _("at most %(limit)s requirements, got %(count)s")
-                % {"limit": MAX_PIP, "count": len(data)}
-            )
-        packages, errors = [], {}
-        for index, item in enumerate(data):
-            if not isinstance(item, str) or not item.strip():
-                errors[f"[{index}]"] = [_("must be a requirement such as torch==2.4.0")]
-            elif len(item) > 200 or any(c.isspace() for c in item.strip()):
-                errors[f"[{index}]"] = [
-                    _("%(value)s is not one requirement (no spaces, 200 at most)")
-                    % {"value": repr(item)}
-                ]
+            raise ValidationError(self.shape())
+        if len(data) > self.most:
+            raise ValidationError(self.counted(len(data)))
+        kept: list[str] = []
+        errors = {}
+        for index, value in enumerate(data):
+            word, reason = self.item(value, kept)
+            if word is None:
+                errors[f"[{index}]"] = [reason]
             else:
-                packages.append(item.strip())
+                kept.append(word)
         if errors:
             raise ValidationError(errors)
-        return packages
+        return kept
+
+
+class Pip(_Words):
+    """Requirement specifiers, as pip takes them: ``torch==2.4.0``, ``requests>=2``."""
+
+    most = MAX_PIP
+
+    def shape(self) -> str:
+        return _('must be a list of requirements, such as ["torch==2.4.0"]')
+
+    def counted(self, count: int) -> str:
+        return _("at most %(limit)s requirements, got %(count)s") % {
+            "limit": MAX_PIP, "count": count
+        }  # fmt: skip
+
+    def item(self, value: object, kept: list[str]) -> tuple[str | None, str]:
+        if not isinstance(value, str) or not value.strip():
+            return None, _("must be a requirement such as torch==2.4.0")
+        if len(value) > 200 or any(c.isspace() for c in value.strip()):
+            return None, _("%(value)s is not one requirement (no spaces, 200 at most)") % {
+                "value": repr(value)
+            }
+        return value.strip(), ""
+
+
+class PoolNames(_Words):
+    """The node pools a job accepts, in order (``queues.pools``): names, each once. Whether
+    the tree declares them is the queue's rule (``jobs.services``)."""
+
+    most = MAX_POOLS
+
+    def shape(self) -> str:
+        return _('must be a list of node pool names, such as ["h100", "a100"]')
+
+    def counted(self, count: int) -> str:
+        return _("at most %(limit)s node pools, got %(count)s") % {
+            "limit": MAX_POOLS, "count": count
+        }  # fmt: skip
+
+    def item(self, value: object, kept: list[str]) -> tuple[str | None, str]:
+        if (
+            not isinstance(value, str)
+            or not POOL_NAME.match(value)
+            or len(value) > POOL_NAME_LENGTH
+        ):
+            return None, _("%(value)s is not a node pool's name") % {"value": repr(value)[:80]}
+        if value in kept:
+            return None, _("%(value)s is named twice") % {"value": repr(value)}
+        return value, ""
 
 
 class Env(serializers.DictField):

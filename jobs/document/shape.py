@@ -42,6 +42,7 @@ from jobs.document.fields import (
     ImageReference,
     Number,
     Pip,
+    PoolNames,
     SecretEnv,
     SharedMemory,
     Text,
@@ -352,6 +353,26 @@ FIELDS: tuple[JobField, ...] = (
             codec=NUMBER,
         ),
         spec=_as_is,
+    ),
+    JobField(
+        "pools",
+        partial(
+            PoolNames,
+            help_text="the node pools of the quota tree the job accepts, in order: "
+            '["h100", "a100"]; empty: the tree\'s order. Its pods carry the chosen pool\'s '
+            "node labels and tolerations",
+        ),
+        FormInput(
+            gettext_lazy("Node pools (in order, space-separated)"),
+            section="Scheduling",
+            placeholder="h100 a100",
+            help=gettext_lazy(
+                "the kinds of node it may run on, the one it prefers first; empty: any, in the "
+                "quota tree's order"
+            ),
+            codec=WORDS,
+        ),
+        omit_empty=True,
     ),
     JobField(
         "run_seconds",

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from django.conf import settings
@@ -23,7 +24,8 @@ from jobs.models import IN_CLUSTER, PENDING, Job, kind_shape
 from jobs.tables.jobs import live_config_maps
 from kube.scheduling import Placement
 from queues.models import Queue
-from queues.selectors import queue_department
+from queues.pools import Pool
+from queues.selectors import node_pools, queue_department
 
 # The columns ``job_spec`` reads, and the state where the job's object belongs.
 SPEC_READS = (
@@ -37,6 +39,7 @@ SPEC_READS = (
     "manifest",
     "queue_id",
     "owner_id",
+    "pool",
     "enqueued_at",
     "dequeued_at",
 )
@@ -133,9 +136,20 @@ def jobs_for_specs(jobs: QuerySet[Job]) -> list[Job]:
     return found
 
 
-def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpec:
+def job_spec(
+    job: Job,
+    *,
+    department: str = "",
+    suspend: bool = False,
+    pools: Mapping[str, Pool] | None = None,
+) -> JobSpec:
     """The plain description of a job that manifests and backends take: its document's
-    fields as ``jobs.document.shape`` says JobSpec takes them, its pods and its place."""
+    fields as ``jobs.document.shape`` says JobSpec takes them, its pods and its place,
+    with the node pool it was placed in (``pools``: the tree's, by name; read when not
+    given). A pool the tree no longer declares adds nothing."""
+    pool = None
+    if job.pool:
+        pool = (pools if pools is not None else pools_by_name()).get(job.pool)
     return JobSpec(
         **spec_values(job),
         id=job.pk,
@@ -169,7 +183,13 @@ def job_spec(job: Job, *, department: str = "", suspend: bool = False) -> JobSpe
         batch_scheduler="volcano" if "volcano" in settings.CLUSTER_RUNTIMES else "",
         suspend=suspend,
         objects=tuple(job.manifest["objects"]) if job.manifest else (),
+        pool=job.pool,
+        pool_placement=pool.placement if pool is not None else Placement(),
     )
+
+
+def pools_by_name() -> dict[str, Pool]:
+    return {pool.name: pool for pool in node_pools()}
 
 
 def job_spec_full(job: Job) -> JobSpec:

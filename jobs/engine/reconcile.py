@@ -45,6 +45,7 @@ from jobs.engine.objects import (
     jobs_for_specs,
     object_ref,
     object_wanted,
+    pools_by_name,
     refs_removable,
 )
 from jobs.engine.triggers import request_admission, request_reconcile, request_sync
@@ -78,11 +79,13 @@ def _reconcile(job_ids: Iterable[int], now: datetime) -> None:
     wanted = {job.pk: object_wanted(job.state, job.runtime) for job in jobs}
     # Every queue's department in one query, not one per queue.
     owners = queue_departments({job.queue for job in jobs if wanted[job.pk] != ABSENT})
+    pools = pools_by_name() if any(job.pool for job in jobs) else {}
     present = [
         job_spec(
             job,
             department=owners[job.queue_id].name if job.queue_id in owners else "",
             suspend=wanted[job.pk] == SUSPENDED,
+            pools=pools,
         )
         for job in jobs
         if wanted[job.pk] != ABSENT
@@ -248,7 +251,7 @@ def quota_publish() -> list[str]:
     targets = settings.CLUSTER_PUBLISH_QUOTA
     if not targets:
         return []
-    tree = services.tree_export() if "elasticquotatree" in targets else None
+    tree = services.tree_published() if "elasticquotatree" in targets else None
     if tree is not None and not tree["spec"]["root"]:
         tree = None  # no tree yet: nothing to write
     queues = exchange.volcano_queues() if "volcano" in targets else None

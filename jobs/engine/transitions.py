@@ -20,7 +20,7 @@ No other module changes a job's state; tests/engine/test_transitions.py holds th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -148,21 +148,24 @@ def preempt(ids: list[int], *, now: datetime) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def admit(ids: list[int], *, now: datetime) -> list[tuple[int, str, datetime]]:
-    """Pending jobs are dequeued into the cluster: (id, queue name, enqueue time) of each
-    that moved."""
+def admit(
+    ids: list[int], *, now: datetime, pools: Mapping[int, str] | None = None
+) -> list[tuple[int, str, datetime]]:
+    """Pending jobs are dequeued into the cluster, each in the node pool ``pools`` places
+    it in ("" for none): (id, queue name, enqueue time) of each that moved."""
+    placed = [(pools or {}).get(job_id, "") for job_id in ids]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             UPDATE {JOBS} j
             SET state = %s, dequeued_at = %s, backoff_reason = '', backoff_code = '',
-                backoff_args = '{{}}'::jsonb,
+                backoff_args = '{{}}'::jsonb, pool = v.pool,
                 next_attempt_at = NULL, last_tried_at = %s, start_clock_at = NULL
-            FROM {QUEUES} q
-            WHERE j.id = ANY(%s) AND j.state = ANY(%s) AND q.id = j.queue_id
+            FROM {QUEUES} q, unnest(%s::bigint[], %s::text[]) AS v(id, pool)
+            WHERE j.id = v.id AND j.state = ANY(%s) AND q.id = j.queue_id
             RETURNING j.id, q.name, j.enqueued_at
             """,
-            [State.ADMITTED, now, now, ids, movable(State.ADMITTED, PENDING)],
+            [State.ADMITTED, now, now, ids, placed, movable(State.ADMITTED, PENDING)],
         )
         return cursor.fetchall()
 

@@ -26,14 +26,14 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from jobs.cluster import get_backend
 from jobs.engine.admission.inputs import HEADS_PER_QUEUE as WINDOW
+from jobs.engine.admission.inputs import cluster_allocatable
 from jobs.engine.locks import ESTIMATES, leased
 from jobs.models import LEAVING, PENDING, StartEstimate
 from jobs.tables.jobs import holding_rows, pending_heads, queue_recent_holds
-from kube.quantity import ResourceList
+from kube.quantity import ResourceList, in_pool
 from queues.admission import Candidate, QueueHeads, plan_admissions
-from queues.quota import Node, path_to_root
+from queues.quota import Node, path_to_root, tree_pools
 from queues.selectors import tree_nodes
 
 RECENT_JOBS = 50  # a queue's typical hold is read from its last this many finished jobs
@@ -59,6 +59,7 @@ class Waiter:
     request: ResourceList
     priority: int
     run: timedelta
+    pools: tuple[str, ...] = ()  # the node pools it accepts, in order (queues.pools)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ def estimate_starts(
     than a fiftieth of the time replayed so far (at least a second) free their quota
     together, so a deep queue costs hundreds of rounds, not one per job."""
     used: dict[str, ResourceList] = {}
+    pools = tuple(pool.name for pool in tree_pools(tree))
     ends: list[tuple[datetime, int, str, ResourceList]] = []
     running_now = {job.key for job in holders}
     for job in holders:
@@ -112,7 +114,11 @@ def estimate_starts(
                 line.leaf,
                 [
                     Candidate(
-                        w.key, w.request, (-w.priority, arrival[w.key], w.key), priority=w.priority
+                        w.key,
+                        w.request,
+                        (-w.priority, arrival[w.key], w.key),
+                        priority=w.priority,
+                        pools=w.pools,
                     )
                     for w in waiting[:WINDOW]
                 ],
@@ -122,14 +128,17 @@ def estimate_starts(
             for line, waiting in zip(lines, remaining, strict=True)
             if waiting
         ]
-        plan = plan_admissions(tree=tree, used=used, allocatable=allocatable, queues=heads)
+        plan = plan_admissions(
+            tree=tree, used=used, allocatable=allocatable, queues=heads, pools=pools
+        )
         admitted = {candidate.key for candidate in plan.admitted}
         for index, waiting in enumerate(remaining):
             if not admitted.intersection(w.key for w in waiting[:WINDOW]):
                 continue
             for w in [w for w in waiting[:WINDOW] if w.key in admitted]:
-                _add(used, lines[index].leaf, w.request, +1)
-                heapq.heappush(ends, (clock + w.run, w.key, lines[index].leaf, w.request))
+                request = in_pool(w.request, plan.placed.get(w.key, ""))
+                _add(used, lines[index].leaf, request, +1)
+                heapq.heappush(ends, (clock + w.run, w.key, lines[index].leaf, request))
                 if w.key in wanted:
                     started[w.key] = Start(clock, ended, last_end)
             remaining[index] = [w for w in waiting if w.key not in admitted]
@@ -249,8 +258,9 @@ def estimates_refresh(*, now: datetime | None = None) -> int:
         holds = _holds()
         holders = _holders(now, holds)
         lines = _lines(settings.ESTIMATE_DEPTH, holds)
+        tree = tree_nodes()
         starts = estimate_starts(
-            now=now, tree=tree_nodes(), allocatable=get_backend().allocatable(),
+            now=now, tree=tree, allocatable=cluster_allocatable(tree_pools(tree)),
             holders=holders, lines=lines, wanted={w.key for line in lines for w in line.jobs},
         )  # fmt: skip
         rows = [
@@ -316,6 +326,7 @@ class Newcomer:
     priority: int
     run_seconds: float | None
     ahead: int
+    pools: tuple[str, ...] = ()
 
 
 def estimate_newcomers(newcomers: Sequence[Newcomer], *, now: datetime) -> list[Estimate]:
@@ -332,7 +343,7 @@ def estimate_newcomers(newcomers: Sequence[Newcomer], *, now: datetime) -> list[
         run = holds.get(n.queue_id, Holds()).expected(n.run_seconds)
         # After the pending jobs of its priority, which were queued before it.
         joining.setdefault(n.leaf, []).append(
-            (Waiter(n.key, n.request, n.priority, run), (-n.priority, 1, index))
+            (Waiter(n.key, n.request, n.priority, run, n.pools), (-n.priority, 1, index))
         )
     for leaf, waiters in joining.items():
         line = lines.get(leaf)
@@ -340,8 +351,9 @@ def estimate_newcomers(newcomers: Sequence[Newcomer], *, now: datetime) -> list[
         policy = line.policy if line else next(n.policy for n in placed if n.leaf == leaf)
         merged = sorted([*stored, *waiters], key=lambda pair: pair[1])
         lines[leaf] = Line(leaf, policy, [w for w, _rank in merged])
+    tree = tree_nodes()
     starts = estimate_starts(
-        now=now, tree=tree_nodes(), allocatable=get_backend().allocatable(),
+        now=now, tree=tree, allocatable=cluster_allocatable(tree_pools(tree)),
         holders=_holders(now, holds), lines=list(lines.values()),
         wanted={n.key for n in placed},
     )  # fmt: skip
@@ -369,8 +381,8 @@ def head_starts(
     answers: dict[str, tuple[int, list[Start | None]]] = {
         leaf: (key, []) for leaf, key in heads.items()
     }
-    allocatable = get_backend().allocatable()
     for tree, gone in trees:
+        allocatable = cluster_allocatable(tree_pools(tree))
         starts = estimate_starts(
             now=now, tree=tree, allocatable=allocatable,
             holders=[holder for holder in holders if holder.key not in gone],
@@ -412,7 +424,7 @@ def _holders(now: datetime, holds: Mapping[int, Holds]) -> list[Holder]:
         hold = holds.get(row.queue_id, Holds()).expected(row.run_seconds)
         since = row.dequeued_at
         ends = now if row.state in LEAVING or since is None else since + hold
-        holders.append(Holder(row.id, row.leaf, row.request, ends))
+        holders.append(Holder(row.id, row.leaf, in_pool(row.request, row.pool), ends))
     return holders
 
 
@@ -421,6 +433,6 @@ def _lines(depth: int, holds: Mapping[int, Holds]) -> list[Line]:
     grouped: dict[str, tuple[str, list[Waiter]]] = {}
     for row in pending_heads(depth):
         run = holds.get(row.queue_id, Holds()).expected(row.run_seconds)
-        waiter = Waiter(row.id, row.request, row.priority, run)
+        waiter = Waiter(row.id, row.request, row.priority, run, row.pools)
         grouped.setdefault(row.leaf, (row.policy, []))[1].append(waiter)
     return [Line(leaf, policy, jobs) for leaf, (policy, jobs) in grouped.items()]

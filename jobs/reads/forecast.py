@@ -90,6 +90,7 @@ def forecast_batch(
                 priority=job.priority,
                 run_seconds=job.run_seconds,
                 ahead=stored[i],
+                pools=tuple(job.pools),
             )
             for i, job in enumerate(jobs)
         ],

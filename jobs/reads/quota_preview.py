@@ -24,14 +24,20 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from jobs.cluster import get_backend
-from jobs.engine.admission.inputs import HEADS_PER_QUEUE, queue_heads, read_holding, woken_at
+from jobs.engine.admission.inputs import (
+    HEADS_PER_QUEUE,
+    cluster_allocatable,
+    queue_heads,
+    read_holding,
+    woken_at,
+)
 from jobs.engine.unrunnable import unrunnable_shapes
 from jobs.models import PENDING, Job
 from jobs.reads.estimate import Estimate, describe, head_starts
 from jobs.tables.jobs import pending_heads
 from kube.quantity import ResourceList, human
 from queues.admission import Plan, plan_admissions
-from queues.quota import Node, exceeds_max, path_to_root
+from queues.quota import Node, exceeds_max, path_to_root, tree_pools
 from queues.selectors import shares_used_under
 from queues.services import tree_check
 
@@ -124,14 +130,18 @@ def quota_preview(document: object) -> QuotaPreview:
 
     def plan(tree: Mapping[str, Node], woken: datetime | None, fair: Mapping[str, float]) -> Plan:
         heads = queue_heads(rows, now, woken, HEADS_PER_QUEUE, held=set())
+        pools = tree_pools(tree)
         return plan_admissions(
             tree=tree,
             used=holding.used,
-            allocatable=holding.allocatable,
+            allocatable=(
+                holding.allocatable if pools == tuple(holding.pools) else cluster_allocatable(pools)
+            ),
             queues=[queue for queue in heads if queue.leaf in tree],
             admitted=[job for job in holding.admitted if job.leaf in tree],
             leaving=holding.leaving,
             fair=fair,
+            pools=tuple(pool.name for pool in pools),
         )
 
     # Applying a tree wakes every backing-off job (jobs.receivers.on_tree_changed): the next

@@ -26,12 +26,13 @@ from jobs.cluster import SCHEDULING_FAILURES
 from jobs.engine.admission.inputs import Holding, is_due, read_holding, woken_at
 from jobs.models import PENDING, QUEUE_ORDER, Job, JobEvent, State
 from jobs.reads.selectors import job_positions
-from kube.quantity import ResourceList
+from kube.quantity import ResourceList, in_pool, pool_parts
 from queues import phrases
 from queues.admission import (
     BEST_EFFORT,
     Admitted,
     Candidate,
+    InPools,
     QueueHeads,
     Releasing,
     governs,
@@ -117,14 +118,42 @@ def _jobs(keys: Sequence[int]) -> Phrase:
 
 def _short(short: Shortfall) -> Phrase:
     r, limit = short.resource, short.limit
+    resource, pool = pool_parts(r)
+    args = {
+        "resource": resource, "where": short.where,
+        "used": phrases.quantity(r, short.used, limit),
+        "limit": phrases.quantity(r, limit),
+        "asks": phrases.quantity(r, short.requested, limit),
+    }  # fmt: skip
+    if pool:
+        return Phrase(
+            phrases.WAITING_CLUSTER_POOL
+            if short.where == "cluster"
+            else phrases.WAITING_QUOTA_POOL,
+            {**args, "pool": pool},
+        )
     return Phrase(
-        phrases.WAITING_CLUSTER if short.where == "cluster" else phrases.WAITING_QUOTA,
-        {
-            "resource": r, "where": short.where,
-            "used": phrases.quantity(r, short.used, limit),
-            "limit": phrases.quantity(r, limit),
-            "asks": phrases.quantity(r, short.requested, limit),
-        },
+        phrases.WAITING_CLUSTER if short.where == "cluster" else phrases.WAITING_QUOTA, args
+    )
+
+
+def _in_pools(refusal: InPools) -> Phrase:
+    """What a job placed in no pool it accepts waits for: each pool's shortfall, and the
+    pools it does not accept."""
+    if not refusal.reasons:
+        return refusal.phrase()
+    shorts = [_short(short) for _pool, short in refusal.reasons]
+    clause = (
+        shorts[0]
+        if len(shorts) == 1
+        else Phrase(phrases.WAITING_IN_POOLS, {"clauses": phrases.all_of(shorts)})
+    )
+    if not refusal.unlisted:
+        return clause
+    return Phrase(
+        phrases.WAITING_UNLISTED,
+        {"clause": clause.as_json(), "pools": ", ".join(refusal.unlisted),
+         "count": len(refusal.unlisted)},
     )  # fmt: skip
 
 
@@ -150,8 +179,9 @@ def _tried_now(
     """What the admission rule would do with the job now: (reason, clause, what blocks it,
     the jobs it waits for)."""
     candidate = Candidate(
-        key=job.pk, request=job.request, rank=(-job.priority, 0, job.pk), priority=job.priority
-    )
+        key=job.pk, request=job.request, rank=(-job.priority, 0, job.pk), priority=job.priority,
+        pools=tuple(job.pools),
+    )  # fmt: skip
     plan = plan_admissions(
         tree=holding.tree,
         used=holding.used,
@@ -160,10 +190,18 @@ def _tried_now(
         admitted=holding.admitted,
         leaving=holding.leaving,
         fair=holding.fair,
+        pools=holding.pool_names,
     )
     if any(admitted.key == job.pk for admitted in plan.admitted):
+        pool = plan.placed.get(job.pk)
+        if pool:
+            return NEXT, Phrase(phrases.WAITING_FITS_POOL, {"pool": pool}), None, ()
         return NEXT, Phrase(phrases.WAITING_FITS), None, ()
     refusal = plan.refused[job.pk]
+    if isinstance(refusal, InPools):
+        short = refusal.reasons[0][1] if refusal.reasons else None
+        reason = CLUSTER if short is not None and short.where == "cluster" else QUOTA
+        return reason, _in_pools(refusal), short, ()
     if not isinstance(refusal, Releasing):
         reason = CLUSTER if refusal.where == "cluster" else QUOTA
         clause = _short(refusal)
@@ -178,7 +216,7 @@ def _tried_now(
         clause = Phrase(
             phrases.WAITING_RECLAIM,
             {
-                "resource": refusal.now.resource, "leaf": place.leaf,
+                "resource": phrases.resource(refusal.now.resource), "leaf": place.leaf,
                 "victims": _leaving_jobs(keys, [p.victim for p in victims]),
                 "borrowers": ", ".join(borrowers), "count": len(borrowers),
             },
@@ -254,12 +292,20 @@ def explain(
     if job.state not in PENDING or place is None:
         return None
     tree, used, allocatable = holding.tree, holding.used, holding.allocatable
-    path = tuple(
-        path_standing(
-            leaf=place.leaf, request=job.request, tree=tree, used=used, allocatable=allocatable,
-            lent=holding.lent() if lent is None else lent,
-        )
-    )  # fmt: skip
+    lent = holding.lent() if lent is None else lent
+
+    def standing(pool: str) -> tuple[Standing, ...]:
+        """The path table for the job's request as placed in ``pool`` ("" none)."""
+        return tuple(
+            path_standing(
+                leaf=place.leaf, request=in_pool(job.request, pool), tree=tree, used=used,
+                allocatable=allocatable, lent=lent,
+            )
+        )  # fmt: skip
+
+    pools = holding.pool_names
+    preferred = next((p for p in job.pools if p in pools), "") if job.pools else ""
+    path = standing(preferred or (pools[0] if pools else ""))
     if not place.open:
         clause = Phrase(phrases.WAITING_CLOSED, {"queue": place.queue_name})
         return Waiting(CLOSED, _sentence(clause), path, _clause=clause)
@@ -278,6 +324,8 @@ def explain(
         )  # fmt: skip
         return Waiting(BEHIND, summary, path, blocking, ahead, head, head.job_id, _clause=summary)
     reason, clause, blocking, leaving = _tried_now(job, place, holding)
+    if blocking is not None and pool_parts(blocking.resource)[1]:
+        path = standing(pool_parts(blocking.resource)[1])
     if job.state == State.BACKOFF and not due:
         backoff = (
             Phrase(job.backoff_code, job.backoff_args).as_json()
@@ -333,7 +381,7 @@ def _own_ask(blocking: Shortfall | None) -> Phrase:
     r = blocking.resource
     return Phrase(
         phrases.WAITING_OWN_ASK,
-        {"resource": r, "amount": phrases.quantity(r, blocking.requested)},
+        {"resource": phrases.resource(r), "amount": phrases.quantity(r, blocking.requested)},
     )
 
 

@@ -32,8 +32,21 @@ from jobs.models import (
     State,
     queue_order_sql,
 )
-from kube.quantity import ResourceList
+from kube.quantity import POOL_MARK, ResourceList
 from queues.selectors import QUEUES, QUOTA_NODES
+
+
+def placed_request(alias: str) -> str:
+    """A lateral set of (key, value): the request of job ``alias`` as placed in its pool, its
+    totals and, for a job placed in a pool, each again as the pool's share
+    (``kube.quantity.in_pool``); what the cycle counts, summed in SQL."""
+    return f"""
+        CROSS JOIN LATERAL (
+            SELECT e.key, e.value FROM jsonb_each_text({alias}.request) e
+            UNION ALL
+            SELECT e.key || '{POOL_MARK}' || {alias}.pool, e.value
+            FROM jsonb_each_text({alias}.request) e WHERE {alias}.pool <> ''
+        ) r"""
 
 
 def leaf_holding() -> tuple[dict[str, ResourceList], dict[str, ResourceList]]:
@@ -47,7 +60,7 @@ def leaf_holding() -> tuple[dict[str, ResourceList], dict[str, ResourceList]]:
             FROM {JOBS} j
             JOIN {QUEUES} q ON q.id = j.queue_id
             JOIN {QUOTA_NODES} n ON n.id = q.node_id
-            CROSS JOIN LATERAL jsonb_each_text(j.request) r
+            {placed_request("j")}
             WHERE j.state = ANY(%s)
             GROUP BY n.path, r.key
             """,
@@ -71,6 +84,7 @@ class HoldingRow(NamedTuple):
     state: str
     queue_id: int
     run_seconds: float | None
+    pool: str
 
 
 def holding_rows() -> list[HoldingRow]:
@@ -81,7 +95,7 @@ def holding_rows() -> list[HoldingRow]:
         cursor.execute(
             f"""
             SELECT j.id, n.path, j.request::text, j.priority, j.dequeued_at, j.state,
-                   j.queue_id, j.run_seconds
+                   j.queue_id, j.run_seconds, j.pool
             FROM {JOBS} j
             JOIN {QUEUES} q ON q.id = j.queue_id
             JOIN {QUOTA_NODES} n ON n.id = q.node_id
@@ -108,6 +122,7 @@ class PendingRow(NamedTuple):
     last_tried_at: datetime | None
     run_seconds: float | None
     namespace: str
+    pools: tuple[str, ...]
 
 
 def pending_heads(limit: int) -> list[PendingRow]:
@@ -118,12 +133,12 @@ def pending_heads(limit: int) -> list[PendingRow]:
             f"""
             SELECT n.path, q.policy, q.preemption, q.id, h.id, h.priority, h.enqueued_at,
                    h.request::text, h.state, h.next_attempt_at, h.last_tried_at, h.run_seconds,
-                   h.namespace
+                   h.namespace, h.pools::text
             FROM {QUEUES} q
             JOIN {QUOTA_NODES} n ON n.id = q.node_id
             CROSS JOIN LATERAL (
                 SELECT j.id, j.priority, j.ticket, j.enqueued_at, j.request, j.state,
-                       j.next_attempt_at, j.last_tried_at, j.run_seconds, j.namespace
+                       j.next_attempt_at, j.last_tried_at, j.run_seconds, j.namespace, j.pools
                 FROM {JOBS} j
                 WHERE j.queue_id = q.id AND j.state = ANY(%s)
                 ORDER BY {queue_order_sql("j")}
@@ -135,7 +150,9 @@ def pending_heads(limit: int) -> list[PendingRow]:
             [list(PENDING), limit],
         )
         return [
-            PendingRow._make((*row[:7], request_units(row[7]), *row[8:]))
+            PendingRow._make(
+                (*row[:7], request_units(row[7]), *row[8:13], tuple(json.loads(row[13])))
+            )
             for row in cursor.fetchall()
         ]
 
@@ -203,7 +220,7 @@ def queue_holding(queue_id: int) -> ResourceList:
         cursor.execute(
             f"""
             SELECT r.key, SUM(r.value::bigint) FROM {JOBS} j
-            CROSS JOIN LATERAL jsonb_each_text(j.request) r
+            {placed_request("j")}
             WHERE j.queue_id = %s AND j.state = ANY(%s)
             GROUP BY r.key
             """,

@@ -26,6 +26,7 @@ from jobs.usage import charts, samples
 from jobs.usage.schema import UsagePointOut
 from kube.quantity import human
 from queues.fairness import format_half_life
+from queues.phrases import resource_name
 from queues.quota import Balance
 from queues.selectors import queues_for_user
 
@@ -39,7 +40,7 @@ def _balance_rows(balances: Mapping[str, Balance]) -> list[dict]:
         h = partial(human, name)
         rows.append(
             {
-                "name": name,
+                "name": resource_name(name),
                 "used": h(b.used),
                 "min": h(b.min or 0),
                 "max": "no limit" if b.max is None else h(b.max),

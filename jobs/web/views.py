@@ -50,9 +50,10 @@ from jobs.models import LIVE, Job, State
 from jobs.reads import estimate, listing, logs, selectors, waiting
 from jobs.reads.forecast import UNSTORED, forecast
 from jobs.usage.views import usage_chart
-from kube.quantity import human
+from kube.quantity import human, pool_parts
 from kube.yaml_text import YamlRefused, load_file
 from queues import selectors as queue_selectors
+from queues.phrases import resource_name
 from queues.quota import shown_resources
 from queues.selectors import queues_for_user
 
@@ -81,7 +82,7 @@ def _resource_rows(node, used: Mapping[str, int]) -> list[dict]:
         limit = maximum.get(name)
         rows.append(
             {
-                "name": name,
+                "name": resource_name(name),
                 "min": human(name, minimum[name]) if name in minimum else "",
                 "max": human(name, limit) if limit is not None else _("no limit"),
                 "used": human(name, used.get(name, 0), like=limit or minimum.get(name)),
@@ -105,8 +106,8 @@ def _path_rows(told: waiting.Waiting | None, request: Mapping[str, int]) -> list
         rows.append(
             {
                 "where": row.where,
-                "resource": r,
-                "asks": human(r, request.get(r, 0), like),
+                "resource": resource_name(r),
+                "asks": human(r, request.get(r, request.get(pool_parts(r)[0], 0)), like),
                 "min": "" if row.min is None else human(r, row.min),
                 "max": _("no limit") if row.max is None else human(r, row.max),
                 "used": human(r, row.used, like),

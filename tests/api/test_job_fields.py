@@ -15,8 +15,10 @@ from jobs.document.shape import FIELDS, FormInput, NoInput
 from jobs.engine.objects import job_spec
 from jobs.models import Job, kind_shape
 from jobs.web.answers.jobs import JobOut, job_out
+from queues.services import tree_apply
 
 from ..support.jobs import submit_document
+from ..support.trees import pooled_tree_document
 
 pytestmark = pytest.mark.django_db
 
@@ -52,6 +54,7 @@ PYTORCH = {
     "claims": [{"claim": "datasets", "path": "/data", "read_only": True}],
     "shm": "8Gi",
     "secret_env": {"HF_TOKEN": "hf-credentials/token"},
+    "pools": ["a100", "h100"],
 }
 # What Caldera adds to a job: the columns no field of the document is kept in.
 CALDERA_S_OWN = {
@@ -80,6 +83,7 @@ CALDERA_S_OWN = {
     "start_clock_at",
     "leaving_since",
     "ticket",
+    "pool",  # the node pool the admission cycle placed it in
 }
 
 
@@ -105,6 +109,8 @@ def test_the_api_declares_every_field_in_order():
 
 @pytest.mark.parametrize("document", [RAY, PYTORCH], ids=["ray", "pytorch"])
 def test_every_field_goes_through_every_place(member, document):
+    if "pools" in document:  # a tree that declares them
+        tree_apply(document=pooled_tree_document())
     shape = kind_shape(document["kind"])
     own = [f for f in FIELDS if not f.of_kind or getattr(shape, f.of_kind) == f.name]
     draft = job_parse(copy.deepcopy(document))

@@ -21,6 +21,36 @@ def seed_tree_document() -> dict:
     return yaml.safe_load(SEED_TREE.read_text())
 
 
+GPU = "nvidia.com/gpu"
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-SXM4-80GB"
+TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def pooled_tree_document() -> dict:
+    """The seed's tree with an H100 and an A100 pool: algorithm's share of the H100s is 4
+    (2 of them video's), of the A100s up to 8; video may hold 8 GPUs in all."""
+    document = seed_tree_document()
+    document["spec"]["nodePools"] = [
+        {"name": "h100", "nodeLabels": {f"{GPU}.product": H100}, "tolerations": [TOLERATION]},
+        {"name": "a100", "nodeLabels": {f"{GPU}.product": A100}, "tolerations": [TOLERATION]},
+    ]
+    root = document["spec"]["root"]
+    root["pools"] = {
+        "h100": {"min": {GPU: 8}, "max": {GPU: 8}},
+        "a100": {"min": {GPU: 8}, "max": {GPU: 8}},
+    }
+    algorithm = next(kid for kid in root["children"] if kid["name"] == "algorithm")
+    algorithm["pools"] = {
+        "h100": {"min": {GPU: 4}, "max": {GPU: 4}},
+        "a100": {"min": {GPU: 4}, "max": {GPU: 8}},
+    }
+    video = next(kid for kid in algorithm["children"] if kid["name"] == "video")
+    video["max"][GPU] = 8
+    video["pools"] = {"h100": {"min": {GPU: 2}, "max": {GPU: 4}}}
+    return document
+
+
 def node(path, min=None, max=None, namespaces=()):
     return Node(
         path=path,

@@ -139,6 +139,22 @@ def storage(spec: JobSpec, pod: dict[str, Any], container: dict[str, Any], scrip
         pod["volumes"] = volumes
 
 
+def in_pool(spec: JobSpec, pod: dict[str, Any]) -> None:
+    """A pod of a job placed in a node pool carries the pool's node labels in its
+    ``nodeSelector`` and the pool's tolerations, added to the team's own."""
+    pool = spec.pool_placement
+    if not pool:
+        return
+    if pool.node_selector:
+        pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **dict(pool.node_selector)}
+    if pool.tolerations:
+        tolerations = list(pod.get("tolerations") or [])
+        for toleration in pool.placement_tolerations():
+            if toleration not in tolerations:
+                tolerations.append(toleration)
+        pod["tolerations"] = tolerations
+
+
 def script_configmap(spec: JobSpec) -> dict[str, Any]:
     """The job's script text as a ConfigMap, mounted by the runtime's pods."""
     return {

@@ -28,6 +28,7 @@ def replica_spec(spec: JobSpec, group: PodGroup, replicas: int) -> dict[str, Any
         container["env"] = common.env(spec)
     pod: dict[str, Any] = {"containers": [container]}
     common.storage(spec, pod, container, SCRIPT_DIR)
+    common.in_pool(spec, pod)
     return {
         "replicas": replicas,
         "restartPolicy": "OnFailure",

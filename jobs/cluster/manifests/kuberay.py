@@ -37,6 +37,7 @@ def head_group(spec: JobSpec) -> dict[str, Any]:
         container["env"] = common.secret_env(spec)
     pod: dict[str, Any] = {"containers": [container]}
     common.storage(spec, pod, container, SCRIPT_DIR)
+    common.in_pool(spec, pod)
     return {
         "rayStartParams": {"dashboard-host": "0.0.0.0"},
         "template": {"metadata": {"labels": common.labels(spec)}, "spec": pod},
@@ -57,6 +58,7 @@ def worker_group(spec: JobSpec, index: int) -> dict[str, Any]:
         container["env"] = common.secret_env(spec)
     pod: dict[str, Any] = {"containers": [container]}
     common.storage(spec, pod, container, "")
+    common.in_pool(spec, pod)
     return {
         "groupName": group.name,
         "replicas": group.replicas,

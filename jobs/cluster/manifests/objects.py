@@ -273,6 +273,7 @@ def with_additions(spec: JobSpec) -> list[dict[str, Any]]:
         template = value_at(job, where)
         if isinstance(template, dict):
             _mark(template.setdefault("metadata", {}), spec, annotate=False)
+            common.in_pool(spec, template.setdefault("spec", {}))
     suspend = suspend_path(kind)
     if suspend is not None:
         _put(job, suspend, spec.suspend)

@@ -33,6 +33,7 @@ def _task(
         container["env"] = common.env(spec)
     pod: dict[str, Any] = {"containers": [container], "restartPolicy": "OnFailure"}
     common.storage(spec, pod, container, _script_dir(spec))
+    common.in_pool(spec, pod)
     if spec.priority_class:
         pod["priorityClassName"] = spec.priority_class
     return {

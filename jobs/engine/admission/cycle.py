@@ -127,6 +127,7 @@ def _one_cycle(now: datetime) -> CycleWrite:
         admitted=holding.admitted,
         leaving=holding.leaving,
         fair=holding.fair,
+        pools=holding.pool_names,
     )
     leaf_of = {c.key: q.leaf for q in heads for c in q.candidates}
     return plan_write(

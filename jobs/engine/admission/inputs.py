@@ -17,9 +17,10 @@ from datetime import datetime, timedelta
 from jobs.cluster import get_backend
 from jobs.models import LEAVING, AdmissionWake, State
 from jobs.tables.jobs import PendingRow, holding_rows, leaf_holding
-from kube.quantity import ResourceList, add
+from kube.quantity import ResourceList, add, in_pool
 from queues.admission import Admitted, Candidate, QueueHeads
-from queues.quota import Node, lent_by_node, rollup
+from queues.pools import Pool, allocatable_by_pool
+from queues.quota import Node, lent_by_node, rollup, tree_pools
 from queues.selectors import half_life, shares_used_under, tree_nodes
 
 # What a cycle offers the rule of each queue: its first jobs, in queue order.
@@ -41,7 +42,7 @@ def holding_jobs() -> tuple[list[Admitted], list[Admitted]]:
         job = Admitted(
             key=row.id,
             leaf=row.leaf,
-            request=row.request,
+            request=in_pool(row.request, row.pool),
             priority=row.priority,
             admitted_at=row.dequeued_at,
         )
@@ -87,6 +88,7 @@ def queue_heads(
             rank=(-row.priority, row.enqueued_at, row.id),
             due=due,
             priority=row.priority,
+            pools=row.pools,
         )
         grouped.setdefault(row.leaf, (row.policy, row.preemption, []))[2].append(candidate)
     return [
@@ -113,6 +115,11 @@ class Holding:
     # Each node's share used while the tree has a half-life (queues.fairness), else empty.
     fair: Mapping[str, float] = field(default_factory=dict)
     half_life: timedelta | None = None
+    pools: Sequence[Pool] = ()  # the tree's node pools, in its order
+
+    @property
+    def pool_names(self) -> tuple[str, ...]:
+        return tuple(pool.name for pool in self.pools)
 
     def lent(self) -> dict[str, ResourceList]:
         return lent_by_node(self.tree, self.used)
@@ -124,15 +131,26 @@ def read_holding() -> Holding:
     admitted, leaving = holding_jobs()
     tree = tree_nodes()
     half = half_life()
+    pools = tree_pools(tree)
     return Holding(
         tree=tree,
         used=usage_of(admitted + leaving),
-        allocatable=get_backend().allocatable(),
+        allocatable=cluster_allocatable(pools),
         admitted=admitted,
         leaving=leaving,
         fair=shares_used_under(tree, half),
         half_life=half,
+        pools=pools,
     )
+
+
+def cluster_allocatable(pools: Sequence[Pool]) -> ResourceList | None:
+    """What the cluster's nodes hold, with each node pool's share beside it."""
+    backend = get_backend()
+    allocatable = backend.allocatable()
+    if not pools or allocatable is None:
+        return allocatable
+    return allocatable_by_pool(allocatable, backend.nodes(), pools)
 
 
 def woken_at() -> datetime | None:

@@ -15,7 +15,7 @@ from jobs.engine import transitions
 from jobs.engine.admission.inputs import leaf_usage
 from jobs.engine.locks import lock_jobs, retrying
 from jobs.models import AdmissionWake, JobEvent, State
-from kube.quantity import ResourceList, add, human
+from kube.quantity import ResourceList, add, human, in_pool
 from queues import phrases
 from queues.admission import Plan, Preemption
 from queues.phrases import Phrase
@@ -84,11 +84,13 @@ def plan_write(
             + list(plan.refused)
         )
         preempted = _write_preemptions(plan.preempted, now)
-        dequeued = _write_dequeues([c.key for c in plan.admitted], now)
+        dequeued = _write_dequeues([c.key for c in plan.admitted], now, plan.placed)
         backed_off = write_backoffs(plan.refused, now)
         if dequeued:
             added: dict[str, ResourceList] = {}
-            requests = {c.key: c.request for c in plan.admitted}
+            requests = {
+                c.key: in_pool(c.request, plan.placed.get(c.key, "")) for c in plan.admitted
+            }
             for key in dequeued:
                 added[leaf_of[key]] = add(added.get(leaf_of[key], {}), requests[key])
             found = breaches(
@@ -132,10 +134,10 @@ def _write_preemptions(preemptions: list[Preemption], now: datetime) -> list[int
     return moved
 
 
-def _write_dequeues(ids: list[int], now: datetime) -> list[int]:
+def _write_dequeues(ids: list[int], now: datetime, pools: Mapping[int, str]) -> list[int]:
     if not ids:
         return []
-    rows = transitions.admit(ids, now=now)
+    rows = transitions.admit(ids, now=now, pools=pools)
     JobEvent.objects.record(
         (
             (

@@ -31,7 +31,16 @@ from queues.departments import department_create, membership_set
 from queues.models import Department, QuotaNode
 from queues.services import tree_apply
 
-SEED_TREE = Path(settings.BASE_DIR) / "queues" / "data" / "seed-tree.yaml"
+# The seed's tree with two GPU node pools, H100 and A100 (its header says how they are shared),
+# on the nodes below unless SIMULATED_CLUSTER_NODES names others.
+DEMO_TREE = Path(settings.BASE_DIR) / "queues" / "data" / "demo-tree.yaml"
+GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
+DEMO_NODES = (
+    "2xcpu=16,memory=64Gi,nvidia.com/gpu=4 labels:nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 "
+    f"taints:{GPU_TAINT};"
+    "2xcpu=16,memory=64Gi,nvidia.com/gpu=4 labels:nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB "
+    f"taints:{GPU_TAINT}"
+)
 DEPARTMENTS = [
     ("algorithm", "root/algorithm"),
     ("infrastructure", "root/infrastructure"),
@@ -57,12 +66,15 @@ SEED_RAYJOB = {
     "workers": [{"name": "small-group", "replicas": 2, "resources": {"cpu": "4", "memory": "4G"}}],
     "run_seconds": 90,
 }
+# username, queue, kind, head cpu, workers, worker cpu, GPUs per worker, the pools it accepts.
 TRAFFIC = [
-    ("alice", "root/algorithm/video", "ray", 2, 1, 2),
-    ("bob", "root/algorithm/text", "pytorch", 4, 2, 4),
-    ("dora", "root/infrastructure/devops", "ray", 2, 2, 2),
-    ("ian", "root/interns/intern-video", "ray", 4, 3, 4),
-    ("ian", "root/interns/intern-text", "pytorch", 8, 1, 8),
+    ("alice", "root/algorithm/video", "ray", 2, 1, 2, 0, []),
+    ("alice", "root/algorithm/video", "ray", 2, 2, 2, 1, ["h100", "a100"]),
+    ("bob", "root/algorithm/text", "pytorch", 4, 2, 4, 0, []),
+    ("bob", "root/algorithm/text", "pytorch", 4, 2, 4, 2, ["h100"]),
+    ("dora", "root/infrastructure/devops", "ray", 2, 2, 2, 1, ["a100"]),
+    ("ian", "root/interns/intern-video", "ray", 4, 3, 4, 0, []),
+    ("ian", "root/interns/intern-text", "pytorch", 8, 1, 8, 2, []),
 ]
 MAX_PENDING = 25
 
@@ -71,6 +83,9 @@ class Command(BaseCommand):
     help = "Run the demo portal (web, worker, beat, simulated cluster) in the foreground."
 
     def handle(self, *args, **options):
+        if "SIMULATED_CLUSTER_NODES" not in os.environ:
+            # The demo's GPU nodes, for the children (the environment) and this process.
+            os.environ["SIMULATED_CLUSTER_NODES"] = settings.SIMULATED_CLUSTER_NODES = DEMO_NODES
         call_command("migrate", interactive=False, verbosity=0)
         self.load_seed()
         port = os.environ.get("PORT", "8000")
@@ -109,8 +124,8 @@ class Command(BaseCommand):
 
     def load_seed(self) -> None:
         if not QuotaNode.objects.exists():
-            tree_apply(document=yaml.safe_load(SEED_TREE.read_text()))
-            self.stdout.write("loaded the seed's ElasticQuotaTree")
+            tree_apply(document=yaml.safe_load(DEMO_TREE.read_text()))
+            self.stdout.write("loaded the seed's ElasticQuotaTree, with two GPU node pools")
         for name, path in DEPARTMENTS:
             if not Department.objects.filter(name=name).exists():
                 department_create(name=name, quota_node=QuotaNode.objects.get(path=path))
@@ -135,18 +150,19 @@ class Command(BaseCommand):
     def submit_traffic_job(self) -> None:
         if Job.objects.filter(state__in=PENDING).count() >= MAX_PENDING:
             return
-        username, queue, kind, head_cpu, replicas, worker_cpu = random.choice(TRAFFIC)
+        username, queue, kind, head_cpu, replicas, worker_cpu, gpus, pools = random.choice(TRAFFIC)
         resources = lambda cpu: {"cpu": str(cpu), "memory": f"{cpu * 2}Gi"}  # noqa: E731
+        worker = resources(worker_cpu) | ({"nvidia.com/gpu": str(gpus)} if gpus else {})
         body: dict[str, object] = {
             "queue": queue,
             "kind": kind,
             "name": f"demo-{kind}-{random.randint(100, 999)}",
             "image": "rayproject/ray:2.36.1" if kind == "ray" else "pytorch/pytorch:2.4.0",
-            "workers": [
-                {"name": "worker", "replicas": replicas, "resources": resources(worker_cpu)}
-            ],
+            "workers": [{"name": "worker", "replicas": replicas, "resources": worker}],
             "run_seconds": random.randint(20, 90),
         }
+        if pools:
+            body["pools"] = pools
         if kind == "ray":
             body |= {
                 "entrypoint": "python -c 'import ray; ray.init()'",
