@@ -120,30 +120,33 @@ class Submission:
         return self.native.paths() if self.native else nullcontext()
 
 
-def submission_read(body: object, *, queue: str = "", priority: object = None) -> Submission:
+def submission_read(
+    body: object, *, queue: str = "", priority: object = None, pools: str | None = None
+) -> Submission:
     """A job document, Caldera's or a Kubernetes object (a RayJob, a PyTorchJob, a Volcano
     Job, alone or with its ConfigMaps), read and checked as a draft.
 
     The queue is, in order: ``queue`` (the caller's ?queue= or ``--queue``: the object's own
     places for it are then replaced by it), the object's own (``QUEUE_LABELS``, then a
     Volcano Job's ``spec.queue`` or a PyTorchJob's scheduling queue), else the queue whose
-    leaf binds the object's namespace. ``priority`` (?priority=) overrides the document's.
+    leaf binds the object's namespace. ``priority`` (?priority=) overrides the document's,
+    and ``pools`` (?pools=h100,a100) its node pools.
     """
     if not is_manifest(body):
-        if not queue and priority is None:
+        if not queue and priority is None and pools is None:
             return Submission(job_parse(body))  # the hot path: a batch reads a thousand
-        return Submission(job_parse(_overridden(body, queue, priority)))
+        return Submission(job_parse(_overridden(body, queue, priority, pools)))
     native = read_body(body)
     if queue:
         native.queue = queue
         native.where.pop("queue", None)  # a refusal names the parameter itself
     elif not native.queue:
         native.queue = _namespace_queue(native)
-    return Submission(_native_draft(native, priority, queue_named=bool(queue)), native)
+    return Submission(_native_draft(native, priority, queue_named=bool(queue), pools=pools), native)
 
 
-def _overridden(document: object, queue: str, priority: object) -> object:
-    """The document with the query's queue and priority over its own."""
+def _overridden(document: object, queue: str, priority: object, pools: str | None) -> object:
+    """The document with the query's queue, priority and pools over its own."""
     if not isinstance(document, Mapping):
         return document  # JobIn refuses it whole
     document = dict(document)
@@ -151,10 +154,19 @@ def _overridden(document: object, queue: str, priority: object) -> object:
         document["queue"] = queue
     if priority is not None:
         document["priority"] = number_text(priority)
+    if pools is not None:
+        document["pools"] = _pool_words(pools)
     return document
 
 
-def _native_draft(native: NativeJob, priority: object, *, queue_named: bool) -> JobDraft:
+def _pool_words(named: object) -> object:
+    """Pools said as words ("h100,a100", "h100 a100"), as a list; a list as it is."""
+    return named.replace(",", " ").split() if isinstance(named, str) else named
+
+
+def _native_draft(
+    native: NativeJob, priority: object, *, queue_named: bool, pools: str | None = None
+) -> JobDraft:
     """The object's draft: the columns it gives (``native_columns``), its priority (the
     query's, else its ``caldera.io/priority`` annotation) and expected run time (its
     ``caldera.io/run-seconds``), and the namespace it names, which ``_job_for`` checks
@@ -179,14 +191,12 @@ def _native_draft(native: NativeJob, priority: object, *, queue_named: bool) -> 
             % {"least": MIN_RUN_SECONDS, "most": MAX_RUN_SECONDS}
         ]
     columns["run_seconds"] = seconds
-    named = annotations.get(POOLS_ANNOTATION)
+    named = pools if pools is not None else annotations.get(POOLS_ANNOTATION)
     if named is not None:
         try:
-            columns["pools"] = PoolNames().run_validation(
-                named.replace(",", " ").split() if isinstance(named, str) else named
-            )
+            columns["pools"] = PoolNames().run_validation(_pool_words(named))
         except ValidationError as invalid:
-            errors[f"metadata.annotations.{POOLS_ANNOTATION}"] = [
+            errors["pools" if pools is not None else native.place("pools")] = [
                 f"{where}: {reason}" if where else reason
                 for where, reasons in flat(invalid.detail).items()
                 for reason in reasons
@@ -371,6 +381,7 @@ def job_submit_batch(
     key: IdempotencyKey | None = None,
     queue: str = "",
     priority: object = None,
+    pools: str | None = None,
 ) -> list[Job]:
     """Queue up to BATCH_MAX job documents at once, all or none (a CI pipeline's sweep).
 
@@ -384,7 +395,7 @@ def job_submit_batch(
     batch_size_check(len(documents))
     submission_key_check(user=user, key=key, now=now)
     jobs = job_preview_batch(
-        user=user, documents=documents, now=now, queue=queue, priority=priority
+        user=user, documents=documents, now=now, queue=queue, priority=priority, pools=pools
     )
     _reserve_tickets(jobs)
     with submission_once(user=user, key=key, now=now) as record, _name_kept(*jobs):
@@ -406,6 +417,7 @@ def job_preview_batch(
     now: datetime | None = None,
     queue: str = "",
     priority: object = None,
+    pools: str | None = None,
 ) -> list[Job]:
     """The jobs ``job_submit_batch`` would queue, in the order sent, checked the same way
     but not saved: each queue is looked up once, the user's roles and the cluster's node
@@ -417,7 +429,7 @@ def job_preview_batch(
     read: list[Submission | None] = []
     for document in documents:
         try:
-            submission = submission_read(document, queue=queue, priority=priority)
+            submission = submission_read(document, queue=queue, priority=priority, pools=pools)
         except JobInvalid as invalid:
             drafts.append(invalid)
             read.append(None)
@@ -563,15 +575,18 @@ def _job_for(
         )
     pods = job_pods(kind=draft.kind, runtime=draft.runtime, head=draft.head, workers=draft.workers)
     placements = job_placements(kind=draft.kind, head=draft.head, workers=draft.workers)
-    accepted, asked = _pools_accepted(draft, tree_pools(path_nodes), placements, errors)
-    nowhere = unplaceable(
-        pods=pods,
-        nodes=nodes,
-        path_nodes=path_nodes.values(),
-        request=draft.request,
-        placements=placements,
-        pools=accepted,
-    )
+    declared = tree_pools(path_nodes)
+    accepted, asked = _pools_accepted(draft, declared, placements, errors)
+    nowhere = None
+    if accepted or not declared:  # else refused already: it accepts no pool of the tree
+        nowhere = unplaceable(
+            pods=pods,
+            nodes=nodes,
+            path_nodes=path_nodes.values(),
+            request=draft.request,
+            placements=placements,
+            pools=accepted,
+        )
     if nowhere is not None:
         errors.setdefault(nowhere.field, []).append(
             _("can never run: %(reason)s") % {"reason": nowhere.phrase.text()}
@@ -624,7 +639,7 @@ def _pools_accepted(
     names pools is refused where the tree declares none."""
     named = draft.columns.get("pools") or []
     by_name = {pool.name: pool for pool in pools}
-    field = "pools" if draft.native is None else f"metadata.annotations.{POOLS_ANNOTATION}"
+    field = "pools" if draft.native is None else draft.native.place("pools")
     if named:
         if not pools:
             errors.setdefault(field, []).append(
@@ -649,7 +664,7 @@ def _pools_accepted(
         errors.setdefault(f"{pod}.spec.nodeSelector", []).append(
             _("its nodeSelector %(selector)s matches no node pool of the quota tree (%(pools)s)")
             % {
-                "selector": head.selector_text() or "{}",
+                "selector": ", ".join(f"{k}={v}" for k, v in head.node_selector),
                 "pools": "; ".join(
                     f"{pool.name}: " + ", ".join(f"{k}={v}" for k, v in pool.labels.items())
                     for pool in pools

@@ -50,7 +50,7 @@ from jobs.models import JobEvent, Lease, State
 from jobs.reads.selectors import jobs_stuck_leaving, usage_by_path
 from jobs.tables.events import ADMISSION_WAIT_BOUNDS, event_waits
 from jobs.tables.jobs import queue_pending_counts
-from kube.quantity import scale
+from kube.quantity import pool_parts, scale
 from queues.models import Queue
 from queues.selectors import tree_nodes
 
@@ -171,14 +171,23 @@ class DatabaseCollector:
         yield from (admitted, preempted, evicted, wait)
 
     def _quota(self) -> Iterator[Metric]:
-        labels = ["node", "resource"]
+        """Each node's min, max and use per resource; where the tree has node pools, each
+        pool's share of them beside, with the pool as ``flavor`` (Kueue's name for it)."""
         described = {
             "min": "The node's guaranteed quota (min)",
             "max": "The node's ceiling (max)",
             "used": "What the jobs under the node hold (admitted, running, leaving)",
         }
         families = {
-            name: GaugeMetricFamily(f"caldera_quota_{name}", text, labels=labels)
+            name: GaugeMetricFamily(f"caldera_quota_{name}", text, labels=["node", "resource"])
+            for name, text in described.items()
+        }
+        in_pools = {
+            name: GaugeMetricFamily(
+                f"caldera_pool_quota_{name}",
+                f"{text}, in one node pool (flavor)",
+                labels=["node", "resource", "flavor"],
+            )
             for name, text in described.items()
         }
         used = usage_by_path()
@@ -188,9 +197,15 @@ class DatabaseCollector:
                 ("max", node.max),
                 ("used", used.get(path, {})),
             ):
-                for resource, units in sorted(amounts.items()):
-                    families[name].add_metric([path, resource], units / scale(resource))
+                for key, units in sorted(amounts.items()):
+                    resource, pool = pool_parts(key)
+                    if pool:
+                        in_pools[name].add_metric([path, resource, pool], units / scale(key))
+                    else:
+                        families[name].add_metric([path, resource], units / scale(resource))
         yield from families.values()
+        if any(family.samples for family in in_pools.values()):
+            yield from in_pools.values()
 
 
 DATABASE = CollectorRegistry(auto_describe=False)

@@ -153,9 +153,13 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
     # A Kubernetes object has no queue or priority of Caldera's: they go as the query's,
     # which the server applies over the object's labels (and over a Caldera document's too).
     query = {"queue": args.queue, "priority": args.priority}
+    if args.pool:
+        query["pools"] = ",".join(args.pool)
     if not any(document.native for document in read):
         for document in read:
             document.body.update({k: v for k, v in query.items() if v is not None})
+            if args.pool:
+                document.body["pools"] = list(args.pool)
         query = {}
     api = client()
     if args.dry_run:

@@ -92,6 +92,13 @@ def parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--priority", "-p", type=int, help="the priority, overriding the documents'"
     )
+    submit.add_argument(
+        "--pool",
+        action="append",
+        metavar="POOL",
+        help="a node pool of the quota tree the jobs accept, overriding the documents'; "
+        "given several times, in the order preferred (--pool h100 --pool a100)",
+    )
     submit.add_argument("--wait", "-w", action="store_true", help="wait until the jobs end")
     submit.add_argument(
         "--follow",

@@ -17,7 +17,11 @@ from django.views.decorators.http import require_GET
 from jobs.document.validation import JobInvalid
 from jobs.usage.accounting import EVERY, GROUPS, Report
 from jobs.usage.accounting_out import accounting_answer, row_out
+from kube.quantity import POOL_MARK, pool_parts
 from queues.models import QuotaNode
+from queues.phrases import resource_name
+from queues.quota import pool_shares_named
+from queues.selectors import tree_nodes
 
 FORM = ("from", "to", "group", "node", "every")
 GIB = 2**30
@@ -39,6 +43,7 @@ def every_names() -> dict[str, str]:
 
 def unit(resource: str) -> str:
     """The unit of a resource's hours on the page (the API gives memory in byte-hours)."""
+    resource = pool_parts(resource)[0]
     if resource == "cpu":
         return _("core-hours")
     if resource == "memory":
@@ -49,7 +54,7 @@ def unit(resource: str) -> str:
 def shown(resource: str, value: float | None) -> str:
     if value is None:
         return _("no limit")
-    if resource == "memory":
+    if pool_parts(resource)[0] == "memory":
         value = value / GIB
     if value == 0:
         return "0"
@@ -72,8 +77,14 @@ def wait_text(seconds: float | None) -> str:
 
 def table(report: Report) -> dict:
     """The table's columns and rows: per resource, its hours held and under them the
-    node's min and max over the same time."""
-    resources = [name for name in report.resources if name != "pods"]
+    node's min and max over the same time; a node pool's share of a resource (its hours
+    by pool) where the tree names that share (the API and the CSV give every one)."""
+    named = pool_shares_named(tree_nodes())
+    resources = [
+        name
+        for name in report.resources
+        if name != "pods" and (POOL_MARK not in name or name in named)
+    ]
     rows = []
     for row in report.rows:
         data = row_out(row)
@@ -105,7 +116,7 @@ def table(report: Report) -> dict:
             }
         )
     return {
-        "columns": [{"name": name, "unit": unit(name)} for name in resources],
+        "columns": [{"name": resource_name(name), "unit": unit(name)} for name in resources],
         "rows": rows,
     }
 

@@ -171,6 +171,13 @@ SUBMIT_QUERY = [
         {"type": "integer", "minimum": PRIORITY_RANGE[0], "maximum": PRIORITY_RANGE[1]},
         description="the priority, over the body's",
     ),
+    OpenApiParameter(
+        "pools",
+        str,
+        description="the node pools of the quota tree the job accepts, in order, "
+        "comma-separated (h100,a100), over the body's pools (a Kubernetes object's "
+        "caldera.io/pools annotation or nodeSelector)",
+    ),
 ]
 
 # The body the schema declares: Caldera's document, as JSON. A Kubernetes object (as JSON
@@ -194,7 +201,11 @@ NATIVE = (
 def submit_query(request) -> dict:
     """The query's overrides, as ``services.submission_read`` takes them."""
     params = request.query_params
-    return {"queue": params.get("queue", ""), "priority": params.get("priority")}
+    return {
+        "queue": params.get("queue", ""),
+        "priority": params.get("priority"),
+        "pools": params.get("pools"),
+    }
 
 
 def _keyed(body: object, query: dict) -> object:

@@ -22,10 +22,12 @@ from access.models import AccessToken
 from access.services import token_revoke
 from audit.models import AuditEntry
 from jobs.models import PENDING, Job, State
+from queues.services import tree_apply
 
 from ..support.cli import Cli, json_lines
 from ..support.jobs import RAY_JOB, running, submit_document
 from ..support.polling import wait_for
+from ..support.trees import pooled_tree_document
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -311,3 +313,13 @@ def test_logs_follow_of_a_queued_job_says_once_why_it_has_no_log_and_ends_with_i
     )
     assert sum("has not started" in line for line in said) == 1  # once, polled many times
     assert said[-1].startswith(f"job {job.pk} cli-short: cancelled (Cancelled")
+
+
+def test_the_command_line_names_the_node_pools_a_job_accepts_in_order(cli, tmp_path):
+    refused = cli.run("submit", document(tmp_path, SHORT), "--pool", "h100")
+    assert refused.returncode == 2
+    assert "the quota tree declares no node pools" in refused.stderr
+    tree_apply(document=pooled_tree_document())
+    sent = cli.run("submit", document(tmp_path, SHORT), "--pool", "a100", "--pool", "h100")
+    assert sent.returncode == 0, sent.stderr
+    assert Job.objects.get().pools == ["a100", "h100"]

@@ -14,16 +14,19 @@ from django.utils import timezone
 
 from jobs.cluster import get_backend
 from jobs.cluster.manifests import build_manifests
+from jobs.document.validation import JobInvalid
 from jobs.engine.admission.cycle import admission_cycle
 from jobs.engine.objects import job_spec_full
 from jobs.engine.reconcile import jobs_reconcile
 from jobs.engine.sync import cluster_sync
-from jobs.models import SimulatedPod
+from jobs.models import Hold, SimulatedPod
 from jobs.reads.selectors import queue_usage
 from jobs.reads.waiting import job_waiting
 from jobs.services import job_cancel
 from portal.management.commands.demo import DEMO_NODES
-from queues.services import tree_apply
+from portal.metrics import DatabaseCollector
+from queues.exchange import tree_load, tree_yaml
+from queues.services import tree_apply, tree_import, tree_published
 
 from ..support.jobs import refresh, submit
 from ..support.trees import A100, GPU, TOLERATION, pooled_tree_document
@@ -62,6 +65,19 @@ def test_with_its_h100_share_used_a_job_waits_for_h100_or_runs_on_a100_at_once(p
     first = _run(first, now)
     assert first.pool == "h100" and first.state == "running"
     assert queue_usage(first.queue)[f"{GPU}@h100"] == 4
+    # The figures name the pool as Kueue names a flavor.
+    figures = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in DatabaseCollector().collect()
+        for sample in family.samples
+    }
+    labels = (("flavor", "h100"), ("node", "root/algorithm"), ("resource", GPU))
+    assert figures["caldera_pool_quota_used", labels] == 4
+    assert figures["caldera_pool_quota_max", labels] == 4
+    assert figures["caldera_quota_used", (("node", "root/algorithm"), ("resource", GPU))] == 4
+    # The ledger the accounting reads holds it in the pool too: resource-hours by pool.
+    hold = Hold.objects.get(job=first)
+    assert (hold.request[GPU], hold.request[f"{GPU}@h100"]) == (4, 4)
 
     # Only H100: algorithm's H100 share is used, and the A100s are idle.
     only_h100 = submit(member, now, head=HEAD, workers=TWO_GPUS, pools=["h100"])
@@ -126,8 +142,6 @@ def test_a_tree_without_pools_places_no_job_and_adds_nothing(tree, member, now):
 
 
 def test_naming_a_pool_the_tree_does_not_declare_is_refused_by_position(pools, member, now):
-    from jobs.document.validation import JobInvalid
-
     with pytest.raises(JobInvalid) as refused:
         submit(member, now, workers=TWO_GPUS, pools=["a100", "h200"])
     assert refused.value.errors == {
@@ -136,8 +150,6 @@ def test_naming_a_pool_the_tree_does_not_declare_is_refused_by_position(pools, m
 
 
 def test_naming_pools_where_the_tree_has_none_is_refused(tree, member, now):
-    from jobs.document.validation import JobInvalid
-
     with pytest.raises(JobInvalid) as refused:
         submit(member, now, pools=["h100"])
     assert refused.value.errors == {
@@ -146,9 +158,6 @@ def test_naming_pools_where_the_tree_has_none_is_refused(tree, member, now):
 
 
 def test_the_published_tree_has_totals_alone_and_caldera_s_yaml_keeps_the_pools(pools):
-    from queues.exchange import tree_load, tree_yaml
-    from queues.services import tree_import, tree_published
-
     published = tree_published()
     assert "nodePools" not in published["spec"]
     assert "pools" not in str(published["spec"]["root"])

@@ -28,11 +28,13 @@ from jobs.services import job_cancel, job_submit
 from portal.metrics import DatabaseCollector, deployment_metrics
 from portal.process_metrics import serve_process_metrics
 from queues.models import Queue
+from queues.services import tree_apply
 
 from ..support.jobs import INTERN_JOB, RAY_JOB
 from ..support.kubernetes import backend_for
 from ..support.paths import REPO
 from ..support.specs import pytorch_spec, ray_spec
+from ..support.trees import pooled_tree_document
 
 pytestmark = pytest.mark.django_db
 QUEUE = "root-interns-intern-video"  # INTERN_JOB's
@@ -282,6 +284,7 @@ def sample_names(families) -> set[str]:
 
 
 def test_the_dashboard_and_the_alerts_read_only_figures_caldera_sends(tree):
+    tree_apply(document=pooled_tree_document())  # a tree with node pools sends their figures too
     sent = sample_names(DatabaseCollector().collect()) | sample_names(
         prometheus_client.REGISTRY.collect()
     )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.cluster.spec import JobSpec
+from kube.names import POOLS_ANNOTATION
 
 from . import common
 
@@ -43,7 +44,11 @@ QUEUE_LABELS = (common.LABEL_QUEUE, VOLCANO_QUEUE_LABEL, KUEUE_QUEUE_LABEL)
 # Label and annotation prefixes that are Caldera's: it writes them, a team may not.
 CALDERA_KEYS = ("caldera.io/", "kube-queue/")
 # The job's annotations Caldera reads, as the document's fields no Kubernetes object has.
-READ_ANNOTATIONS = {"caldera.io/priority": "priority", "caldera.io/run-seconds": "run_seconds"}
+READ_ANNOTATIONS = {
+    "caldera.io/priority": "priority",
+    "caldera.io/run-seconds": "run_seconds",
+    POOLS_ANNOTATION: "pools",
+}
 
 Path = tuple[str | int, ...]
 
