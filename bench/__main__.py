@@ -58,7 +58,16 @@ from pathlib import Path
 
 from . import record, report
 from .replay import VARIANTS
-from .services import REPO, bench_environment, flush_redis, one_node, recreate_database, web, worker
+from .services import (
+    NODE_PODS,
+    REPO,
+    bench_environment,
+    flush_redis,
+    one_node,
+    recreate_database,
+    web,
+    worker,
+)
 
 RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
@@ -85,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--no-probe", action="store_true", help="no reaction probe beside the baseline replay"
+    )
+    parser.add_argument(
+        "--pools",
+        type=int,
+        default=0,
+        metavar="N",
+        help="kueue: the tree with N node pools, one node each (docs/benchmarks.md)",
     )
     parser.add_argument(
         "--seconds", type=float, help="each load generator run (default 5, 10 with --full)"
@@ -156,7 +172,12 @@ def run_parts(env: dict, parts: list[str], args: argparse.Namespace, seconds: fl
             result
             for name in scenarios
             for result in kueue_part(
-                env, name, args.variant or DEFAULT_VARIANTS[name], args.scale, not args.no_probe
+                env,
+                name,
+                args.variant or DEFAULT_VARIANTS[name],
+                args.scale,
+                not args.no_probe,
+                args.pools,
             )
         ]
     if "throughput" in parts:
@@ -193,9 +214,9 @@ def fresh(env: dict) -> None:
 
 
 def kueue_part(
-    env: dict, name: str, variants: list[str], scale: float, probe: bool = True
+    env: dict, name: str, variants: list[str], scale: float, probe: bool = True, pools: int = 0
 ) -> list[dict]:
-    from .kueue import load
+    from .kueue import load, pool_nodes
     from .reaction import with_probe
     from .replay import prepare, replay
 
@@ -206,11 +227,12 @@ def kueue_part(
         fresh(env)
         # Through the service, the reaction probe runs beside the replay on a queue of its
         # own (1 cpu more in the cluster), so one run gives both figures.
-        probing = probe and name == "baseline" and variant == "service"
+        probing = probe and name == "baseline" and variant == "service" and not pools
         cpu = scenario.total_cpu + (1 if probing else 0)
-        run_env = {**env, "SIMULATED_CLUSTER_NODES": one_node(cpu=cpu)}
+        nodes = pool_nodes(cpu=cpu, pools=pools, pods=NODE_PODS) if pools else one_node(cpu=cpu)
+        run_env = {**env, "SIMULATED_CLUSTER_NODES": nodes}
         document = with_probe(scenario.tree_document()) if probing else None
-        user = prepare(scenario, document)
+        user = prepare(scenario, document or scenario.tree_document(pools))
         with worker(run_env):
             if variant.startswith("api"):
                 with web(run_env, port=PORT) as url:
@@ -227,6 +249,8 @@ def kueue_part(
                 result["reaction"] = reaction
             else:
                 result = replay(scenario, variant=variant, user=user).as_dict()
+        if pools:
+            result["variant"] = f"{variant}, {pools} node pools"
         print(f"bench: {json.dumps(result)}", flush=True)
         results.append(result)
     return results

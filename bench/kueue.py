@@ -69,8 +69,11 @@ class Scenario:
         """No scheduler can do the work faster than the whole cluster busy all the time."""
         return self.work_cpu_seconds / self.total_cpu
 
-    def tree_document(self) -> dict:
-        """The scenario's quota as an ElasticQuotaTree in the seed's format."""
+    def tree_document(self, pools: int = 0) -> dict:
+        """The scenario's quota as an ElasticQuotaTree in the seed's format; with ``pools``,
+        that many node pools (``pool_nodes``' labels), each a share of the root's cpu and of
+        each cohort's guarantee, the leaves sharing their totals among them: every job is
+        then placed in a pool, trying them in the tree's order."""
         cohorts: dict[str, list[QueueSpec]] = {}
         for queue in self.queues:
             cohorts.setdefault(queue.path.split("/")[1], []).append(queue)
@@ -93,7 +96,33 @@ class Scenario:
                     ],
                 }
             )
-        return quota_tree(min_cpu=self.total_cpu, max_cpu=self.total_cpu, children=children)
+            if pools:
+                children[-1]["pools"] = {
+                    f"p{k}": {"min": {"cpu": nominal // pools}, "max": {"cpu": nominal}}
+                    for k in range(pools)
+                }
+        document = quota_tree(min_cpu=self.total_cpu, max_cpu=self.total_cpu, children=children)
+        if pools:
+            share = self.total_cpu // pools
+            document["spec"]["nodePools"] = [
+                {"name": f"p{k}", "nodeLabels": {POOL_LABEL: f"p{k}"}} for k in range(pools)
+            ]
+            document["spec"]["root"]["pools"] = {
+                f"p{k}": {"min": {"cpu": share}, "max": {"cpu": -(-self.total_cpu // pools)}}
+                for k in range(pools)
+            }
+        return document
+
+
+# The label that tells the bench's node pools apart.
+POOL_LABEL = "bench.caldera.io/pool"
+
+
+def pool_nodes(*, cpu: int, pools: int, pods: int) -> str:
+    """SIMULATED_CLUSTER_NODES for ``tree_document(pools)``: one node per pool, each with
+    its share of ``cpu`` (rounded up) and room for every pod."""
+    share = -(-cpu // pools)
+    return ";".join(f"1xcpu={share},pods={pods} labels:{POOL_LABEL}=p{k}" for k in range(pools))
 
 
 def quota_tree(*, min_cpu: int, max_cpu: int, children: list[dict]) -> dict:

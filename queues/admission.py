@@ -173,10 +173,23 @@ class InPools:
     reasons: tuple[tuple[str, Shortfall], ...]
     unlisted: tuple[str, ...] = ()
 
+    @property
+    def shortfalls(self) -> list[Shortfall]:
+        """Each pool's reason once: pools refused by the same total (the leaf's max of cpu,
+        say) give one reason, which no pool could change."""
+        distinct: list[Shortfall] = []
+        for _pool, short in self.reasons:
+            if short not in distinct:
+                distinct.append(short)
+        return distinct
+
     def phrase(self) -> Phrase:
         if not self.reasons:
             return Phrase(phrases.NO_POOL, {"pools": ", ".join(self.unlisted)})
-        reasons = phrases.all_of([short.phrase() for _pool, short in self.reasons])
+        shorts = self.shortfalls
+        if len(shorts) == 1 and POOL_MARK not in shorts[0].resource and not self.unlisted:
+            return shorts[0].phrase()  # as a tree without pools says it
+        reasons = phrases.all_of([short.phrase() for short in shorts])
         if not self.unlisted:
             return Phrase(phrases.POOLS_SHORT, {"reasons": reasons})
         return Phrase(

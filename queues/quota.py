@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Protocol
 
 from kube.quantity import PODS, POOL_MARK, ResourceList, add, human, pool_parts, pooled
@@ -545,6 +545,7 @@ def balances(
     """
     lent = lent_by_node(tree, used)
     pooled = pool_shares_named(tree)
+    order = {pool.name: rank for rank, pool in enumerate(tree_pools(tree))}
     answer: dict[str, dict[str, Balance]] = {}
     for path, node in tree.items():
         node_used, node_pending = used.get(path, {}), pending.get(path, {})
@@ -559,6 +560,12 @@ def balances(
                 lent=lent.get(path, {}).get(r, 0),
                 pending=node_pending.get(r, 0),
             )
-            for r in sorted(names, key=lambda name: (name != "cpu", name))
+            for r in sorted(names, key=partial(_shown_order, order))
         }
     return answer
+
+
+def _shown_order(pools: Mapping[str, int], key: str) -> tuple[bool, str, int]:
+    """cpu first, then by name; a resource's pools after its total, in the tree's order."""
+    resource, pool = pool_parts(key)
+    return (resource != "cpu", resource, pools.get(pool, len(pools)) if pool else -1)

@@ -52,7 +52,7 @@ from queues.selectors import queues_for_user
 PAGE_FIELDS = (
     "id", "name", "queue_id", "owner_id", "priority", "ticket", "state", "enqueued_at",
     "dequeued_at", "backoff_reason", "backoff_code", "backoff_args", "next_attempt_at",
-    "last_tried_at", "start_clock_at", "request",
+    "last_tried_at", "start_clock_at", "request", "pools",
 )  # fmt: skip
 
 

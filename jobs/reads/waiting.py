@@ -142,7 +142,7 @@ def _in_pools(refusal: InPools) -> Phrase:
     pools it does not accept."""
     if not refusal.reasons:
         return refusal.phrase()
-    shorts = [_short(short) for _pool, short in refusal.reasons]
+    shorts = [_short(short) for short in refusal.shortfalls]
     clause = (
         shorts[0]
         if len(shorts) == 1

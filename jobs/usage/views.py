@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET
 
@@ -43,10 +44,10 @@ def _balance_rows(balances: Mapping[str, Balance]) -> list[dict]:
                 "name": resource_name(name),
                 "used": h(b.used),
                 "min": h(b.min or 0),
-                "max": "no limit" if b.max is None else h(b.max),
+                "max": _("no limit") if b.max is None else h(b.max),
                 "borrowed": h(b.borrowed),
                 "lent": h(b.lent),
-                "free": "no limit" if b.free is None else h(b.free),
+                "free": _("no limit") if b.free is None else h(b.free),
                 "pending": h(b.pending),
                 "borrowing": b.borrowed > 0,
                 "bar": charts.bar(b),

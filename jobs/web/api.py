@@ -128,6 +128,8 @@ SUBMIT_REFUSALS = {
     # Rules of single fields that jobs.document.schema does not yet write into the schema.
     "image": "not an OCI image reference: [registry[:port]/]path[:tag][@digest]",
     "pip[]": "not one requirement: a space in it, or more than 200 characters",
+    "pools": "a node pool the quota tree does not declare, or pools where it declares none",
+    "pools[]": "not a node pool's name (lowercase letters, digits and -), or one named twice",
 }
 
 
@@ -135,6 +137,7 @@ SUBMIT_REFUSALS = {
 BATCH_REFUSALS = {f"jobs[].{field}": reason for field, reason in SUBMIT_REFUSALS.items()} | {
     "queue": SUBMIT_REFUSALS["queue"],
     "priority": SUBMIT_REFUSALS["priority"],
+    "pools": SUBMIT_REFUSALS["pools"],
 }
 
 
@@ -157,6 +160,10 @@ KEY_USED = OpenApiResponse(
 )
 
 
+# A list of node pools' names, comma-separated.
+POOLS_QUERY = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(,[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
 # A submission's query: the queue and the priority, over the document's (a Kubernetes
 # object's labels, or Caldera's fields).
 SUBMIT_QUERY = [
@@ -173,7 +180,7 @@ SUBMIT_QUERY = [
     ),
     OpenApiParameter(
         "pools",
-        str,
+        {"type": "string", "pattern": POOLS_QUERY, "maxLength": 32 * 33},
         description="the node pools of the quota tree the job accepts, in order, "
         "comma-separated (h100,a100), over the body's pools (a Kubernetes object's "
         "caldera.io/pools annotation or nodeSelector)",

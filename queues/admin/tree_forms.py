@@ -17,13 +17,14 @@ from django.http import QueryDict
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from kube.quantity import format_resources
+from kube.quantity import POOL_MARK, format_resources
 
 from .. import fairness, services, signals
 from ..models import QuotaNode
 
 RESOURCE_HELP = gettext_lazy(
-    "One resource per line, as in the tree's YAML: 'cpu: 12', 'memory: 12Gi'."
+    "One resource per line, as in the tree's YAML: 'cpu: 12', 'memory: 12Gi'; a node pool's "
+    "share with the pool after an @: 'nvidia.com/gpu@h100: 8'."
 )
 TEXT_FIELDS = {"min": "min_text", "max": "max_text", "namespaces": "namespaces_text"}
 
@@ -248,7 +249,7 @@ class ChildrenFormSet(forms.BaseInlineFormSet):
         document = services.tree_export()
         path = self.instance.path
         node = services.tree_find(document, path)
-        node["min"], node["max"] = node_form.values["min"], node_form.values["max"]
+        _set_quota(node, node_form.values["min"], node_form.values["max"])
         _set_weight(node, node_form.values["weight"])
         if self.instance.parent_id is None:
             _set_half_life(document, node_form.values.get("half_life", ""))
@@ -266,7 +267,8 @@ class ChildrenFormSet(forms.BaseInlineFormSet):
             if old is None:
                 children.append(kid)
             values = form.values
-            kid.update(name=values["name"], min=values["min"], max=values["max"])
+            kid["name"] = values["name"]
+            _set_quota(kid, values["min"], values["max"])
             _set_namespaces(kid, values["namespaces"])
             _set_weight(kid, values["weight"])
             placed.append((kid, form))
@@ -285,6 +287,24 @@ class ChildrenFormSet(forms.BaseInlineFormSet):
             owners["prefix"][f"{prefix}.children[{index}]"] = form
             owners["path"][f"{path}/{kid['name']}"] = form
         return document, owners
+
+
+def _set_quota(node: dict, low: dict[str, str], high: dict[str, str]) -> None:
+    """A node's min and max as the form's lines say them: totals in ``min`` and ``max``, a
+    pool's share (``nvidia.com/gpu@h100``) under ``pools``, as the tree's YAML keeps them."""
+    node["min"], node["max"] = {}, {}
+    shares: dict[str, dict[str, dict[str, str]]] = {}
+    for key, said in (("min", low), ("max", high)):
+        for name, value in said.items():
+            resource, mark, pool = name.partition(POOL_MARK)
+            if mark:
+                shares.setdefault(pool, {"min": {}, "max": {}})[key][resource] = value
+            else:
+                node[key][name] = value
+    if shares:
+        node["pools"] = shares
+    else:
+        node.pop("pools", None)
 
 
 def _set_namespaces(node: dict, namespaces: list[str]) -> None:

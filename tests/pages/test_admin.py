@@ -24,6 +24,7 @@ from queues.services import tree_apply
 
 from ..support import k8s_schema
 from ..support.jobs import RAY_JOB
+from ..support.trees import pooled_tree_document
 
 pytestmark = pytest.mark.django_db
 
@@ -686,3 +687,27 @@ def test_saving_a_node_shows_the_preview_instead_when_it_would_preempt_unseen_jo
     data.update({"max_text": "cpu: 16\nmemory: 14Gi", "min_text": "cpu: 12\nmemory: 12Gi"})
     assert admin_client.post(url, data).status_code == 302
     assert QuotaNode.objects.get(path="root/algorithm/video").max["cpu"] == 16_000
+
+
+def test_an_admin_edits_a_pool_s_share_on_the_node_s_page_and_the_pools_are_kept(admin_client):
+    """A node's page writes a pool's share as a line of its own (``nvidia.com/gpu@h100: 4``);
+    saving it with another share keeps the tree's pools and the other nodes' shares."""
+    tree_apply(document=pooled_tree_document())
+    url = node_url("root/algorithm")
+    data = page_data(admin_client.get(url))
+    assert "nvidia.com/gpu@h100: 4" in data["min_text"].splitlines()
+    video = child(data, "video")
+    assert "nvidia.com/gpu@h100: 4" in data[f"{video}-max_text"].splitlines()
+    data[f"{video}-max_text"] = data[f"{video}-max_text"].replace(
+        "nvidia.com/gpu@h100: 4", "nvidia.com/gpu@h100: 3"
+    )
+    response = admin_client.post(url, data)
+    assert response.status_code == 302, response.context["errors"]
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["nvidia.com/gpu@h100"] == 3
+    assert QuotaNode.objects.get(path="root/algorithm").min["nvidia.com/gpu@a100"] == 4
+    assert [p["name"] for p in QuotaNode.objects.get(path="root").node_pools] == ["h100", "a100"]
+    # A share of a pool the tree does not declare is refused on its row, nothing saved.
+    data[f"{video}-max_text"] += "\nnvidia.com/gpu@v100: 2"
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    assert QuotaNode.objects.get(path="root/algorithm/video").max["nvidia.com/gpu@h100"] == 3

@@ -383,3 +383,21 @@ def test_reclaim_takes_back_the_pool_that_is_short_from_a_branch_above_its_share
         (2, RECLAIM, "root/nlp")
     ]
     assert plan.placed == {10: "h100"}
+
+
+def test_pools_refused_by_one_total_say_it_once_as_a_tree_without_pools_says_it():
+    """The leaf's max of cpu refuses it in every pool: no pool would change that, so the
+    reason is the one a tree without pools gives."""
+    tree = {
+        "root": Node("root", {"cpu": 64_000}, {"cpu": 64_000}),
+        "root/video": Node("root/video", {"cpu": 12_000}, {"cpu": 14_000}),
+    }
+    held = [Admitted(9, "root/video", in_pool({"cpu": 12_000}, "h100"), 0, 0)]
+    job = Candidate(1, {"cpu": 12_000}, (0,))
+    pooled = run(tree, ("h100", "a100"), held, [QueueHeads("root/video", [job])], None, [])
+    plain = run(tree, (), held, [QueueHeads("root/video", [job])], None, [])
+    assert (
+        pooled.refused[1].message()
+        == plain.refused[1].message()
+        == ("Insufficient quota in root/video: cpu requested 12, free 2 (used 12 of max 14)")
+    )

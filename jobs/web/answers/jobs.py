@@ -57,6 +57,11 @@ class JobOut(JobIn):
     request = Quantities(
         help_text="the quota the job holds: every pod, autoscaling groups at replicas"
     )
+    pool = serializers.CharField(
+        read_only=True,
+        help_text="the node pool the admission cycle placed it in (its pods carry the pool's "
+        'node labels and tolerations); "" for none',
+    )
     preemptions = serializers.IntegerField(source="preemption_count", read_only=True)
     start_timeouts = serializers.IntegerField(
         read_only=True, help_text="times its pods were not all running in time after a dequeue"
