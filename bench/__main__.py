@@ -2,7 +2,8 @@
 
     python -m bench [--full] [--part kueue --part throughput --part reads --part reaction
                      --part mixed --part cluster --part estimate --part broker
-                     --part pages --part accounting --part retention --part fair-share]
+                     --part pages --part accounting --part retention --part fair-share
+                     --part node-pools] [--pools N]
                     [--scenario baseline] [--variant service --variant api] [--seconds 5]
                     [--repeat 3]
 
@@ -31,7 +32,9 @@ The parts:
 - retention: the jobs list and a job page with 1,000,000 finished jobs present, before and
   after retention archives them, and the archive's speed (retention.py);
 - fair-share: beat's decayed usage and the admission cycle's read of it over 100,000 and
-  1,000,000 spans of held quota (fair_share.py).
+  1,000,000 spans of held quota (fair_share.py);
+- node-pools: the admission rule at 2,000 queues with and without 4 node pools, in this
+  process (node_pools.py). ``--pools N`` runs the kueue part's replay on a tree of N pools.
 
 Runs of the same code on a 2-core machine differ by up to 15%, so one figure says little.
 ``--repeat N`` runs the chosen parts N times: the tables show each figure's median. Every
@@ -73,7 +76,7 @@ RESULTS = REPO / ".caldera" / "bench-results.json"
 PORT = 8765
 PARTS = [
     "kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker", "pages",
-    "accounting", "retention", "fair-share",
+    "accounting", "retention", "fair-share", "node-pools",
 ]  # fmt: skip
 IDLE_REACTION_ROUNDS = 30
 # 60,000 jobs due within 0.4 s cannot be submitted one request at a time on 2 cores: the
@@ -202,6 +205,8 @@ def run_parts(env: dict, parts: list[str], args: argparse.Namespace, seconds: fl
         results["retention"] = in_process_part(env, "retention", args.scale)
     if "fair-share" in parts:
         results["fair_share"] = in_process_part(env, "fair-share", args.scale)
+    if "node-pools" in parts:
+        results["node_pools"] = node_pools_part()
     return results
 
 
@@ -216,6 +221,10 @@ def fresh(env: dict) -> None:
 def kueue_part(
     env: dict, name: str, variants: list[str], scale: float, probe: bool = True, pools: int = 0
 ) -> list[dict]:
+    from django.conf import settings
+
+    from jobs.cluster import get_backend
+
     from .kueue import load, pool_nodes
     from .reaction import with_probe
     from .replay import prepare, replay
@@ -231,6 +240,9 @@ def kueue_part(
         cpu = scenario.total_cpu + (1 if probing else 0)
         nodes = pool_nodes(cpu=cpu, pools=pools, pods=NODE_PODS) if pools else one_node(cpu=cpu)
         run_env = {**env, "SIMULATED_CLUSTER_NODES": nodes}
+        # This process submits too: it checks each job against the same nodes.
+        settings.SIMULATED_CLUSTER_NODES = nodes
+        get_backend.cache_clear()
         document = with_probe(scenario.tree_document()) if probing else None
         user = prepare(scenario, document or scenario.tree_document(pools))
         with worker(run_env):
@@ -336,6 +348,15 @@ def accounting_part(env: dict) -> dict:
     fresh(env)
     result = measure()
     print(f"bench: {json.dumps(result)}", flush=True)
+    return result
+
+
+def node_pools_part() -> dict:
+    from . import node_pools
+
+    print("bench: the admission rule at 2,000 queues, with and without node pools", flush=True)
+    result = node_pools.measure()
+    print(f"bench: node-pools {json.dumps(result)}", flush=True)
     return result
 
 

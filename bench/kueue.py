@@ -71,9 +71,10 @@ class Scenario:
 
     def tree_document(self, pools: int = 0) -> dict:
         """The scenario's quota as an ElasticQuotaTree in the seed's format; with ``pools``,
-        that many node pools (``pool_nodes``' labels), each a share of the root's cpu and of
-        each cohort's guarantee, the leaves sharing their totals among them: every job is
-        then placed in a pool, trying them in the tree's order."""
+        that many node pools (``pool_nodes``' labels), each guaranteed a share of the root's
+        cpu and of each cohort's guarantee and capped by the total, the leaves sharing their
+        totals among them: every job is then placed in a pool, trying them in the tree's
+        order, and the quota it may hold in all is the same as without pools."""
         cohorts: dict[str, list[QueueSpec]] = {}
         for queue in self.queues:
             cohorts.setdefault(queue.path.split("/")[1], []).append(queue)
@@ -108,7 +109,7 @@ class Scenario:
                 {"name": f"p{k}", "nodeLabels": {POOL_LABEL: f"p{k}"}} for k in range(pools)
             ]
             document["spec"]["root"]["pools"] = {
-                f"p{k}": {"min": {"cpu": share}, "max": {"cpu": -(-self.total_cpu // pools)}}
+                f"p{k}": {"min": {"cpu": share}, "max": {"cpu": self.total_cpu}}
                 for k in range(pools)
             }
         return document
@@ -119,10 +120,13 @@ POOL_LABEL = "bench.caldera.io/pool"
 
 
 def pool_nodes(*, cpu: int, pools: int, pods: int) -> str:
-    """SIMULATED_CLUSTER_NODES for ``tree_document(pools)``: one node per pool, each with
-    its share of ``cpu`` (rounded up) and room for every pod."""
-    share = -(-cpu // pools)
-    return ";".join(f"1xcpu={share},pods={pods} labels:{POOL_LABEL}=p{k}" for k in range(pools))
+    """SIMULATED_CLUSTER_NODES for ``tree_document(pools)``: one node per pool, each as
+    large as the whole cluster (``cpu``, and room for every pod), so that the pools cost
+    the cycle all their work (each job placed in one, its request counted there, the
+    cluster counted per pool) without parting the capacity: the root's quota holds the
+    total to ``cpu``, and a run measures the rule's cost, not a cluster cut in four, whose
+    large jobs would wait for room in one pool while another has it."""
+    return ";".join(f"1xcpu={cpu},pods={pods} labels:{POOL_LABEL}=p{k}" for k in range(pools))
 
 
 def quota_tree(*, min_cpu: int, max_cpu: int, children: list[dict]) -> dict:

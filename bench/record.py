@@ -37,6 +37,7 @@ PARTS = {
     "accounting": "accounting",
     "retention": "retention",
     "fair-share": "fair_share",
+    "node-pools": "node_pools",
 }
 STAMP = ("command", "argv", "date", "machine")
 # Counts of failures: one repeat that failed must show, so repeats keep their worst.
@@ -244,6 +245,15 @@ def fair_share_figures(results: dict) -> Iterator[Figure]:
         yield Figure(f"the cycle's read, half-life on, {spans}: median", on, "ms", False)
 
 
+def node_pools_figures(results: dict) -> Iterator[Figure]:
+    for key, label in (("without", "no pools"), ("with_pools", f"{results.get('pools')} pools")):
+        figures = results.get(key, {})
+        yield Figure(
+            f"the rule at 2,000 queues, {label}: median", figures.get("median_ms"), "ms", False
+        )
+    yield Figure("the rule with pools over without", results.get("ratio"), "x", False)
+
+
 # Each section of docs/benchmarks.md: the part whose results hold its figures, and them.
 FIGURES: dict[str, tuple[str, Callable[[Any], Iterable[Figure]]]] = {
     "kueue": ("kueue", kueue_figures),
@@ -259,6 +269,7 @@ FIGURES: dict[str, tuple[str, Callable[[Any], Iterable[Figure]]]] = {
     "accounting": ("accounting", accounting_figures),
     "retention": ("retention", retention_figures),
     "fair-share": ("fair-share", fair_share_figures),
+    "node-pools": ("node-pools", node_pools_figures),
 }
 
 

@@ -88,11 +88,14 @@ def replay(scenario: Scenario, *, variant: str, user, base_url: str = "") -> Rep
         lags.extend(finished - (start + workload.at) for workload in workloads)
 
     with ThreadPoolExecutor(max_workers=SUBMITTERS) as pool:
+        sent = []
         for group in _groups(scenario.workloads, batched=variant.endswith("-batch")):
             delay = start + group[0].at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            pool.submit(submit_on_time, group)
+            sent.append(pool.submit(submit_on_time, group))
+    for future in sent:
+        future.result()  # a refused submission ends the run, rather than a wait for nothing
     timeout = max(600, 20 * scenario.physical_bound_seconds)
     finished = _wait_until_finished(scenario, timeout=timeout)
     return _measure(scenario, variant, lags, gave_up=None if finished else time.monotonic() - start)

@@ -21,7 +21,7 @@ OUTPUT = REPO / "docs" / "benchmarks.md"
 RECORD = OUTPUT.with_suffix(".json")
 SECTIONS = (
     "kueue", "throughput", "reads", "reaction", "mixed", "cluster", "estimate", "broker", "pages",
-    "accounting", "retention", "fair-share",
+    "accounting", "retention", "fair-share", "node-pools",
 )  # fmt: skip
 
 
@@ -406,6 +406,26 @@ def render_retention(run: dict) -> list[str]:
     return lines
 
 
+def render_node_pools(run: dict) -> list[str]:
+    figures = run["node_pools"]
+    cells = [
+        f"{_ms(figures[key]['best_ms'])} / {_ms(figures[key]['median_ms'])}"
+        for key in ("without", "with_pools")
+    ]
+    return [
+        f"| queues x heads | the rule, no pools | {figures['pools']} pools | with over without |",
+        "| ---: | ---: | ---: | ---: |",
+        f"| {figures['queues']:,} x {figures['heads']} | {' | '.join(cells)} "
+        f"| {figures['ratio']:.2f} x |",
+        "",
+        "Best / median of `plan_admissions` (the pure rule) on the large-scale tree, every "
+        "queue holding its nominal quota and offering its first heads; "
+        f"{figures['with_pools']['preempted']:,} preemptions and "
+        f"{figures['with_pools']['refused']:,} refusals with pools, "
+        f"{figures['without']['preempted']:,} and {figures['without']['refused']:,} without.",
+    ]
+
+
 def render_fair_share(run: dict) -> list[str]:
     figures = run["fair_share"]
     lines = [
@@ -467,6 +487,7 @@ RENDERERS = {
     "accounting": (lambda run: run.get("accounting"), render_accounting),
     "retention": (lambda run: run.get("retention"), render_retention),
     "fair-share": (lambda run: run.get("fair_share"), render_fair_share),
+    "node-pools": (lambda run: run.get("node_pools"), render_node_pools),
     # Measured by the probe beside the baseline replay, so written by the kueue part.
     "reaction-under-load": (
         _reactions_under_load,

@@ -535,37 +535,76 @@ def _admit(plan: Plan, cycle: _Cycle, heads: QueueHeads, candidate: Candidate) -
     Where the tree has pools, the first place in the order of rule 7 is taken."""
     leaf = heads.leaf
     options = cycle.options(candidate)
-    tried = []
-    for pool, request in options:
+    if not cycle.pools:
+        ((pool, request),) = options
         now = cycle.shortfall(leaf, request, cycle.usage)
         later = cycle.shortfall(leaf, request, cycle.future)
-        tried.append((pool, request, now, later))
-    fitting = [entry for entry in tried if entry[3] is None]
-    if len(tried) > 1 and fitting:
-        fitting.sort(
-            key=lambda entry: (
-                entry[2] is not None,
-                not within_guarantee(leaf, entry[1], cycle.tree, cycle.future.by_path),
-            )
-        )  # stable: the candidate's order among equals
-    for pool, request, now, _later in fitting[:1]:
+        if later is None:
+            return _place(plan, cycle, candidate, leaf, pool, request, now)
+        victims = _victims(cycle, heads, candidate, request, later)
+        if victims is None:
+            plan.refused[candidate.key] = now or later
+            return False
+        _preempt(plan, cycle, victims)
         return _place(plan, cycle, candidate, leaf, pool, request, now)
-    for pool, request, now, later in tried:
+    return _admit_in_pools(plan, cycle, heads, candidate, options)
+
+
+def _admit_in_pools(
+    plan: Plan,
+    cycle: _Cycle,
+    heads: QueueHeads,
+    candidate: Candidate,
+    options: list[tuple[str, ResourceList]],
+) -> bool:
+    """``_admit`` over the pools the candidate accepts, in its order (rule 7). Each pool's
+    fit once the leaving jobs are gone is read only as far as the order needs: the first
+    pool where it fits now within its guarantee is taken at once, and a total it cannot
+    fit (a leaf's cpu, say) rules out every pool without preemption."""
+    leaf = heads.leaf
+    laters: list[Shortfall | None] = []
+    fitting: list[tuple[bool, bool, int]] = []  # (waits, borrows, index): the order's key
+    nows: dict[int, Shortfall | None] = {}
+    for index, (pool, request) in enumerate(options):
+        later = cycle.shortfall(leaf, request, cycle.future)
+        laters.append(later)
+        if later is not None:
+            if POOL_MARK not in later.resource:
+                break  # the totals every pool shares: no pool fits without preemption
+            continue
+        now = nows[index] = cycle.shortfall(leaf, request, cycle.usage)
+        borrows = not within_guarantee(leaf, request, cycle.tree, cycle.future.by_path)
+        if now is None and not borrows:
+            return _place(plan, cycle, candidate, leaf, pool, request, now)
+        fitting.append((now is not None, borrows, index))
+    if fitting:
+        index = min(fitting)[2]
+        pool, request = options[index]
+        return _place(plan, cycle, candidate, leaf, pool, request, nows[index])
+    laters += [None] * (len(options) - len(laters))
+    for index, (pool, request) in enumerate(options):
+        later = laters[index] or cycle.shortfall(leaf, request, cycle.future)
+        laters[index] = later
         victims = _victims(cycle, heads, candidate, request, later)
         if victims is None:
             continue
-        for preemption in victims:
-            plan.preempted.append(preemption)
-            cycle.preempt(preemption.victim)
-        return _place(plan, cycle, candidate, leaf, pool, request, now)
-    if len(tried) == 1 and not cycle.pools:
-        plan.refused[candidate.key] = tried[0][2] or tried[0][3]  # type: ignore[assignment]
-    else:
-        plan.refused[candidate.key] = InPools(
-            tuple((pool, now or later) for pool, _request, now, later in tried),  # type: ignore[misc]
-            cycle.unlisted(candidate),
-        )
+        _preempt(plan, cycle, victims)
+        return _place(
+            plan, cycle, candidate, leaf, pool, request,
+            cycle.shortfall(leaf, request, cycle.usage),
+        )  # fmt: skip
+    reasons = []
+    for (pool, request), later in zip(options, laters, strict=True):
+        now = cycle.shortfall(leaf, request, cycle.usage)
+        reasons.append((pool, now or later))
+    plan.refused[candidate.key] = InPools(tuple(reasons), cycle.unlisted(candidate))  # type: ignore[arg-type]
     return False
+
+
+def _preempt(plan: Plan, cycle: _Cycle, victims: list[Preemption]) -> None:
+    for preemption in victims:
+        plan.preempted.append(preemption)
+        cycle.preempt(preemption.victim)
 
 
 def _place(
@@ -604,10 +643,18 @@ def _victims(
     reclaim = within_guarantee(leaf, request, tree, cycle.future.by_path)
     if not reclaim and not heads.preemption:
         return None
+    if reclaim:
+        pool = list(cycle.holders.ordered)
+    else:
+        # Without reclaim, only lower priority jobs of the candidate's own queue can give way;
+        # with none, nothing can (most refused heads of a busy cycle: ask no more).
+        pool = [
+            job for job in cycle.holders.by_leaf.get(leaf, ()) if job.priority < candidate.priority
+        ]
+        if not pool:
+            return None
     trial, settled = cycle.future.copy(), cycle.settled.copy()
     chosen: list[Preemption] = []
-    # Without reclaim, only lower priority jobs of the candidate's own queue can give way.
-    pool = list(cycle.holders.ordered if reclaim else cycle.holders.by_leaf.get(leaf, ()))
     if reclaim and cycle.fair:
         # The branch that used most of its share gives back first (sorted is stable: victim order
         # within a branch, and between branches that stand equal).

@@ -7,11 +7,13 @@ worker process sees the same cluster, and serialises changes behind an advisory 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from django.db import connection, transaction
 
@@ -575,8 +577,17 @@ def _pod(row) -> Pod:
         cycle=row.cycle,
         last_cycle_at=row.last_cycle_at,
         exit_code=row.exit_code,
-        placement=Placement.from_json(row.placement),
+        placement=_placement(json.dumps(row.placement, sort_keys=True))
+        if row.placement
+        else Placement(),
     )
+
+
+@lru_cache(maxsize=1024)
+def _placement(said: str) -> Placement:
+    """A pod row's placement, read once for all the pods that say the same (a job's pods,
+    a node pool's): a session reads every pod."""
+    return Placement.from_json(json.loads(said))
 
 
 def _row(pod: Pod):

@@ -19,7 +19,8 @@ from django.utils.translation import gettext as _
 
 from access.preferences import zone_label
 from jobs.usage.samples import Point, Range
-from kube.quantity import human, scale
+from kube.quantity import human, pool_parts, scale
+from queues.phrases import resource_name
 from queues.quota import Balance
 
 GIB = 2**30
@@ -111,7 +112,7 @@ class Chart:
 
 def display_unit(resource: str) -> int:
     """Base units per tick step unit: a core, a GiB, or one of the resource."""
-    return {"cpu": 1000, "memory": GIB}.get(resource, 1)
+    return {"cpu": 1000, "memory": GIB}.get(pool_parts(resource)[0], 1)
 
 
 def nice_step(value: float) -> float:
@@ -132,7 +133,7 @@ def tick_label(resource: str, units: int) -> str:
     if len(label) <= TICK_LABEL_MAX:
         return label
     value = units / scale(resource)
-    for suffix, size in BINARY if resource == "memory" else DECIMAL:
+    for suffix, size in BINARY if pool_parts(resource)[0] == "memory" else DECIMAL:
         if value >= size:
             return f"{value / size:.3g}{suffix}"
     return f"{value:.3g}"
@@ -242,9 +243,9 @@ def chart(
     last = points[-1] if points else None
     zone = zone_label(timezone.localtime(until))
     return Chart(
-        resource=resource,
+        resource=resource_name(resource),
         title=_("%(resource)s of %(node)s over %(range)s")
-        % {"resource": resource, "node": node, "range": window.label},
+        % {"resource": resource_name(resource), "node": node, "range": window.label},
         summary=_summary(resource, points, last),
         used_area=area(),
         used_line=line(lambda p: p.used),

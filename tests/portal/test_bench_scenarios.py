@@ -1,7 +1,8 @@
 """The benchmark's reading of Kueue's scenarios and its report (no benchmark runs here)."""
 
 from bench import report
-from bench.kueue import load
+from bench.kueue import POOL_LABEL, load, pool_nodes
+from jobs.cluster.simulated import parse_nodes
 from queues.services import tree_parse
 
 
@@ -31,6 +32,21 @@ def test_the_scenario_becomes_a_valid_tree_with_min_nominal_and_max_nominal_plus
     assert (leaf.min["cpu"], leaf.max["cpu"]) == (20_000, 120_000)
     assert nodes["root/cohort-0"].min["cpu"] == nodes["root/cohort-0"].max["cpu"] == 120_000
     assert len(parsed.leaves) == 30
+
+
+def test_with_pools_the_scenario_s_tree_is_valid_and_its_nodes_carry_the_pools_labels():
+    scenario = load("baseline")
+    parsed = tree_parse(scenario.tree_document(4))
+    assert [pool.name for pool in parsed.node_pools] == ["p0", "p1", "p2", "p3"]
+    nodes = {node.path: node for node in parsed.nodes}
+    assert nodes["root"].min["cpu@p0"] == 150_000 and nodes["root"].max["cpu@p3"] == 600_000
+    assert nodes["root/cohort-0"].min["cpu@p1"] == 30_000
+    cluster = parse_nodes(pool_nodes(cpu=600, pools=4, pods=10))
+    assert [(n.allocatable["cpu"], n.labels[POOL_LABEL]) for n in cluster] == [
+        (600_000, f"p{k}") for k in range(4)
+    ]
+    assert all(pool.selects(node) == (i == k) for i, pool in enumerate(parsed.node_pools)
+               for k, node in enumerate(cluster))  # fmt: skip
 
 
 def test_the_large_scale_scenario_has_2000_queues_and_60000_jobs():
