@@ -66,7 +66,7 @@ from queues.phrases import Phrase
 from queues.placement import unplaceable
 from queues.pod_policy import PodPolicy, leaf_policy
 from queues.pools import Pool, accepted
-from queues.quota import exceeds_max, path_to_root, tree_pools
+from queues.quota import exceeds_max, path_to_root
 from queues.scope import Right, scope_of
 from queues.services import TREE_NAME, NodeChange, tree_import
 
@@ -575,7 +575,8 @@ def _job_for(
         )
     pods = job_pods(kind=draft.kind, runtime=draft.runtime, head=draft.head, workers=draft.workers)
     placements = job_placements(kind=draft.kind, head=draft.head, workers=draft.workers)
-    declared = tree_pools(path_nodes)
+    root = path_nodes.get(path_to_root(queue.node.path)[-1])
+    declared = root.pools if root is not None else ()  # the tree's pools, kept on its root
     accepted, asked = _pools_accepted(draft, declared, placements, errors)
     nowhere = None
     if accepted or not declared:  # else refused already: it accepts no pool of the tree
