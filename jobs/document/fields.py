@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Any, NamedTuple, cast
@@ -283,7 +284,7 @@ class Command(serializers.ListField):
         raise ValidationError(_("must be a list of strings or a shell-style string"))
 
 
-class _Words(serializers.ListField):
+class _Words(serializers.ListField, ABC):
     """A list of at most ``most`` words, each read by ``item`` (its value, or the reason it
     is refused), every refusal at once by position; ``shape`` says what the list is."""
 
@@ -292,14 +293,14 @@ class _Words(serializers.ListField):
     def __init__(self, **kwargs):
         super().__init__(child=serializers.CharField(), required=False, **kwargs)
 
-    def shape(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def shape(self) -> str: ...
 
-    def counted(self, count: int) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def counted(self, count: int) -> str: ...
 
-    def item(self, value: object, kept: list[str]) -> tuple[str | None, str]:
-        raise NotImplementedError
+    @abstractmethod
+    def item(self, value: object, kept: list[str]) -> tuple[str | None, str]: ...
 
     def run_validation(self, data=empty) -> list[str]:
         if data is empty or data is None or data == []:
