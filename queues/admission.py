@@ -466,8 +466,16 @@ class _Cycle:
         for job in leaving:
             self.future.remove(job.leaf, job.request)
             self.settled.remove(job.leaf, job.request)
-        self.leaving = list(leaving)
+        self.leaving_under: dict[str, list[Admitted]] = {}
+        for job in leaving:
+            self._leaves(job)
         self.holders = _Holders(admitted)
+
+    def _leaves(self, job: Admitted) -> None:
+        """The job is on its way out: it is found under every node above its leaf, and under
+        the cluster."""
+        for path in (*path_to_root(job.leaf), "cluster"):
+            self.leaving_under.setdefault(path, []).append(job)
 
     def options(self, candidate: Candidate) -> list[tuple[str, ResourceList]]:
         """Where the candidate may be placed, in its order: each pool it accepts of the
@@ -509,7 +517,7 @@ class _Cycle:
         self.future.remove(job.leaf, job.request)
         self.settled.remove(job.leaf, job.request)
         self.holders.remove(job)
-        self.leaving.append(job)
+        self._leaves(job)
 
     def admit(self, leaf: str, request: ResourceList) -> None:
         self.usage.add(leaf, request)
@@ -521,10 +529,9 @@ class _Cycle:
 
     def holding(self, now: Shortfall) -> tuple[int, ...]:
         """The leaving jobs that hold what is short now, where it is short."""
+        resource = now.resource
         return tuple(
-            job.key
-            for job in self.leaving
-            if job.request.get(now.resource) and _is_under(job.leaf, now.where)
+            job.key for job in self.leaving_under.get(now.where, ()) if job.request.get(resource)
         )
 
 
