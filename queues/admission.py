@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections import ChainMap
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -327,12 +326,27 @@ class _Holders:
     def __init__(self, jobs: Sequence[Admitted]):
         self.ordered = sorted(jobs, key=victim_order)
         self.by_leaf: dict[str, list[Admitted]] = {}
+        # Those under each node (and the cluster) holding each resource (in a pool: its
+        # pooled key): the only ones whose preemption frees it there. Those removed since
+        # stay in these lists, and are ``gone``.
+        self.holding: dict[tuple[str, str], list[Admitted]] = {}
+        self.gone: set[int] = set()
         for job in self.ordered:
             self.by_leaf.setdefault(job.leaf, []).append(job)
+            for key in _holds(job):
+                self.holding.setdefault(key, []).append(job)
 
     def remove(self, job: Admitted) -> None:
+        key = victim_order(job)
         for ordered in (self.ordered, self.by_leaf[job.leaf]):
-            del ordered[bisect.bisect_left(ordered, victim_order(job), key=victim_order)]
+            del ordered[bisect.bisect_left(ordered, key, key=victim_order)]
+        self.gone.add(job.key)
+
+
+def _holds(job: Admitted) -> list[tuple[str, str]]:
+    """(node or "cluster", resource) for what the job holds, under every node above it."""
+    places = (*path_to_root(job.leaf), "cluster")
+    return [(place, r) for r, amount in job.request.items() if amount for place in places]
 
 
 class _Usage:
@@ -358,8 +372,28 @@ class _Usage:
         """A trial copy in O(1): reads fall through to this usage, changes stay in the copy
         (a refused candidate tries one, and a cycle at 2,000 queues refuses thousands)."""
         trial = _Usage({})
-        trial.by_path = ChainMap({}, self.by_path)
+        trial.by_path = _Over(self.by_path)
         return trial
+
+
+_MISSING: Any = object()
+
+
+class _Over(dict):
+    """Changes over a mapping, which reads fall through to: a ChainMap of two, for the few
+    operations a trial usage makes (``get`` and assignment), at the cost of a dict's."""
+
+    def __init__(self, under: Mapping[str, ResourceList]):
+        super().__init__()
+        self.under = under
+
+    def get(self, key, default=None):  # type: ignore[override]
+        value = dict.get(self, key, _MISSING)
+        return self.under.get(key, default) if value is _MISSING else value
+
+    def __getitem__(self, key):
+        value = dict.get(self, key, _MISSING)
+        return self.under[key] if value is _MISSING else value
 
 
 def plan_admissions(
@@ -650,27 +684,40 @@ def _victims(
     reclaim = within_guarantee(leaf, request, tree, cycle.future.by_path)
     if not reclaim and not heads.preemption:
         return None
-    if reclaim:
-        pool = list(cycle.holders.ordered)
-    else:
+    own: list[Admitted] = []
+    if not reclaim:
         # Without reclaim, only lower priority jobs of the candidate's own queue can give way;
         # with none, nothing can (most refused heads of a busy cycle: ask no more).
-        pool = [
+        own = [
             job for job in cycle.holders.by_leaf.get(leaf, ()) if job.priority < candidate.priority
         ]
-        if not pool:
+        if not own:
             return None
-    trial, settled = cycle.future.copy(), cycle.settled.copy()
-    chosen: list[Preemption] = []
-    if reclaim and cycle.fair:
+
+    def fair_first(jobs: list[Admitted]) -> list[Admitted]:
         # The branch that used most of its share gives back first (sorted is stable: victim order
         # within a branch, and between branches that stand equal).
-        pool.sort(key=lambda job: -cycle.fair.get(_borrowing_branch(job.leaf, leaf) or "", 0.0))
+        return sorted(
+            jobs, key=lambda job: -cycle.fair.get(_borrowing_branch(job.leaf, leaf) or "", 0.0)
+        )
+
+    trial, settled = cycle.future.copy(), cycle.settled.copy()
+    chosen: list[Preemption] = []
+    taken: set[int] = set()
     while reason is not None:
         preemption = None
         short = reason.resource
+        # With reclaim, any job holding what is short where it is short may give way, in
+        # victim order (or fair sharing's); the others would free nothing of it there.
+        pool = own
+        if reclaim:
+            pool = cycle.holders.holding.get((reason.where, short), [])
+            if cycle.fair:
+                pool = fair_first(pool)
         for job in pool:
-            if not job.request.get(short) or not _is_under(job.leaf, reason.where):
+            if job.key in taken or job.key in cycle.holders.gone or not job.request.get(short):
+                continue
+            if not _is_under(job.leaf, reason.where):
                 continue  # preempting it would not free what is short, where it is short
             if heads.preemption and job.leaf == leaf and job.priority < candidate.priority:
                 preemption = Preemption(job, QUEUE_PRIORITY, leaf, by=candidate.key)
@@ -681,7 +728,7 @@ def _victims(
                 break
         if preemption is None:
             return None
-        pool.remove(preemption.victim)
+        taken.add(preemption.victim.key)
         trial.remove(preemption.victim.leaf, preemption.victim.request)
         settled.remove(preemption.victim.leaf, preemption.victim.request)
         chosen.append(preemption)
