@@ -491,6 +491,7 @@ class _Cycle:
     ):
         self.tree = tree
         self.pools = pools
+        self._options: dict[int, list[tuple[str, ResourceList]]] = {}
         self.allocatable = allocatable
         self.fair = fair
         self.depth = max((path.count("/") for path in tree), default=0)
@@ -517,12 +518,16 @@ class _Cycle:
         no pools; none where the tree has pools and it accepts none of them."""
         if not self.pools:
             return [("", candidate.request)]
-        accepted = (
-            [pool for pool in candidate.pools if pool in self.pools]
-            if candidate.pools
-            else self.pools
-        )
-        return [(pool, in_pool(candidate.request, pool)) for pool in accepted]
+        options = self._options.get(candidate.key)
+        if options is None:  # asked when it is offered, and again when it is tried
+            accepted = (
+                [pool for pool in candidate.pools if pool in self.pools]
+                if candidate.pools
+                else self.pools
+            )
+            options = [(pool, in_pool(candidate.request, pool)) for pool in accepted]
+            self._options[candidate.key] = options
+        return options
 
     def unlisted(self, candidate: Candidate) -> tuple[str, ...]:
         """The tree's pools the candidate does not accept."""

@@ -322,18 +322,19 @@ def shortfall(
     so ``min`` plays no part here; it matters for reclaim and for who goes first.
     """
     path = path_to_root(leaf)
+    asked = sorted(item for item in request.items() if item[1])
     for node_path in path:
-        node = tree[node_path]
+        limits = tree[node_path].max
         node_used = used.get(node_path, {})
-        for resource, amount in sorted(request.items()):
-            limit = node.max.get(resource)
-            if amount and limit is not None and node_used.get(resource, 0) + amount > limit:
+        for resource, amount in asked:
+            limit = limits.get(resource)
+            if limit is not None and node_used.get(resource, 0) + amount > limit:
                 return Shortfall(node_path, resource, amount, node_used.get(resource, 0), limit)
     if allocatable is not None:
         cluster_used = used.get(path[-1], {})
-        for resource, amount in sorted(request.items()):
+        for resource, amount in asked:
             limit = allocatable.get(resource, 0)
-            if amount and cluster_used.get(resource, 0) + amount > limit:
+            if cluster_used.get(resource, 0) + amount > limit:
                 return Shortfall("cluster", resource, amount, cluster_used.get(resource, 0), limit)
     return None
 
