@@ -719,10 +719,11 @@ def _victims(
             pool = cycle.holders.holding.get((reason.where, short), [])
             if cycle.fair:
                 pool = fair_first(pool)
+        kept: set[str] = set()  # other leaves none of whose jobs can give way this round
         for job in pool:
-            if job.key in taken or job.key in cycle.holders.gone or not job.request.get(short):
+            if job.key in taken or job.key in cycle.holders.gone or job.leaf in kept:
                 continue
-            if not _is_under(job.leaf, reason.where):
+            if not job.request.get(short) or not _is_under(job.leaf, reason.where):
                 continue  # preempting it would not free what is short, where it is short
             if heads.preemption and job.leaf == leaf and job.priority < candidate.priority:
                 preemption = Preemption(job, QUEUE_PRIORITY, leaf, by=candidate.key)
@@ -731,6 +732,8 @@ def _victims(
             if reclaim and branch and borrows(tree[branch], settled.get(branch), short):
                 preemption = Preemption(job, RECLAIM, leaf, by=candidate.key, borrower=branch)
                 break
+            if job.leaf != leaf:
+                kept.add(job.leaf)  # its branch does not borrow what is short: nor its others
         if preemption is None:
             return None
         taken.add(preemption.victim.key)
