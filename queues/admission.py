@@ -379,7 +379,7 @@ class _Usage:
 _MISSING: Any = object()
 
 
-class _Over(dict):
+class _Over(dict[str, ResourceList]):
     """Changes over a mapping, which reads fall through to: a ChainMap of two, for the few
     operations a trial usage makes (``get`` and assignment), at the cost of a dict's."""
 
@@ -387,11 +387,11 @@ class _Over(dict):
         super().__init__()
         self.under = under
 
-    def get(self, key, default=None):  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         value = dict.get(self, key, _MISSING)
         return self.under.get(key, default) if value is _MISSING else value
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> ResourceList:
         value = dict.get(self, key, _MISSING)
         return self.under[key] if value is _MISSING else value
 
