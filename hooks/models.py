@@ -24,7 +24,8 @@ from jobs.models import Job
 from queues.models import Department
 
 TEST_EVENT = "test"  # the event of "Send a test event"
-JOB_EVENT_PREFIX = "job."  # job.queued, job.admitted, ... job.<state>
+JOB_EVENT_PREFIX = "job."  # job.queued, job.admitted, ... job.<state>, job.held, job.released
+HELD, RELEASED = "held", "released"  # a pending job held, or released, in its state
 # A backoff event is sent at most once this often per job and hook (the trigger's
 # interval, migration 0002: a change here needs a migration that installs it again).
 BACKOFF_EVENT_SECONDS = 60

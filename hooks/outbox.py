@@ -5,7 +5,8 @@ Every statement that inserts jobs or changes their state, whichever way it is wr
 ``save``, a batch's COPY), fires ``hooks_job_events`` once, after the statement, with its
 rows as transition tables. It writes one ``Delivery`` per change and per active hook that
 applies: the job's own hooks, and those of every department whose node is the job's
-queue's or above it. A backoff that repeats (the job tried again) is a change too, sent at
+queue's or above it. A hold and a release are changes too (``job.held``, ``job.released``:
+the job's state stays). A backoff that repeats (the job tried again) is a change too, sent at
 most once per BACKOFF_EVENT_SECONDS per job and hook.
 
 When no hook is active anywhere, the statement pays one look at an empty index
@@ -22,13 +23,22 @@ from jobs.models import JOBS, State
 from queues.models import Department, QuotaNode
 from queues.selectors import QUEUES
 
-from .models import BACKOFF_EVENT_SECONDS, DELIVERIES, JOB_EVENT_PREFIX, WEBHOOKS, Delivery
+from .models import (
+    BACKOFF_EVENT_SECONDS,
+    DELIVERIES,
+    HELD,
+    JOB_EVENT_PREFIX,
+    RELEASED,
+    WEBHOOKS,
+    Delivery,
+)
 
 DEPARTMENTS = Department._meta.db_table
 NODES = QuotaNode._meta.db_table
 
 # The deliveries owed for the changes in ``changes`` (id, queue_id, state, before,
-# backoff_reason), one per change and active hook that applies. A statement of the
+# backoff_reason, event: the state, or held or released), one per change and active hook
+# that applies. A statement of the
 # admission cycle changes many jobs of a few queues: the departments' hooks are found once
 # per queue (``owned``), not once per job.
 _OWED = f"""
@@ -50,11 +60,11 @@ _OWED = f"""
     )
     INSERT INTO {DELIVERIES} (hook_id, job_id, event, job_state_before, job_state, reason,
                               created_at, status, attempts, next_attempt_at, body)
-    SELECT t.hook_id, t.id, '{JOB_EVENT_PREFIX}' || t.state, t.before, t.state,
-           CASE WHEN t.state = '{State.BACKOFF}' THEN t.backoff_reason ELSE '' END,
+    SELECT t.hook_id, t.id, '{JOB_EVENT_PREFIX}' || t.event, t.before, t.state,
+           CASE WHEN t.event = '{State.BACKOFF}' THEN t.backoff_reason ELSE '' END,
            now(), '{Delivery.Status.PENDING}', 0, now(), ''
     FROM targets t
-    WHERE t.state <> '{State.BACKOFF}' OR NOT EXISTS (
+    WHERE t.event <> '{State.BACKOFF}' OR NOT EXISTS (
         SELECT 1 FROM {DELIVERIES} p
         WHERE p.hook_id = t.hook_id AND p.job_id = t.id
           AND p.event = '{JOB_EVENT_PREFIX}{State.BACKOFF}'
@@ -66,17 +76,22 @@ _OWED = f"""
 # The deliveries owed for an insert's jobs, and for an update's changes of state.
 _INSERTED = f"""
         WITH changes AS (
-            SELECT n.id, n.queue_id, n.state, ''::varchar AS before, n.backoff_reason
+            SELECT n.id, n.queue_id, n.state, ''::varchar AS before, n.backoff_reason,
+                   n.state::text AS event
             FROM new_jobs n
         ),
         {_OWED}
 """
 _UPDATED = f"""
         WITH changes AS (
-            SELECT n.id, n.queue_id, n.state, o.state AS before, n.backoff_reason
+            SELECT n.id, n.queue_id, n.state, o.state AS before, n.backoff_reason,
+                   CASE WHEN n.state = o.state AND n.held_at IS DISTINCT FROM o.held_at
+                        THEN CASE WHEN n.held_at IS NULL THEN '{RELEASED}' ELSE '{HELD}' END
+                        ELSE n.state::text END AS event
             FROM new_jobs n JOIN old_jobs o ON o.id = n.id
             WHERE n.state <> o.state
                OR (n.state = '{State.BACKOFF}' AND n.backoff_count <> o.backoff_count)
+               OR n.held_at IS DISTINCT FROM o.held_at
         ),
         {_OWED}
 """

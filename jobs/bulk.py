@@ -41,7 +41,9 @@ from jobs.services import (
     JobConflict,
     JobPermissionDenied,
     job_cancel,
+    job_hold,
     job_move_to_head,
+    job_release,
     job_resubmit,
     job_set_priority,
 )
@@ -92,6 +94,22 @@ ACTION = {
         gettext_lazy("Move %(job)s to the head of the queue?"),
         gettext_lazy("Move %(jobs)s to the head of the queue"),
         gettext_lazy("Move job #%(number)s to the head of the queue"),
+    ),
+    "hold": Action(
+        pgettext_lazy("bulk action", "Hold"),
+        gettext_lazy("%(count)s held"),
+        gettext_lazy("Hold %(jobs)s of %(people)s in %(queues)s? They keep their places."),
+        gettext_lazy("Hold %(job)s? It keeps its place."),
+        gettext_lazy("Hold %(jobs)s"),
+        gettext_lazy("Hold job #%(number)s"),
+    ),
+    "release": Action(
+        pgettext_lazy("bulk action", "Release"),
+        gettext_lazy("%(count)s released"),
+        gettext_lazy("Release %(jobs)s of %(people)s in %(queues)s?"),
+        gettext_lazy("Release %(job)s?"),
+        gettext_lazy("Release %(jobs)s"),
+        gettext_lazy("Release job #%(number)s"),
     ),
     "resubmit": Action(
         pgettext_lazy("bulk action", "Resubmit (finished jobs)"),
@@ -196,6 +214,10 @@ def jobs_bulk(
                         job_set_priority(user=user, job=job, priority=priority, now=now)
                     elif action == "move-to-head":
                         job_move_to_head(user=user, job=job, now=now)
+                    elif action == "hold":
+                        job_hold(user=user, job=job, now=now)
+                    elif action == "release":
+                        job_release(user=user, job=job, now=now)
                     else:
                         outcome.copies[job.pk] = job_resubmit(user=user, job=job, now=now).pk
             except (JobPermissionDenied, JobConflict, JobInvalid) as refusal:

@@ -193,6 +193,14 @@ class Job(models.Model):
     # the cluster has been taking to remove its objects (LEAVING_WARN_SECONDS). Null when
     # it is not leaving.
     leaving_since = models.DateTimeField(null=True, blank=True)
+    # Held: a pending job its owner or a manager stopped from being admitted, since
+    # ``held_at``, by ``held_by``. It keeps its state, ticket and enqueue time, so it keeps
+    # its place; the admission cycle skips it until it is released.
+    held_at = models.DateTimeField(null=True, blank=True)
+    held_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+", db_index=False,
+    )  # fmt: skip
     # The job's place in its queue's arrival order: 1, 2, 3, ... per queue, given by the
     # database as the row is inserted (trigger job_ticket, migration 0004), so it follows
     # the order in which submissions committed. A requeued job keeps its ticket.
@@ -213,6 +221,12 @@ class Job(models.Model):
                 fields=["queue"],
                 name="job_holding",
                 condition=Q(state__in=list(HOLDING)),
+            ),
+            # The few held jobs, which a waiting job's explanation counts ahead of it.
+            models.Index(
+                fields=["queue"],
+                name="job_held",
+                condition=Q(state__in=list(PENDING), held_at__isnull=False),
             ),
             models.Index(fields=["owner", "-id"], name="job_owner"),
             models.Index(fields=["queue", "state", "-id"], name="job_queue_state"),
@@ -255,6 +269,10 @@ class Job(models.Model):
             self.backoff_code, self.backoff_args = reason.code, dict(reason.args)
         else:
             self.backoff_reason, self.backoff_code, self.backoff_args = reason, "", {}
+
+    @property
+    def is_held(self) -> bool:
+        return self.held_at is not None and self.state in PENDING
 
     @property
     def is_pending(self) -> bool:
@@ -385,6 +403,8 @@ class JobEvent(models.Model):
         STOPPED = "Stopped"
         PRIORITY_CHANGED = "PriorityChanged"
         RESUBMITTED = "Resubmitted"  # on a finished job, naming the copy queued from it
+        HELD = "Held"
+        RELEASED = "Released"
         SUCCEEDED = "Succeeded"
         FAILED = "Failed"
 

@@ -1,4 +1,5 @@
-"""Writes to jobs: submit, cancel, change priority, and the events that record them."""
+"""Writes to jobs: submit, cancel, hold and release, change priority, and the events that
+record them."""
 
 from __future__ import annotations
 
@@ -121,7 +122,12 @@ class Submission:
 
 
 def submission_read(
-    body: object, *, queue: str = "", priority: object = None, pools: str | None = None
+    body: object,
+    *,
+    queue: str = "",
+    priority: object = None,
+    pools: str | None = None,
+    held: bool = False,
 ) -> Submission:
     """A job document, Caldera's or a Kubernetes object (a RayJob, a PyTorchJob, a Volcano
     Job, alone or with its ConfigMaps), read and checked as a draft.
@@ -130,19 +136,24 @@ def submission_read(
     places for it are then replaced by it), the object's own (``QUEUE_LABELS``, then a
     Volcano Job's ``spec.queue`` or a PyTorchJob's scheduling queue), else the queue whose
     leaf binds the object's namespace. ``priority`` (?priority=) overrides the document's,
-    and ``pools`` (?pools=h100,a100) its node pools.
+    and ``pools`` (?pools=h100,a100) its node pools; ``held`` (?held=true) queues it held.
     """
     if not is_manifest(body):
         if not queue and priority is None and pools is None:
-            return Submission(job_parse(body))  # the hot path: a batch reads a thousand
-        return Submission(job_parse(_overridden(body, queue, priority, pools)))
+            draft = job_parse(body)  # the hot path: a batch reads a thousand
+        else:
+            draft = job_parse(_overridden(body, queue, priority, pools))
+        draft.held = held
+        return Submission(draft)
     native = read_body(body)
     if queue:
         native.queue = queue
         native.where.pop("queue", None)  # a refusal names the parameter itself
     elif not native.queue:
         native.queue = _namespace_queue(native)
-    return Submission(_native_draft(native, priority, queue_named=bool(queue), pools=pools), native)
+    draft = _native_draft(native, priority, queue_named=bool(queue), pools=pools)
+    draft.held = held
+    return Submission(draft, native)
 
 
 def _overridden(document: object, queue: str, priority: object, pools: str | None) -> object:
@@ -382,6 +393,7 @@ def job_submit_batch(
     queue: str = "",
     priority: object = None,
     pools: str | None = None,
+    held: bool = False,
 ) -> list[Job]:
     """Queue up to BATCH_MAX job documents at once, all or none (a CI pipeline's sweep).
 
@@ -389,14 +401,16 @@ def job_submit_batch(
     and the jobs are written with COPY and their events with one INSERT, in one transaction.
     Raises JobInvalid naming ``jobs[i].field`` for every problem of every job; then
     nothing is stored. With ``key`` as ``job_submit``; a document may be a Kubernetes
-    object, and ``queue`` and ``priority`` apply to each, as ``submission_read`` reads them.
+    object, and ``queue``, ``priority``, ``pools`` and ``held`` apply to each, as
+    ``submission_read`` reads them.
     """
     now = now or timezone.now()
     batch_size_check(len(documents))
     submission_key_check(user=user, key=key, now=now)
     jobs = job_preview_batch(
-        user=user, documents=documents, now=now, queue=queue, priority=priority, pools=pools
-    )
+        user=user, documents=documents, now=now, queue=queue, priority=priority, pools=pools,
+        held=held,
+    )  # fmt: skip
     _reserve_tickets(jobs)
     with submission_once(user=user, key=key, now=now) as record, _name_kept(*jobs):
         jobs_copy(jobs)
@@ -418,6 +432,7 @@ def job_preview_batch(
     queue: str = "",
     priority: object = None,
     pools: str | None = None,
+    held: bool = False,
 ) -> list[Job]:
     """The jobs ``job_submit_batch`` would queue, in the order sent, checked the same way
     but not saved: each queue is looked up once, the user's roles and the cluster's node
@@ -429,7 +444,9 @@ def job_preview_batch(
     read: list[Submission | None] = []
     for document in documents:
         try:
-            submission = submission_read(document, queue=queue, priority=priority, pools=pools)
+            submission = submission_read(
+                document, queue=queue, priority=priority, pools=pools, held=held
+            )
         except JobInvalid as invalid:
             drafts.append(invalid)
             read.append(None)
@@ -622,6 +639,8 @@ def _job_for(
         token_id=_token_of(user),
         state=State.QUEUED,
         enqueued_at=now,
+        held_at=now if draft.held else None,
+        held_by=user if draft.held else None,
     )
 
 
@@ -820,7 +839,7 @@ def _token_of(user) -> int | None:
 
 def _enqueued_message(job: Job, user) -> Phrase:
     return Phrase(
-        phrases.ENQUEUED,
+        phrases.ENQUEUED_HELD if job.held_at else phrases.ENQUEUED,
         {"queue": job.queue.name, "user": user.username, "priority": job.priority},
     )
 
@@ -911,6 +930,53 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
     return locked
 
 
+def job_hold(*, user, job: Job, now: datetime | None = None) -> Job:
+    """Hold a pending job: it keeps its state, ticket and enqueue time, so its place, and
+    the admission cycle skips it until it is released. Members hold their own jobs;
+    managers and staff any. Holding a held job changes nothing."""
+    now = now or timezone.now()
+    _may_act(user, job, _("members hold only their own jobs; managers hold any job"))
+    with transaction.atomic():
+        locked = _lock_pending(job, _("only a pending job can be held; this one is %(state)s"))
+        if locked.held_at is not None:
+            return locked
+        locked.held_at, locked.held_by = now, user
+        locked.save(update_fields=["held_at", "held_by"])
+        event_record(
+            job=locked, reason=JobEvent.Reason.HELD,
+            message=Phrase(phrases.HELD, {"user": user.username}), at=now, actor=user,
+        )  # fmt: skip
+    return locked
+
+
+def job_release(*, user, job: Job, now: datetime | None = None) -> Job:
+    """Release a held job: the next admission cycle tries it again, in the place it kept.
+    Members release their own jobs, but not a hold a manager placed; managers and staff
+    release any. Releasing a job that is not held changes nothing."""
+    now = now or timezone.now()
+    role = _may_act(user, job, _("members release only their own jobs; managers release any"))
+    with transaction.atomic():
+        locked = _lock_pending(job, _("only a held job can be released; this one is %(state)s"))
+        if locked.held_at is None:
+            return locked
+        holder = locked.held_by
+        if role == queue_selectors.MEMBER and holder is not None and holder.pk != user.pk:
+            refusal = _("held by %(user)s: only the department's managers and staff release it")
+            raise _refused(user, job.queue, Right.MANAGE, refusal % {"user": holder.username})
+        held = (now - locked.held_at).total_seconds()
+        locked.held_at, locked.held_by = None, None
+        locked.save(update_fields=["held_at", "held_by"])
+        event_record(
+            job=locked, reason=JobEvent.Reason.RELEASED,
+            message=Phrase(
+                phrases.RELEASED, {"user": user.username, "held": phrases.seconds(held)}
+            ),
+            at=now, actor=user,
+        )  # fmt: skip
+        transaction.on_commit(request_admission)
+    return locked
+
+
 def job_resubmit(*, user, job: Job, now: datetime | None = None) -> Job:
     """Queue a copy of a finished job, owned by the user, checked as a new submission (the
     queue still open to them, its priority one they may give, the tree still able to hold
@@ -993,13 +1059,13 @@ def job_move_to_head(*, user, job: Job, now: datetime | None = None) -> Job:
         return _change_priority(locked, priority + 1, user, now, phrases.PRIORITY_TO_HEAD)
 
 
-def _lock_pending(job: Job) -> Job:
+def _lock_pending(job: Job, refusal: str = "") -> Job:
+    """The job's row, locked, or JobConflict with ``refusal`` (``%(state)s``: its state)
+    when it is no longer pending."""
     locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
     if locked.state not in PENDING:
-        raise JobConflict(
-            _("only a pending job can change priority; this one is %(state)s")
-            % {"state": locked.state}
-        )
+        refusal = refusal or _("only a pending job can change priority; this one is %(state)s")
+        raise JobConflict(refusal % {"state": locked.state})
     return locked
 
 

@@ -49,7 +49,7 @@ from prometheus_client.core import (
 from jobs.models import JobEvent, Lease, State
 from jobs.reads.selectors import jobs_stuck_leaving, usage_by_path
 from jobs.tables.events import ADMISSION_WAIT_BOUNDS, event_waits
-from jobs.tables.jobs import queue_pending_counts
+from jobs.tables.jobs import HELD, queue_pending_counts
 from kube.quantity import pool_parts, scale
 from queues.models import Queue
 from queues.selectors import tree_nodes
@@ -57,8 +57,9 @@ from queues.selectors import tree_nodes
 from .process_metrics import allowed, process_registry
 
 REASON = JobEvent.Reason
-# The status label of caldera_pending_jobs for each pending state, as Kueue names them.
-PENDING_STATUS = {State.QUEUED: "active", State.BACKOFF: "inadmissible"}
+# The status label of caldera_pending_jobs for each pending state, as Kueue names them, and
+# for held jobs, which Kueue would call deactivated.
+PENDING_STATUS = {State.QUEUED: "active", State.BACKOFF: "inadmissible", HELD: "held"}
 
 
 class DatabaseCollector:
@@ -91,8 +92,8 @@ class DatabaseCollector:
         only while jobs still wait in it."""
         pending = GaugeMetricFamily(
             "caldera_pending_jobs",
-            "Jobs waiting in each queue: active (queued, to be tried) or inadmissible "
-            "(in backoff after a try)",
+            "Jobs waiting in each queue: active (queued, to be tried), inadmissible "
+            "(in backoff after a try) or held (skipped until released)",
             labels=["queue", "status"],
         )
         rows = queue_pending_counts()

@@ -67,6 +67,8 @@ api_v1 = [
     path("jobs/bulk/", jobs_api.JobBulkView.as_view(), name="api-jobs-bulk"),
     path("jobs/<int:pk>/", jobs_api.JobDetailView.as_view(), name="api-job"),
     path("jobs/<int:pk>/cancel/", jobs_api.JobCancelView.as_view(), name="api-job-cancel"),
+    path("jobs/<int:pk>/hold/", jobs_api.JobHoldView.as_view(), name="api-job-hold"),
+    path("jobs/<int:pk>/release/", jobs_api.JobReleaseView.as_view(), name="api-job-release"),
     path(
         "jobs/<int:pk>/move-to-head/",
         jobs_api.JobMoveToHeadView.as_view(),

@@ -432,6 +432,16 @@ CANCELLED_LEAVING = declare(
 )
 CANCELLED = declare("cancelled", gettext_noop("Cancelled by %(user)s while %(state)s"))
 RESUBMITTED = declare("resubmitted", gettext_noop("Resubmitted by %(user)s as #%(copy)s"))
+HELD = declare(
+    "held", gettext_noop("Held by %(user)s: it keeps its place and is not admitted until released")
+)
+ENQUEUED_HELD = declare(
+    "enqueued.held",
+    gettext_noop("Enqueued held in %(queue)s by %(user)s at priority %(priority)s"),
+)
+RELEASED = declare(
+    "released", gettext_noop("Released by %(user)s after %(held)ss held; it is tried again")
+)
 PRIORITY_CHANGED = declare(
     "priority.changed", gettext_noop("%(user)s changed priority from %(old)s to %(new)s")
 )
@@ -518,6 +528,12 @@ WAITING_RECLAIM = declare(
 WAITING_RELEASING = declare(
     "waiting.releasing",
     gettext_noop("waits for %(leaving)s to leave the cluster; until then it %(short)s"),
+)
+WAITING_HELD = declare(
+    "waiting.held",
+    gettext_noop(
+        "is held by %(user)s since %(since)s: it keeps its place and is not admitted until released"
+    ),
 )
 WAITING_CLOSED = declare(
     "waiting.closed",

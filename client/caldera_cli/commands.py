@@ -161,6 +161,8 @@ def submit(args: argparse.Namespace, out: Out) -> Exit:
             if args.pool:
                 document.body["pools"] = list(args.pool)
         query = {}
+    if args.hold:
+        query["held"] = "true"  # no document field: a submission's choice, as --queue's
     api = client()
     if args.dry_run:
         return _dry_run(api, out, read, query)
@@ -339,17 +341,37 @@ def logs(args: argparse.Namespace, out: Out) -> Exit:
 
 
 def cancel(args: argparse.Namespace, out: Out) -> Exit:
+    return _act_on(args.ids, "cancel", out)
+
+
+def hold(args: argparse.Namespace, out: Out) -> Exit:
+    return _act_on(args.ids, "hold", out)
+
+
+def release(args: argparse.Namespace, out: Out) -> Exit:
+    return _act_on(args.ids, "release", out)
+
+
+def _act_on(ids: list[int], action: str, out: Out) -> Exit:
+    """POST jobs/{id}/{action}/ for each job, saying where each now stands; exit 2 when
+    any was refused (the others are acted on)."""
     api, code = client(), Exit.SUCCEEDED
-    for job_id in args.ids:
+    for job_id in ids:
         try:
-            job = api.post(f"jobs/{job_id}/cancel/")
+            job = api.post(f"jobs/{job_id}/{action}/")
         except Refused as refused:
             out.error(f"job {job_id}: {refused}", id=job_id, status=refused.status)
             code = Exit.USAGE
             continue
-        note = " (its pods are being removed)" if job["state"] == "stopping" else ""
+        note = ""
+        if job["state"] == "stopping":
+            note = " (its pods are being removed)"
+        elif job.get("held"):
+            note = f", held by {job['held_by']}, {position(job)}"
+        elif job.get("position"):
+            note = f", {position(job)}"
         out.emit(
-            {"id": job["id"], "state": job["state"]},
+            {"id": job["id"], "state": job["state"], "held": job.get("held", False)},
             f"job {job['id']} {job['name']}: {out.state(job['state'])}{note}",
         )
     return code

@@ -99,6 +99,12 @@ def parser() -> argparse.ArgumentParser:
         help="a node pool of the quota tree the jobs accept, overriding the documents'; "
         "given several times, in the order preferred (--pool h100 --pool a100)",
     )
+    submit.add_argument(
+        "--hold",
+        action="store_true",
+        help="queue the jobs held: they keep their places and are not admitted until "
+        "`caldera release`",
+    )
     submit.add_argument("--wait", "-w", action="store_true", help="wait until the jobs end")
     submit.add_argument(
         "--follow",
@@ -180,6 +186,17 @@ def parser() -> argparse.ArgumentParser:
     cancel = command("cancel", "cancel jobs")
     cancel.add_argument("ids", nargs="+", type=int, metavar="ID")
     cancel.set_defaults(run=commands.cancel)
+
+    hold = command(
+        "hold",
+        "hold pending jobs: they keep their places and are not admitted until released",
+    )
+    hold.add_argument("ids", nargs="+", type=int, metavar="ID")
+    hold.set_defaults(run=commands.hold)
+
+    release = command("release", "release held jobs: the next admission cycle tries them")
+    release.add_argument("ids", nargs="+", type=int, metavar="ID")
+    release.set_defaults(run=commands.release)
 
     command("queues", "the queues you may use").set_defaults(run=commands.queues)
     queue = command("queue", "one queue: its waiting jobs in order, its quota")

@@ -115,7 +115,7 @@ def position(job: dict[str, Any]) -> str:
 def job_line(out: Out, job: dict[str, Any]) -> list[Any]:
     return [
         job["id"],
-        out.state(job["state"]),
+        out.state(job["state"]) + (" (held)" if job.get("held") else ""),
         job.get("position") or "",
         job.get("queue"),
         job.get("name"),

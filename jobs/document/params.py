@@ -431,6 +431,14 @@ def page(*, default_limit: int, of: str) -> Params:
 QUEUE_PAGE = page(default_limit=50, of="pending jobs")
 EVENTS_PAGE = page(default_limit=PAGE_MAX, of="events")
 # GET /api/v1/jobs/{id}/manifest/: the objects Caldera creates, or those the team sent.
+# A submission queued held (POST /api/v1/jobs/, its batch and dry runs; caldera submit --hold).
+HELD_QUERY = params(
+    Flag(
+        name="held",
+        description="queue the job held: it keeps its place and is not admitted until "
+        "POST /api/v1/jobs/{id}/release/",
+    )
+)
 MANIFEST_QUERY = params(
     Choice(
         name="as",

@@ -93,6 +93,8 @@ class JobDraft:
     # caller named the queue (?queue=), so the object's own places for it are replaced.
     native: Any = None
     queue_named: bool = False
+    # Submitted held (?held=true, the form's box): queued, but not admitted until released.
+    held: bool = False
 
     # What the services' rules read of it.
 

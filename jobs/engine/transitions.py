@@ -152,7 +152,8 @@ def admit(
     ids: list[int], *, now: datetime, pools: Mapping[int, str] | None = None
 ) -> list[tuple[int, str, datetime]]:
     """Pending jobs are dequeued into the cluster, each in the node pool ``pools`` places
-    it in ("" for none): (id, queue name, enqueue time) of each that moved."""
+    it in ("" for none): (id, queue name, enqueue time) of each that moved. A job held
+    since the cycle read it stays."""
     placed = [(pools or {}).get(job_id, "") for job_id in ids]
     with connection.cursor() as cursor:
         cursor.execute(
@@ -162,7 +163,7 @@ def admit(
                 backoff_args = '{{}}'::jsonb, pool = v.pool,
                 next_attempt_at = NULL, last_tried_at = %s, start_clock_at = NULL
             FROM {QUEUES} q, unnest(%s::bigint[], %s::text[]) AS v(id, pool)
-            WHERE j.id = v.id AND j.state = ANY(%s) AND q.id = j.queue_id
+            WHERE j.id = v.id AND j.state = ANY(%s) AND j.held_at IS NULL AND q.id = j.queue_id
             RETURNING j.id, q.name, j.enqueued_at
             """,
             [State.ADMITTED, now, now, ids, placed, movable(State.ADMITTED, PENDING)],
@@ -179,7 +180,7 @@ def backoff_candidates(ids: list[int]) -> list[tuple]:
             SELECT j.id, j.state, j.backoff_reason, j.backoff_count,
                    q.backoff_base_seconds, q.backoff_max_seconds
             FROM {JOBS} j JOIN {QUEUES} q ON q.id = j.queue_id
-            WHERE j.id = ANY(%s) AND j.state = ANY(%s)
+            WHERE j.id = ANY(%s) AND j.state = ANY(%s) AND j.held_at IS NULL
             ORDER BY j.id
             FOR NO KEY UPDATE OF j
             """,

@@ -289,11 +289,14 @@ def estimates(jobs: Sequence, positions: Mapping[int, int]) -> dict[int, Estimat
     if not wanted:
         return {}
     stored = {row.job_id: row for row in StartEstimate.objects.filter(job_id__any=wanted)}
+    held_at = {job.pk: job.held_at for job in jobs}
     now, depth = timezone.now(), settings.ESTIMATE_DEPTH
     answers = {}
     for key in wanted:
         row, ahead = stored.get(key), positions[key] - 1
-        if row is not None:
+        if held_at.get(key) is not None:
+            answers[key] = Estimate(None, _("held: no estimate until it is released"))
+        elif row is not None:
             start = None if row.at is None else Start(row.at, row.ends, row.last_end)
             answers[key] = describe(start, now=now, ahead=ahead, computed_at=row.computed_at)
         elif ahead >= depth:

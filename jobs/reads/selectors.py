@@ -52,12 +52,12 @@ from queues.selectors import queues_for_user
 PAGE_FIELDS = (
     "id", "name", "queue_id", "owner_id", "priority", "ticket", "state", "enqueued_at",
     "dequeued_at", "backoff_reason", "backoff_code", "backoff_args", "next_attempt_at",
-    "last_tried_at", "start_clock_at", "request", "pools",
+    "last_tried_at", "start_clock_at", "request", "pools", "held_at", "held_by_id",
 )  # fmt: skip
 
 
 def jobs_for_user(user) -> QuerySet[Job]:
-    jobs = Job.objects.select_related("queue__node", "owner")
+    jobs = Job.objects.select_related("queue__node", "owner", "held_by")
     if user.is_staff:
         return jobs
     return jobs.filter(queue__in=queues_for_user(user).values("id"))
@@ -94,8 +94,8 @@ def queue_pending_page(queue: Queue, *, offset: int = 0, limit: int = 50) -> lis
     """(position, job) for a page of the queue's pending jobs, in queue order."""
     jobs = (
         Job.objects.filter(queue=queue, state__in=PENDING)
-        .select_related("owner")
-        .only(*PAGE_FIELDS, "owner__username")
+        .select_related("owner", "held_by")
+        .only(*PAGE_FIELDS, "owner__username", "held_by__username")
         .order_by(*QUEUE_ORDER)[offset : offset + limit]
     )
     return [(offset + index + 1, job) for index, job in enumerate(jobs)]

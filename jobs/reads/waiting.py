@@ -54,7 +54,8 @@ BEHIND = "behind"  # the jobs ahead of it in its queue go first
 BACKOFF = "backoff"  # tried and set aside until its next attempt
 STARTING = "starting"  # dequeued: the cluster is placing its pods
 CLOSED = "closed"  # its queue admits nothing
-REASONS = (NEXT, QUOTA, CLUSTER, RECLAIM, RELEASING, BEHIND, BACKOFF, STARTING, CLOSED)
+HELD = "held"  # its owner or a manager holds it: admission skips it until it is released
+REASONS = (NEXT, QUOTA, CLUSTER, RECLAIM, RELEASING, BEHIND, BACKOFF, STARTING, CLOSED, HELD)
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class Place:
     preemption: bool = False
     open: bool = True  # the queue and its node are active
     queue_name: str = ""
+    held_ahead: int = 0  # held jobs ahead of it: skipped, so they do not hold it back
 
 
 def _jobs(keys: Sequence[int]) -> Phrase:
@@ -306,10 +308,15 @@ def explain(
     pools = holding.pool_names
     preferred = next((p for p in job.pools if p in pools), "") if job.pools else ""
     path = standing(preferred or (pools[0] if pools else ""))
+    if job.held_at is not None:
+        clause = Phrase(
+            phrases.WAITING_HELD, {"user": held_by_name(job), "since": phrases.at(job.held_at)}
+        )
+        return Waiting(HELD, _sentence(clause), path, job_id=job.pk, _clause=clause)
     if not place.open:
         clause = Phrase(phrases.WAITING_CLOSED, {"queue": place.queue_name})
         return Waiting(CLOSED, _sentence(clause), path, _clause=clause)
-    ahead = place.position - 1
+    ahead = place.position - 1 - place.held_ahead
     if ahead and head is not None and place.policy != BEST_EFFORT and head._clause is not None:
         # Its queue tries the jobs ahead first: what the first waits for is what holds it.
         blocking = shortfall(
@@ -352,13 +359,38 @@ def explain(
     )  # fmt: skip
 
 
-def queue_place(queue: Queue, position: int) -> Place:
-    """Where a pending job of ``queue`` stands at ``position`` (its ``node`` loaded)."""
+def queue_place(queue: Queue, position: int, held_ahead: int = 0) -> Place:
+    """Where a pending job of ``queue`` stands at ``position`` (its ``node`` loaded), with
+    ``held_ahead`` held jobs before it."""
     return Place(
         leaf=queue.node.path, position=position, policy=queue.policy,
         preemption=queue.preemption, open=queue.active and queue.node.active,
-        queue_name=queue.name,
+        queue_name=queue.name, held_ahead=held_ahead,
     )  # fmt: skip
+
+
+def held_by_name(job: Job) -> str:
+    """Who holds the job ("" once that account is gone)."""
+    return job.held_by.get_username() if job.held_by is not None else ""
+
+
+def _held_ahead(jobs: Sequence[Job]) -> Mapping[int, int]:
+    """How many held jobs stand before each of these pending jobs in its queue: held jobs are
+    few, so theirs are read once for every queue of ``jobs``."""
+    pending = [job for job in jobs if job.state in PENDING and job.held_at is None]
+    if not pending:
+        return {}
+    held: dict[int, list[tuple[int, int]]] = {}
+    rows = Job.objects.filter(
+        queue_id__in={job.queue_id for job in pending}, state__in=PENDING, held_at__isnull=False
+    ).values_list("queue_id", "priority", "ticket")
+    for queue_id, priority, ticket in rows:
+        held.setdefault(queue_id, []).append((-priority, ticket or 0))
+    return {
+        job.pk: sum(1 for order in held[job.queue_id] if order < (-job.priority, job.ticket or 0))
+        for job in pending
+        if job.queue_id in held
+    }
 
 
 def _ahead(count: int) -> Phrase:
@@ -430,18 +462,22 @@ def jobs_waiting(
     positions = job_positions(waiting_jobs) if positions is None else positions
     woken = woken_at()
     queues = {job.queue_id: job.queue for job in waiting_jobs}
+    held_ahead = _held_ahead(waiting_jobs)
 
     def tell(job: Job, position: int, head: Waiting | None = None) -> Waiting | None:
         due = job.state not in PENDING or is_due(
             job.state, job.next_attempt_at, job.last_tried_at, now, woken
         )
-        place = queue_place(queues[job.queue_id], position)
+        place = queue_place(queues[job.queue_id], position, held_ahead.get(job.pk, 0))
         return explain(job, place=place, holding=holding, due=due, head=head, lent=lent)
 
     heads: dict[int, Waiting | None] = {}
     for job in waiting_jobs:
-        if positions.get(job.pk, 1) > 1 and job.queue_id not in heads:
-            pending = Job.objects.filter(queue_id=job.queue_id, state__in=PENDING)
+        if positions.get(job.pk, 1) - held_ahead.get(job.pk, 0) > 1 and job.queue_id not in heads:
+            # The first job tried in its queue: held jobs are skipped.
+            pending = Job.objects.filter(
+                queue_id=job.queue_id, state__in=PENDING, held_at__isnull=True
+            )
             first = pending.order_by(*QUEUE_ORDER).first()
             heads[job.queue_id] = tell(first, 1) if first is not None else None
     failures = _last_failures([job.pk for job in waiting_jobs if job.state == State.ADMITTED])

@@ -126,8 +126,9 @@ class PendingRow(NamedTuple):
 
 
 def pending_heads(limit: int) -> list[PendingRow]:
-    """The first ``limit`` pending jobs of every active queue, in queue order, in one query
-    (the admission cycle reads its candidates so, and the start estimate its waiting jobs)."""
+    """The first ``limit`` pending jobs of every active queue that are not held, in queue
+    order, in one query (the admission cycle reads its candidates so, and the start estimate
+    its waiting jobs)."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -140,7 +141,7 @@ def pending_heads(limit: int) -> list[PendingRow]:
                 SELECT j.id, j.priority, j.ticket, j.enqueued_at, j.request, j.state,
                        j.next_attempt_at, j.last_tried_at, j.run_seconds, j.namespace, j.pools
                 FROM {JOBS} j
-                WHERE j.queue_id = q.id AND j.state = ANY(%s)
+                WHERE j.queue_id = q.id AND j.state = ANY(%s) AND j.held_at IS NULL
                 ORDER BY {queue_order_sql("j")}
                 LIMIT %s
             ) h
@@ -254,19 +255,23 @@ def queue_recent_holds(recent: int) -> list[tuple[int, float | None, float | Non
         return cursor.fetchall()
 
 
+HELD = "held"  # queue_pending_counts' state of a held job
+
+
 def queue_pending_counts() -> list[tuple[str, str | None, int]]:
-    """Pending jobs by queue name and state, as (queue, state, count): every active queue,
-    with a row of state None and count 0 where nothing waits, and a retired queue only
-    while jobs still wait in it."""
+    """Pending jobs by queue name and state, as (queue, state, count), held jobs counted
+    apart under HELD whatever their state: every active queue, with a row of state None and
+    count 0 where nothing waits, and a retired queue only while jobs still wait in it."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT q.name, j.state, COUNT(j.id) FROM {QUEUES} q
+            SELECT q.name, CASE WHEN j.held_at IS NULL THEN j.state ELSE %s END, COUNT(j.id)
+            FROM {QUEUES} q
             LEFT JOIN {JOBS} j ON j.queue_id = q.id AND j.state = ANY(%s)
             WHERE q.active OR j.id IS NOT NULL
-            GROUP BY q.name, j.state
+            GROUP BY 1, 2
             """,
-            [list(PENDING)],
+            [HELD, list(PENDING)],
         )
         return cursor.fetchall()
 

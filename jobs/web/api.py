@@ -27,7 +27,7 @@ from jobs.cluster.manifests import build_manifests
 from jobs.cluster.manifests.objects import in_kubernetes_order
 from jobs.document.fields import flat
 from jobs.document.idempotency import REPLAYED_HEADER, idempotency_key, idempotency_parameter
-from jobs.document.params import EVENTS_PAGE, MANIFEST_QUERY, QUEUE_PAGE
+from jobs.document.params import EVENTS_PAGE, HELD_QUERY, MANIFEST_QUERY, QUEUE_PAGE
 from jobs.document.schema import (
     JobBatchIn,
     JobIn,
@@ -125,6 +125,9 @@ SUBMIT_REFUSALS = {
     "head.resources": "a name that is not a Kubernetes resource name (cpu, nvidia.com/gpu)",
     "master.resources": "a name that is not a Kubernetes resource name (cpu, nvidia.com/gpu)",
     "workers[].resources": "a name that is not a Kubernetes resource name",
+    "head.resources.*": "not a Kubernetes quantity (500m, 2, 4Gi)",
+    "master.resources.*": "not a Kubernetes quantity (500m, 2, 4Gi)",
+    "workers[].resources.*": "not a Kubernetes quantity (500m, 2, 4Gi)",
     # Rules of single fields that jobs.document.schema does not yet write into the schema.
     "image": "not an OCI image reference: [registry[:port]/]path[:tag][@digest]",
     "pip[]": "not one requirement: a space in it, or more than 200 characters",
@@ -185,6 +188,7 @@ SUBMIT_QUERY = [
         "comma-separated (h100,a100), over the body's pools (a Kubernetes object's "
         "caldera.io/pools annotation or nodeSelector)",
     ),
+    *HELD_QUERY.parameters(),
 ]
 
 # The body the schema declares: Caldera's document, as JSON. A Kubernetes object (as JSON
@@ -212,6 +216,7 @@ def submit_query(request) -> dict:
         "queue": params.get("queue", ""),
         "priority": params.get("priority"),
         "pools": params.get("pools"),
+        "held": HELD_QUERY.read(params)["held"],
     }
 
 
@@ -619,6 +624,34 @@ class JobCancelView(APIView):
         services.job_cancel(user=request.user, job=job)
         job = selectors.job_get_for_user(request.user, pk)
         return Response(job_out(job, None))
+
+
+class JobHoldView(APIView):
+    @extend_schema(
+        operation_id="jobs_hold",
+        request=None,
+        responses=action_responses(JobOut),
+        summary="Hold a pending job: it keeps its place and is not admitted until released",
+    )
+    def post(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        services.job_hold(user=request.user, job=job)
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(job_out(job, selectors.job_position(job)))
+
+
+class JobReleaseView(APIView):
+    @extend_schema(
+        operation_id="jobs_release",
+        request=None,
+        responses=action_responses(JobOut),
+        summary="Release a held job: the next admission cycle tries it in the place it kept",
+    )
+    def post(self, request, pk: int):
+        job = selectors.job_get_for_user(request.user, pk)
+        services.job_release(user=request.user, job=job)
+        job = selectors.job_get_for_user(request.user, pk)
+        return Response(job_out(job, selectors.job_position(job)))
 
 
 class JobMoveToHeadView(APIView):

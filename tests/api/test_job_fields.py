@@ -84,6 +84,8 @@ CALDERA_S_OWN = {
     "leaving_since",
     "ticket",
     "pool",  # the node pool the admission cycle placed it in
+    "held_at",  # held by a person (?held=true at submit, or POST /jobs/{id}/hold/)
+    "held_by",
 }
 
 

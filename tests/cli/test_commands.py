@@ -323,3 +323,24 @@ def test_the_command_line_names_the_node_pools_a_job_accepts_in_order(cli, tmp_p
     sent = cli.run("submit", document(tmp_path, SHORT), "--pool", "a100", "--pool", "h100")
     assert sent.returncode == 0, sent.stderr
     assert Job.objects.get().pools == ["a100", "h100"]
+
+
+def test_submit_held_release_and_hold_again(cli, tmp_path, member):
+    submitted = cli.run("submit", document(tmp_path, RAY_JOB), "--hold", "-o", "json")
+    assert submitted.returncode == 0, submitted.stderr
+    [answer] = json_lines(submitted.stdout)
+    job = Job.objects.get(pk=answer["id"])
+    assert job.held_by == member and job.state == State.QUEUED
+    listed = cli.run("ls").stdout.splitlines()
+    assert listed[1].split()[:4] == [str(job.pk), "queued", "(held)", "1"]
+    assert "waiting:   It is held by alice since " in cli.run("status", str(job.pk)).stdout
+
+    released = cli.run("release", str(job.pk))
+    assert released.returncode == 0, released.stderr
+    assert released.stdout == f"job {job.pk} rayjob-video: queued, position 1\n"
+    assert Job.objects.get(pk=job.pk).held_at is None
+
+    held = cli.run("hold", str(job.pk), "999999")
+    assert held.returncode == 2
+    assert f"job {job.pk} rayjob-video: queued, held by alice, position 1" in held.stdout
+    assert "job 999999: " in held.stderr

@@ -145,6 +145,9 @@ def test_the_metrics_match_the_database_after_a_reclaim(client, member, intern):
 
 def test_every_active_queue_reports_its_pending_jobs_with_0_where_none_wait(client, member):
     job_submit(user=member, draft=job_parse(copy.deepcopy(RAY_JOB)), now=timezone.now())
+    held = job_parse(copy.deepcopy(RAY_JOB))
+    held.held = True
+    job_submit(user=member, draft=held, now=timezone.now())
     Queue.objects.filter(name="root-interns-intern-video").update(active=False)  # retired
 
     figures = scrape(client)["caldera_pending_jobs"]
@@ -152,9 +155,10 @@ def test_every_active_queue_reports_its_pending_jobs_with_0_where_none_wait(clie
     pending = {(labels[0][1], labels[1][1]): count for labels, count in figures.items()}
     active = set(Queue.objects.filter(active=True).values_list("name", flat=True))
     assert {queue for queue, _ in pending} == active
-    assert {status for _, status in pending} == {"active", "inadmissible"}
-    assert len(pending) == 2 * len(active)
+    assert {status for _, status in pending} == {"active", "inadmissible", "held"}
+    assert len(pending) == 3 * len(active)
     assert pending.pop(("root-algorithm-video", "active")) == 1
+    assert pending.pop(("root-algorithm-video", "held")) == 1  # counted apart, not as active
     assert set(pending.values()) == {0}
 
 

@@ -62,6 +62,12 @@ class JobOut(JobIn):
         help_text="the node pool the admission cycle placed it in (its pods carry the pool's "
         'node labels and tolerations); "" for none',
     )
+    held = serializers.BooleanField(
+        source="is_held", read_only=True,
+        help_text="held: it keeps its place and is not admitted until released",
+    )  # fmt: skip
+    held_by = serializers.SerializerMethodField(help_text="who holds it; null when not held")
+    held_at = serializers.SerializerMethodField(help_text="since when it is held")
     preemptions = serializers.IntegerField(source="preemption_count", read_only=True)
     start_timeouts = serializers.IntegerField(
         read_only=True, help_text="times its pods were not all running in time after a dequeue"
@@ -96,6 +102,13 @@ class JobOut(JobIn):
             if job.state == State.BACKOFF and job.next_attempt_at
             else None
         )
+
+    def get_held_by(self, job: Job) -> str | None:
+        return waiting.held_by_name(job) if job.is_held else None
+
+    @extend_schema_field(Time())
+    def get_held_at(self, job: Job) -> str | None:
+        return job.held_at.isoformat() if job.is_held and job.held_at else None
 
     def get_start_timeout_attempts(self, job: Job) -> int:
         return settings.START_TIMEOUT_ATTEMPTS

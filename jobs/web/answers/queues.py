@@ -30,6 +30,9 @@ class PendingOut(QueuedJobOut):
     position = serializers.IntegerField(read_only=True, allow_null=True, default=None)
     priority = serializers.IntegerField()
     enqueued_at = Time()
+    held = serializers.BooleanField(
+        source="is_held", help_text="held by a person: skipped until released"
+    )
 
 
 class BackoffOut(PendingOut):
