@@ -193,6 +193,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and not request.POST.get("action"):
         try:
             draft = job_parse(form.document())
+            draft.held = request.POST.get("held") == "on"
             job = services.job_submit(user=request.user, draft=draft)
         except JobInvalid as invalid:
             form.place(invalid.errors)
@@ -236,7 +237,9 @@ def job_submit_objects(request: HttpRequest) -> HttpResponse:
                     % {"limit": settings.YAML_BODY_MAX_BYTES}
                 )
             body = load_file(text)
-            submission = services.submission_read(body if body is not None else {}, queue=queue)
+            submission = services.submission_read(
+                body if body is not None else {}, queue=queue, held=request.POST.get("held") == "on"
+            )
             with submission.paths():
                 job = services.job_submit(user=request.user, draft=submission.draft)
         except YamlRefused as refused:
@@ -376,6 +379,32 @@ def job_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             if job.is_leaving
             else _("Job cancelled."),
         )
+    return redirect("job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_hold(request: HttpRequest, pk: int) -> HttpResponse:
+    job = selectors.job_get_for_user(request.user, pk)
+    try:
+        services.job_hold(user=request.user, job=job)
+    except (services.JobPermissionDenied, services.JobConflict) as error:
+        messages.error(request, _("Cannot hold: %(reason)s") % {"reason": error})
+    else:
+        messages.success(request, _("Held: it keeps its place and is not admitted until released."))
+    return redirect("job-detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_release(request: HttpRequest, pk: int) -> HttpResponse:
+    job = selectors.job_get_for_user(request.user, pk)
+    try:
+        services.job_release(user=request.user, job=job)
+    except (services.JobPermissionDenied, services.JobConflict) as error:
+        messages.error(request, _("Cannot release: %(reason)s") % {"reason": error})
+    else:
+        messages.success(request, _("Released: the next admission cycle tries it."))
     return redirect("job-detail", pk=job.pk)
 
 

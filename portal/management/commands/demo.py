@@ -142,10 +142,15 @@ class Command(BaseCommand):
         if not Job.objects.exists():
             self.submit("alice", SEED_RAYJOB)
             self.submit("alice", SEED_RAYJOB)
+            # One held, as a researcher holds a sweep whose data is not ready: it keeps its
+            # place until someone releases it (docs/jobs.md).
+            self.submit("alice", {**SEED_RAYJOB, "name": "sweep-held"}, held=True)
 
-    def submit(self, username: str, body: dict) -> None:
+    def submit(self, username: str, body: dict, *, held: bool = False) -> None:
         user = get_user_model().objects.get(username=username)
-        job_submit(user=user, draft=job_parse(copy.deepcopy(body)))
+        draft = job_parse(copy.deepcopy(body))
+        draft.held = held
+        job_submit(user=user, draft=draft)
 
     def submit_traffic_job(self) -> None:
         if Job.objects.filter(state__in=PENDING).count() >= MAX_PENDING:
