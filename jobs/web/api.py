@@ -128,6 +128,9 @@ SUBMIT_REFUSALS = {
     "head.resources.*": "not a Kubernetes quantity (500m, 2, 4Gi)",
     "master.resources.*": "not a Kubernetes quantity (500m, 2, 4Gi)",
     "workers[].resources.*": "not a Kubernetes quantity (500m, 2, 4Gi)",
+    "head.limits.*": "not a Kubernetes quantity (500m, 2, 4Gi)",
+    "master.limits.*": "not a Kubernetes quantity (500m, 2, 4Gi)",
+    "workers[].limits.*": "not a Kubernetes quantity (500m, 2, 4Gi)",
     # Rules of single fields that jobs.document.schema does not yet write into the schema.
     "image": "not an OCI image reference: [registry[:port]/]path[:tag][@digest]",
     "pip[]": "not one requirement: a space in it, or more than 200 characters",

@@ -540,6 +540,9 @@ def test_a_form_out_of_date_keeps_what_was_typed_and_sends_it_again(
     page.get_by_label("Entrypoint (Ray)").fill("python /home/ray/samples/sample_code.py")
     page.locator("#id_head_cpu").fill("4")
     page.locator("#id_head_memory").fill("4G")
+    # The preview of what was typed is answered first: a preview sent once the secret
+    # changed would bring the page up to date itself, before the submit is refused.
+    page.wait_for_load_state("networkidle")
     # As when alice signs in again in another tab: a new CSRF secret, the form's is stale.
     page.context.add_cookies([{"name": "csrftoken", "value": "a" * 32, "url": live_server.url}])
 
