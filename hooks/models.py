@@ -26,6 +26,7 @@ from queues.models import Department
 TEST_EVENT = "test"  # the event of "Send a test event"
 JOB_EVENT_PREFIX = "job."  # job.queued, job.admitted, ... job.<state>, job.held, job.released
 HELD, RELEASED = "held", "released"  # a pending job held, or released, in its state
+RETRYING = "retrying"  # a failed attempt stops for the next one (its state: stopping)
 # A backoff event is sent at most once this often per job and hook (the trigger's
 # interval, migration 0002: a change here needs a migration that installs it again).
 BACKOFF_EVENT_SECONDS = 60

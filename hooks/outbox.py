@@ -6,8 +6,9 @@ Every statement that inserts jobs or changes their state, whichever way it is wr
 rows as transition tables. It writes one ``Delivery`` per change and per active hook that
 applies: the job's own hooks, and those of every department whose node is the job's
 queue's or above it. A hold and a release are changes too (``job.held``, ``job.released``:
-the job's state stays). A backoff that repeats (the job tried again) is a change too, sent at
-most once per BACKOFF_EVENT_SECONDS per job and hook.
+the job's state stays), and so is a failed attempt stopping for its next (``job.retrying``).
+A backoff that repeats (the job tried again) is a change too, sent at most once per
+BACKOFF_EVENT_SECONDS per job and hook.
 
 When no hook is active anywhere, the statement pays one look at an empty index
 (``webhook_active``) and nothing else: the admission cycle's cost stays where it was.
@@ -19,7 +20,7 @@ INSTALL again (CREATE OR REPLACE).
 
 from __future__ import annotations
 
-from jobs.models import JOBS, State
+from jobs.models import ENDS_RETRY, JOBS, State
 from queues.models import Department, QuotaNode
 from queues.selectors import QUEUES
 
@@ -29,6 +30,7 @@ from .models import (
     HELD,
     JOB_EVENT_PREFIX,
     RELEASED,
+    RETRYING,
     WEBHOOKS,
     Delivery,
 )
@@ -87,6 +89,8 @@ _UPDATED = f"""
             SELECT n.id, n.queue_id, n.state, o.state AS before, n.backoff_reason,
                    CASE WHEN n.state = o.state AND n.held_at IS DISTINCT FROM o.held_at
                         THEN CASE WHEN n.held_at IS NULL THEN '{RELEASED}' ELSE '{HELD}' END
+                        WHEN n.state = '{State.STOPPING}' AND n.ends_as = '{ENDS_RETRY}'
+                        THEN '{RETRYING}'
                         ELSE n.state::text END AS event
             FROM new_jobs n JOIN old_jobs o ON o.id = n.id
             WHERE n.state <> o.state

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
@@ -15,6 +16,7 @@ from django.db.models import Q
 from django.utils.translation import pgettext_lazy
 
 from access.models import AccessToken
+from queues.limits import format_duration
 from queues.models import Queue
 from queues.phrases import Phrase, said
 
@@ -29,7 +31,9 @@ class State(models.TextChoices):
                  preempted, backoff (its pods did not all start in time: it left the cluster)
     running   -> succeeded, failed, stopping, preempted
     preempted -> queued (its objects left the cluster; it keeps its enqueue time), stopping
-    stopping  -> cancelled (its objects left the cluster)
+    stopping  -> cancelled (its objects left the cluster), failed (it was stopped at its
+                 time limit), backoff (its attempt failed and it has retries left: its
+                 next attempt waits in its queue)
 
     A preempted or stopping job is leaving: it holds its quota until the cluster sync sees
     its objects gone, so capacity is never counted twice (``HOLDING``).
@@ -68,6 +72,11 @@ def queue_order_sql(alias: str) -> str:
     )
 
 
+# How a stopping job ends once its objects are gone (``Job.ends_as``): cancelled (""),
+# failed at its time limit, or queued again for its next attempt.
+ENDS_FAILED = "failed"
+ENDS_RETRY = "retry"
+
 LIVE = PENDING + HOLDING
 TERMINAL = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 TRANSITIONS: dict[str, tuple[str, ...]] = {
@@ -83,7 +92,7 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     ),
     State.RUNNING: (State.SUCCEEDED, State.FAILED, State.STOPPING, State.PREEMPTED),
     State.PREEMPTED: (State.QUEUED, State.STOPPING),
-    State.STOPPING: (State.CANCELLED,),
+    State.STOPPING: (State.CANCELLED, State.FAILED, State.BACKOFF),
     State.SUCCEEDED: (),
     State.FAILED: (),
     State.CANCELLED: (),
@@ -196,6 +205,17 @@ class Job(models.Model):
     # Held: a pending job its owner or a manager stopped from being admitted, since
     # ``held_at``, by ``held_by``. It keeps its state, ticket and enqueue time, so it keeps
     # its place; the admission cycle skips it until it is released.
+    # Its time limit in seconds once its pods run (its own, else its leaf's defaultTime;
+    # None: none), and the retries it asked for on failure: its attempts, numbered from 1,
+    # each failed one's end kept in ``attempts`` ({"attempt", "started_at", "ended_at",
+    # "reason"}).
+    time_limit = models.PositiveIntegerField(null=True, blank=True)
+    retries = models.PositiveSmallIntegerField(default=0, db_default=0)
+    attempt = models.PositiveSmallIntegerField(default=1, db_default=1)
+    attempts = models.JSONField(default=list, blank=True, db_default=[])
+    # How a stopping job ends once its objects are gone: cancelled (""), failed (its time
+    # limit), or back in its queue for its next attempt (a retry).
+    ends_as = models.CharField(max_length=10, blank=True, default="", db_default="")
     held_at = models.DateTimeField(null=True, blank=True)
     held_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -269,6 +289,25 @@ class Job(models.Model):
             self.backoff_code, self.backoff_args = reason.code, dict(reason.args)
         else:
             self.backoff_reason, self.backoff_code, self.backoff_args = reason, "", {}
+
+    @property
+    def time_limit_text(self) -> str:
+        """Its time limit as people write it (``2h``, ``1h30m``); "" for none."""
+        return format_duration(self.time_limit) if self.time_limit else ""
+
+    @property
+    def failed_attempts(self) -> list[dict[str, Any]]:
+        """Its failed attempts before this one, their times read back as datetimes."""
+        return [
+            {**kept, **{key: datetime.fromisoformat(kept[key]) if kept.get(key) else None
+                        for key in ("started_at", "ended_at")}}
+            for kept in self.attempts
+        ]  # fmt: skip
+
+    @property
+    def attempts_in_all(self) -> int:
+        """How many attempts it may take: the first, and one per retry."""
+        return self.retries + 1
 
     @property
     def is_held(self) -> bool:

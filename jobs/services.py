@@ -17,8 +17,12 @@ from rest_framework.exceptions import ValidationError
 from audit.models import AuditEntry
 from audit.services import audit_record
 from jobs.cluster import get_backend
-from jobs.cluster.manifests.objects import config_map_names
-from jobs.document.fields import PoolNames, flat
+from jobs.cluster.manifests.objects import (
+    RETRIES_ANNOTATION,
+    TIME_LIMIT_ANNOTATION,
+    config_map_names,
+)
+from jobs.document.fields import Count, Duration, PoolNames, flat
 from jobs.document.idempotency import IDEMPOTENCY_HEADER, IdempotencyKey
 from jobs.document.native import (
     QUEUE_LABELS,
@@ -62,12 +66,13 @@ from kube.pod_security import RESTRICTED
 from kube.scheduling import ClusterNode, Placement
 from queues import phrases
 from queues import selectors as queue_selectors
+from queues.limits import RETRIES_MAX, format_duration, limits_of
 from queues.models import Queue
 from queues.phrases import Phrase
 from queues.placement import unplaceable
 from queues.pod_policy import PodPolicy, leaf_policy
 from queues.pools import Pool, accepted
-from queues.quota import exceeds_max, path_to_root
+from queues.quota import Node, exceeds_max, path_to_root
 from queues.scope import Right, scope_of
 from queues.services import TREE_NAME, NodeChange, tree_import
 
@@ -202,6 +207,17 @@ def _native_draft(
             % {"least": MIN_RUN_SECONDS, "most": MAX_RUN_SECONDS}
         ]
     columns["run_seconds"] = seconds
+    limit, where = _time_limit_of(native)
+    try:
+        columns["time_limit"] = Duration().run_validation(limit)
+    except ValidationError as invalid:
+        errors[where] = [str(reason) for reason in invalid.detail]
+    try:
+        columns["retries"] = Count(default=0, min_value=0, max_value=RETRIES_MAX).run_validation(
+            number_text(annotations.get(RETRIES_ANNOTATION))
+        )
+    except ValidationError as invalid:
+        errors[native.place("retries")] = [str(reason) for reason in invalid.detail]
     named = pools if pools is not None else annotations.get(POOLS_ANNOTATION)
     if named is not None:
         try:
@@ -221,6 +237,28 @@ def _native_draft(
         native=native,
         queue_named=queue_named,
     )
+
+
+# Where a runtime's own object gives the job's deadline: KubeRay's RayJob and Kubeflow's
+# PyTorchJob have one (a Volcano Job has none: its caldera.io/time-limit annotation).
+DEADLINE_FIELDS = {
+    "kuberay": ("spec", "activeDeadlineSeconds"),
+    "kubeflow": ("spec", "runPolicy", "activeDeadlineSeconds"),
+}
+
+
+def _time_limit_of(native: NativeJob) -> tuple[object, str]:
+    """The object's time limit as it gives it, and its path for a refusal: its
+    caldera.io/time-limit annotation, else its runtime's deadline field (None: neither)."""
+    if TIME_LIMIT_ANNOTATION in native.annotations:
+        return native.annotations[TIME_LIMIT_ANNOTATION], native.place("time_limit")
+    path = DEADLINE_FIELDS.get(native.kind.runtime)
+    if path is None:
+        return None, ""
+    value: object = native.job
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value, native.path(0, path)
 
 
 def _namespace_queue(native: NativeJob) -> str:
@@ -610,6 +648,7 @@ def _job_for(
             _("can never run: %(reason)s") % {"reason": nowhere.phrase.text()}
         )
     columns = draft.columns if asked is None else {**draft.columns, "pools": list(asked)}
+    columns = {**columns, **_limited(draft, queue, path_nodes, errors)}
     policy = leaf_policy(
         path_nodes[path].pods for path in path_to_root(queue.node.path) if path in path_nodes
     )
@@ -642,6 +681,35 @@ def _job_for(
         held_at=now if draft.held else None,
         held_by=user if draft.held else None,
     )
+
+
+def _limited(
+    draft: JobDraft, queue: Queue, path_nodes: Mapping[str, Node], errors: dict[str, list[str]]
+) -> dict[str, object]:
+    """The job's time limit (its own, else its leaf's defaultTime) and its retries, each
+    refused above what its leaf's limits allow (``queues.limits``)."""
+    limits = limits_of(path_nodes, queue.node.path)
+    own = draft.columns.get("time_limit")
+    time_limit = own if own is not None else limits.default_time
+    native = draft.native
+    if limits.max_time is not None and time_limit is not None and time_limit > limits.max_time:
+        field = "time_limit" if native is None else native.place("time_limit")
+        if native is not None and TIME_LIMIT_ANNOTATION not in native.annotations:
+            field = native.path(0, DEADLINE_FIELDS[native.kind.runtime])
+        errors.setdefault(field, []).append(
+            _("%(limit)s is above the longest %(node)s allows: %(max)s (limits.maxTime)")
+            % {"limit": format_duration(time_limit), "node": limits.max_time_at,
+               "max": format_duration(limits.max_time)}
+        )  # fmt: skip
+    retries = draft.columns.get("retries") or 0
+    most = RETRIES_MAX if limits.max_retries is None else limits.max_retries
+    if retries > most:
+        field = "retries" if native is None else native.place("retries")
+        errors.setdefault(field, []).append(
+            _("%(retries)s retries is more than %(node)s allows: %(most)s (limits.maxRetries)")
+            % {"retries": retries, "node": limits.max_retries_at or "Caldera", "most": most}
+        )
+    return {"time_limit": time_limit, "retries": retries}
 
 
 def _pools_accepted(
@@ -905,10 +973,15 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
     _may_act(user, job, _("members cancel only their own jobs; managers cancel any job"))
     with transaction.atomic():
         locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
-        if locked.state in (State.CANCELLED, State.STOPPING):
+        if locked.state == State.CANCELLED or (
+            locked.state == State.STOPPING and not locked.ends_as
+        ):
             return locked
         was = locked.state
-        if was in sources_of(State.STOPPING):
+        if was == State.STOPPING:  # past its time limit, or between attempts: cancelled now
+            locked.ends_as = ""
+            message = Phrase(phrases.CANCELLED_LEAVING, {"user": user.username, "state": was})
+        elif was in sources_of(State.STOPPING):
             step(locked, State.STOPPING)
             if was not in LEAVING:  # a preempted job keeps the time it began to leave
                 locked.leaving_since = now
@@ -919,7 +992,7 @@ def job_cancel(*, user, job: Job, now: datetime | None = None) -> Job:
             message = Phrase(phrases.CANCELLED, {"user": user.username, "state": was})
         else:
             raise JobConflict(_("the job has already %(state)s") % {"state": locked.state})
-        locked.save(update_fields=["state", "finished_at", "leaving_since"])
+        locked.save(update_fields=["state", "finished_at", "leaving_since", "ends_as"])
         event_record(
             job=locked, reason=JobEvent.Reason.CANCELLED, message=message, at=now, actor=user,
         )  # fmt: skip

@@ -51,6 +51,7 @@ from jobs.reads.selectors import jobs_stuck_leaving, usage_by_path
 from jobs.tables.events import ADMISSION_WAIT_BOUNDS, event_waits
 from jobs.tables.jobs import HELD, queue_pending_counts
 from kube.quantity import pool_parts, scale
+from queues.limits import limits_of
 from queues.models import Queue
 from queues.selectors import tree_nodes
 
@@ -192,7 +193,19 @@ class DatabaseCollector:
             for name, text in described.items()
         }
         used = usage_by_path()
-        for path, node in sorted(tree_nodes().items()):
+        tree = tree_nodes()
+        stopped = GaugeMetricFamily(
+            "caldera_queue_stopped",
+            "1 for each queue its tree stops (stopPolicy Hold or HoldAndDrain on its leaf or "
+            "above, as the policy label says): nothing new is admitted; 0 for those admitting",
+            labels=["queue", "policy"],
+        )
+        parents = {node.parent for node in tree.values()}
+        for path in sorted(set(tree) - parents):
+            stop = limits_of(tree, path).stop
+            stopped.add_metric([Queue.name_for(path), stop or "None"], 1 if stop else 0)
+        yield stopped
+        for path, node in sorted(tree.items()):
             for name, amounts in (
                 ("min", node.min),
                 ("max", node.max),

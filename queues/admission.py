@@ -7,6 +7,9 @@ admission time.
 
 The rules, in the order they apply:
 
+0. **Stops.** A leaf whose path has a ``stopPolicy`` (``queues.limits``) admits nothing:
+   its queue is not offered. Under ``HoldAndDrain`` its jobs holding quota are preempted
+   back to their queue first (rule ``drain``), in victim order.
 1. **Over quota.** A node whose usage is above its ``max`` (an admin lowered it) gives
    back jobs from its subtree until it is within ``max``: lowest priority first, then
    the most recently admitted.
@@ -54,6 +57,12 @@ The rules, in the order they apply:
    cycle, and so does a backing-off head while it could still be admitted (its request
    fits every ``max`` on its path and the cluster); under ``BestEffort`` it is set aside
    and the next candidate is tried.
+9. **Per person.** Where the leaf's path sets ``perPerson`` limits, a candidate whose owner
+   would have more jobs holding quota in the leaf than ``jobs``, or hold more of a resource
+   there than ``resources`` gives (leaving jobs and those admitted in the cycle counted),
+   is refused with that reason before any fit is tried, and it never closes its queue:
+   under either policy the queue goes on to the next candidate, as best effort does, so
+   one person at their limit does not hold back the others.
 """
 
 from __future__ import annotations
@@ -64,9 +73,10 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.quantity import POOL_MARK, ResourceList, add, in_pool, pool_parts, subtract
+from kube.quantity import POOL_MARK, ResourceList, add, in_pool, pool_parts, subtract, unpooled
 
 from . import phrases
+from .limits import HOLD_AND_DRAIN, LeafLimits, limits_of
 from .phrases import Phrase
 from .quota import Node, Shortfall, borrows, guaranteed, path_to_root, shortfall
 
@@ -76,6 +86,7 @@ BEST_EFFORT = "BestEffort"
 RECLAIM = "reclaim"
 QUEUE_PRIORITY = "queue priority"
 OVER_QUOTA = "over quota"
+DRAIN = "drain"
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,7 @@ class Candidate:
     priority: int = 0
     # The node pools it accepts, in order (queues.pools); () for the tree's order.
     pools: tuple[str, ...] = ()
+    owner: int | None = None  # who submitted it: its leaf's perPerson limits count theirs
 
 
 @dataclass(frozen=True)
@@ -115,6 +127,7 @@ class Admitted:
     request: ResourceList
     priority: int
     admitted_at: Any  # comparable: later means more recently admitted
+    owner: int | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +152,8 @@ class Preemption:
             return Phrase(
                 phrases.PREEMPTED_PRIORITY, {"by": self.by, "node": self.node, "released": released}
             )
+        if self.rule == DRAIN:
+            return Phrase(phrases.PREEMPTED_DRAIN, {"node": self.node, "released": released})
         return Phrase(phrases.PREEMPTED_OVER_QUOTA, {"node": self.node, "released": released})
 
     def message(self) -> str:
@@ -200,10 +215,48 @@ class InPools:
         return self.phrase().english()
 
 
+@dataclass(frozen=True)
+class OverPersonLimit:
+    """Why a candidate is refused before its fit is tried: its owner is at the leaf's
+    ``perPerson`` limit of jobs (``resource`` "") or of a resource."""
+
+    leaf: str
+    node: str  # the node that sets the limit
+    holding: int  # the owner's jobs holding quota in the leaf
+    limit: int  # the most jobs, or units of ``resource``
+    resource: str = ""
+    used: int = 0  # units of ``resource`` the owner holds there
+    requested: int = 0
+
+    def phrase(self) -> Phrase:
+        if not self.resource:
+            return Phrase(
+                phrases.PERSON_JOBS,
+                {"holding": self.holding, "leaf": self.leaf, "node": self.node,
+                 "limit": self.limit},
+            )  # fmt: skip
+        return Phrase(phrases.PERSON_RESOURCES, self.args())
+
+    def args(self) -> dict[str, Any]:
+        r = self.resource
+        return {
+            "resource": r, "leaf": self.leaf, "node": self.node,
+            "used": phrases.quantity(r, self.used, self.limit),
+            "asks": phrases.quantity(r, self.requested, self.limit),
+            "limit": phrases.quantity(r, self.limit),
+        }  # fmt: skip
+
+    def message(self) -> str:
+        return self.phrase().english()
+
+
+Refusal = Shortfall | Releasing | InPools | OverPersonLimit
+
+
 @dataclass
 class Plan:
     admitted: list[Candidate] = field(default_factory=list)
-    refused: dict[int, Shortfall | Releasing | InPools] = field(default_factory=dict)
+    refused: dict[int, Refusal] = field(default_factory=dict)
     preempted: list[Preemption] = field(default_factory=list)
     more: bool = False  # a queue ran out of read candidates while admitting: run again
     # The keys of the candidates admitted or set waiting (Releasing), in the order the cycle
@@ -418,12 +471,17 @@ def plan_admissions(
     """
     cycle = _Cycle(tree, allocatable, used, admitted, leaving, fair or {}, tuple(pools))
     plan = Plan()
+    for preemption in _drained(cycle):
+        plan.preempted.append(preemption)
+        cycle.preempt(preemption.victim)
     for preemption in _over_quota(tree, cycle.future, cycle.holders):
         plan.preempted.append(preemption)
         cycle.preempt(preemption.victim)
 
     cursors = {index: 0 for index in range(len(queues))}
-    open_queues = set(cursors)
+    open_queues = {
+        index for index in cursors if not (cycle.stops and cycle.limits(queues[index].leaf).stop)
+    }
 
     def next_candidate(index: int) -> Candidate | None:
         heads = queues[index]
@@ -431,7 +489,11 @@ def plan_admissions(
             candidate = heads.candidates[cursors[index]]
             if candidate.due:
                 return candidate
-            if heads.policy == PRIORITY and cycle.admissible(heads.leaf, candidate):
+            if (
+                heads.policy == PRIORITY
+                and cycle.over_person_limit(heads.leaf, candidate) is None
+                and cycle.admissible(heads.leaf, candidate)
+            ):
                 return None
             cursors[index] += 1
         return None
@@ -464,7 +526,11 @@ def plan_admissions(
                 cursors[index] += 1
                 if _admit(plan, cycle, heads, candidate):
                     break
-                if heads.policy == PRIORITY and cycle.admissible(heads.leaf, candidate):
+                if (
+                    heads.policy == PRIORITY
+                    and not isinstance(plan.refused.get(candidate.key), OverPersonLimit)
+                    and cycle.admissible(heads.leaf, candidate)
+                ):
                     open_queues.discard(index)
                     break
                 candidate = next_candidate(index)
@@ -505,6 +571,46 @@ class _Cycle:
         for job in leaving:
             self._leaves(job)
         self.holders = _Holders(admitted)
+        self._limits: dict[str, LeafLimits] = {}
+        self.stops = any(node.stop for node in tree.values())
+        self.per_person = any("perPerson" in node.limits for node in tree.values())
+        # What each person holds in each leaf (jobs, and the totals of what they hold),
+        # leaving jobs and those the cycle admits included: perPerson limits count it.
+        self.person: dict[tuple[str, int], tuple[int, ResourceList]] = {}
+        for job in (*admitted, *leaving):
+            self._count(job.leaf, job.owner, job.request)
+
+    def limits(self, leaf: str) -> LeafLimits:
+        limits = self._limits.get(leaf)
+        if limits is None:
+            limits = self._limits[leaf] = limits_of(self.tree, leaf)
+        return limits
+
+    def _count(self, leaf: str, owner: int | None, request: ResourceList) -> None:
+        if owner is None or not self.per_person or not self.limits(leaf).per_person:
+            return
+        jobs, held = self.person.get((leaf, owner), (0, {}))
+        self.person[(leaf, owner)] = (jobs + 1, add(held, unpooled(request)))
+
+    def over_person_limit(self, leaf: str, candidate: Candidate) -> OverPersonLimit | None:
+        """Why the candidate's owner may not have it admitted in ``leaf``: at its path's
+        perPerson limit of jobs, or of a resource; None when within them (or unlimited)."""
+        if candidate.owner is None or not self.per_person:
+            return None
+        limits = self.limits(leaf)
+        if not limits.per_person:
+            return None
+        jobs, held = self.person.get((leaf, candidate.owner), (0, {}))
+        node = limits.person_at
+        if limits.person_jobs is not None and jobs + 1 > limits.person_jobs:
+            return OverPersonLimit(leaf, node, jobs, limits.person_jobs)
+        for resource, limit in sorted(limits.person_resources.items()):
+            asks = candidate.request.get(resource, 0)
+            if asks and held.get(resource, 0) + asks > limit:
+                return OverPersonLimit(
+                    leaf, node, jobs, limit, resource, held.get(resource, 0), asks
+                )
+        return None
 
     def _leaves(self, job: Admitted) -> None:
         """The job is on its way out: it is found under every node above its leaf, and under
@@ -578,8 +684,13 @@ def _admit(plan: Plan, cycle: _Cycle, heads: QueueHeads, candidate: Candidate) -
     """Admit the candidate where it fits both now and once the leaving jobs are gone,
     preempting if the future needs it and the rules allow. If it fits only once they are
     gone, it waits for them with its need set aside; else it is refused with the reason.
-    Where the tree has pools, the first place in the order of rule 7 is taken."""
+    Where the tree has pools, the first place in the order of rule 7 is taken. A candidate
+    whose owner is at the leaf's perPerson limit is refused first (rule 9)."""
     leaf = heads.leaf
+    over = cycle.over_person_limit(leaf, candidate)
+    if over is not None:
+        plan.refused[candidate.key] = over
+        return False
     options = cycle.options(candidate)
     if not cycle.pools:
         ((pool, request),) = options
@@ -670,6 +781,7 @@ def _place(
     if now is None:
         plan.admitted.append(candidate)
         cycle.admit(leaf, request)
+        cycle._count(leaf, candidate.owner, request)
         return True
     plan.refused[candidate.key] = Releasing(cycle.holding(now), now)
     cycle.set_aside(leaf, request)
@@ -749,6 +861,19 @@ def _victims(
         else:
             trial.remove(preemption.victim.leaf, preemption.victim.request)
     return chosen
+
+
+def _drained(cycle: _Cycle) -> list[Preemption]:
+    """The jobs holding quota in leaves whose path is stopped with HoldAndDrain, in victim
+    order, each named by the node that drains it."""
+    preemptions: list[Preemption] = []
+    if not cycle.stops:
+        return preemptions
+    for job in list(cycle.holders.ordered):
+        limits = cycle.limits(job.leaf)
+        if limits.stop == HOLD_AND_DRAIN:
+            preemptions.append(Preemption(job, DRAIN, limits.stopped_at))
+    return preemptions
 
 
 def _over_quota(tree: Mapping[str, Node], usage: _Usage, running: _Holders) -> list[Preemption]:

@@ -16,6 +16,7 @@ from audit.models import AuditEntry
 
 from . import departments, fairness, services
 from .api_base import SIGNED_IN, STAFF_ONLY, Body, json_parsers, refusals
+from .limits import PERSON_JOBS_MAX, RETRIES_MAX, STOP_POLICIES
 from .models import Department, Membership, QuotaNode
 from .scope import Right
 from .selectors import departments_for_user
@@ -56,6 +57,34 @@ class Quantity(serializers.Field):
         return value
 
 
+class PersonLimits(serializers.Serializer):
+    jobs = serializers.IntegerField(
+        required=False, min_value=1, max_value=PERSON_JOBS_MAX,
+        help_text="the most jobs one person may have holding quota in each leaf below",
+    )  # fmt: skip
+    resources = serializers.DictField(
+        child=Quantity(),
+        required=False,
+        help_text='the most one person may hold: {"nvidia.com/gpu": "4"}',
+    )
+
+
+class NodeLimits(serializers.Serializer):
+    """What the jobs of the leaves below may do, each limit taken from the nearest node."""
+
+    defaultTime = serializers.CharField(  # noqa: N815 - the document's own name
+        required=False, help_text="the time limit of a job that gives none: 2h, 1h30m"
+    )
+    maxTime = serializers.CharField(  # noqa: N815
+        required=False, help_text="the longest time limit a job may ask for: 1d"
+    )
+    maxRetries = serializers.IntegerField(  # noqa: N815
+        required=False, min_value=0, max_value=RETRIES_MAX,
+        help_text="the most retries a job may ask for",
+    )  # fmt: skip
+    perPerson = PersonLimits(required=False)  # noqa: N815
+
+
 class QuotaNodeDocument(serializers.Serializer):
     """A node of the tree: a branch has ``children`` (nodes of this same shape), a leaf
     ``namespaces``."""
@@ -83,6 +112,14 @@ class QuotaNodeDocument(serializers.Serializer):
         help_text="its fair-share weight among its siblings while the tree has a half-life "
         "(above 0; default 1, and left out when 1)",
     )
+    stopPolicy = serializers.ChoiceField(  # noqa: N815 - the document's own name
+        choices=["None", *STOP_POLICIES],
+        required=False,
+        allow_null=True,
+        help_text="Hold: nothing new is admitted below the node, running jobs go on; "
+        "HoldAndDrain: and its running jobs are preempted back to their queues",
+    )
+    limits = NodeLimits(required=False, allow_null=True)
 
     class Meta:
         ref_name = "QuotaNode"

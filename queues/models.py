@@ -36,6 +36,10 @@ class QuotaNode(models.Model):
     half_life = models.DurationField(null=True, blank=True)
     # On the root alone: the tree's node pools, in its order (queues.pools.Pool.as_json).
     node_pools = models.JSONField(default=list, blank=True, db_default=[])
+    # Whether its subtree admits ("", Hold, HoldAndDrain) and what its leaves' jobs may do
+    # (queues.limits: defaultTime, maxTime, maxRetries, perPerson; base units).
+    stop_policy = models.CharField(max_length=20, blank=True, default="", db_default="")
+    limits = models.JSONField(default=dict, blank=True, db_default={})
     active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -57,6 +61,8 @@ class QuotaNode(models.Model):
             namespaces=tuple(self.namespaces),
             weight=self.weight,
             pools=pools_of(self.node_pools),
+            stop=self.stop_policy,
+            limits=dict(self.limits),
         )
 
 

@@ -311,6 +311,30 @@ PREEMPTED_OVER_QUOTA = declare(
         "Preempted: the quota of %(node)s was lowered below its usage; released %(released)s"
     ),
 )
+PREEMPTED_DRAIN = declare(
+    "preempted.drain",
+    gettext_noop(
+        "Preempted: %(node)s is drained (stopPolicy HoldAndDrain); back in its queue until it "
+        "is resumed; released %(released)s"
+    ),
+)
+PERSON_JOBS = declare(
+    "person.jobs",
+    *ngettext_noop(
+        "Its owner has %(holding)s job holding quota in %(leaf)s, the most one person may have "
+        "there (perPerson of %(node)s: %(limit)s)",
+        "Its owner has %(holding)s jobs holding quota in %(leaf)s, the most one person may "
+        "have there (perPerson of %(node)s: %(limit)s)",
+    ),
+    count="holding",
+)
+PERSON_RESOURCES = declare(
+    "person.resources",
+    gettext_noop(
+        "Its owner holds %(used)s of %(resource)s in %(leaf)s and it asks for %(asks)s: one "
+        "person may hold %(limit)s there (perPerson of %(node)s)"
+    ),
+)
 RELEASING = declare(
     "releasing",
     *ngettext_noop(
@@ -442,6 +466,32 @@ ENQUEUED_HELD = declare(
 RELEASED = declare(
     "released", gettext_noop("Released by %(user)s after %(held)ss held; it is tried again")
 )
+TIME_LIMIT_STOPPING = declare(
+    "time_limit.stopping",
+    gettext_noop(
+        "Ran past its limit of %(limit)s: it is stopped, and fails once its objects are gone"
+    ),
+)
+TIME_LIMIT_FAILED = declare(
+    "time_limit.failed", gettext_noop("Ran past its limit of %(limit)s; its quota is freed")
+)
+RETRYING = declare(
+    "retrying",
+    gettext_noop(
+        "Attempt %(attempt)s of %(attempts)s failed: %(reason)s; it stops, and attempt "
+        "%(next)s is queued once its objects are gone"
+    ),
+)
+RETRY_BACKOFF = declare(
+    "retry.backoff",
+    gettext_noop("attempt %(attempt)s of %(attempts)s failed: %(reason)s"),
+)
+RETRY_QUEUED = declare(
+    "retry.queued",
+    gettext_noop(
+        "Attempt %(next)s of %(attempts)s queued in %(queue)s, tried from %(until)s (its backoff)"
+    ),
+)
 PRIORITY_CHANGED = declare(
     "priority.changed", gettext_noop("%(user)s changed priority from %(old)s to %(new)s")
 )
@@ -533,6 +583,33 @@ WAITING_HELD = declare(
     "waiting.held",
     gettext_noop(
         "is held by %(user)s since %(since)s: it keeps its place and is not admitted until released"
+    ),
+)
+WAITING_STOPPED = declare(
+    "waiting.stopped",
+    gettext_noop(
+        "waits for %(node)s to be resumed: its stopPolicy is %(policy)s, so its queue admits "
+        "nothing new until then"
+    ),
+)
+WAITING_PERSON_JOBS = declare(
+    "waiting.person_jobs",
+    *ngettext_noop(
+        "waits for one of its owner's jobs to end: they have %(holding)s job holding quota in "
+        "%(leaf)s, the most one person may have there (perPerson of %(node)s); others' jobs "
+        "go on",
+        "waits for one of its owner's jobs to end: they have %(holding)s jobs holding quota in "
+        "%(leaf)s, the most one person may have there (perPerson of %(node)s); others' jobs "
+        "go on",
+    ),
+    count="holding",
+)
+WAITING_PERSON_RESOURCES = declare(
+    "waiting.person_resources",
+    gettext_noop(
+        "waits for its owner's jobs to free %(resource)s: they hold %(used)s in %(leaf)s and "
+        "it asks for %(asks)s, where one person may hold %(limit)s (perPerson of %(node)s); "
+        "others' jobs go on"
     ),
 )
 WAITING_CLOSED = declare(

@@ -33,6 +33,10 @@ class Node:
     pods: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     # On the root alone: the tree's node pools, in its order (queues.pools).
     pools: tuple[Pool, ...] = field(default=(), compare=False, hash=False)
+    # Whether its subtree admits, and what its leaves' jobs may do (queues.limits): the
+    # stopPolicy ("" admits) and the limits, in base units.
+    stop: str = field(default="", compare=False, hash=False)
+    limits: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     # The resources it gives a pool's share of (``nvidia.com/gpu@h100`` names gpu), and
     # those pools: derived from min and max.
     pooled: Mapping[str, tuple[str, ...]] = field(init=False, compare=False, hash=False)

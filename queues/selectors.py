@@ -186,8 +186,8 @@ def queues_for_submit(names: list[str]) -> dict[str, tuple[Queue, dict[str, Node
             queues.setdefault(wanted, _queue_of(row))  # a name and a path never collide
         paths = {path for q in queues.values() for path in path_to_root(q.node.path)}
         cursor.execute(
-            f"SELECT path, min::text, max::text, pods::text, node_pools::text FROM {QUOTA_NODES} "
-            "WHERE active AND path = ANY(%s)",
+            "SELECT path, min::text, max::text, pods::text, node_pools::text, stop_policy,"
+            f" limits::text FROM {QUOTA_NODES} WHERE active AND path = ANY(%s)",
             [sorted(paths)],
         )
         nodes = {
@@ -197,8 +197,10 @@ def queues_for_submit(names: list[str]) -> dict[str, tuple[Queue, dict[str, Node
                 max=json.loads(high),
                 pods=json.loads(pods),
                 pools=pools_of(json.loads(said)),
+                stop=stop,
+                limits=json.loads(limits),
             )  # fmt: skip
-            for path, low, high, pods, said in cursor.fetchall()
+            for path, low, high, pods, said, stop, limits in cursor.fetchall()
         }
     return {
         wanted: (queue, {p: nodes[p] for p in path_to_root(queue.node.path) if p in nodes})
@@ -228,12 +230,14 @@ def tree_nodes() -> dict[str, Node]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT COALESCE(json_agg(json_build_array(path, min, max, namespaces, weight,"
-            f" node_pools)), '[]')::text FROM {QUOTA_NODES} WHERE active"
+            f" node_pools, stop_policy, limits)), '[]')::text FROM {QUOTA_NODES} WHERE active"
         )
         rows = json.loads(cursor.fetchone()[0])
     return {
-        path: Node(path, low, high, tuple(names), weight, pools=pools_of(said))
-        for path, low, high, names, weight, said in rows
+        path: Node(
+            path, low, high, tuple(names), weight, pools=pools_of(said), stop=stop, limits=limits
+        )
+        for path, low, high, names, weight, said, stop, limits in rows
     }
 
 

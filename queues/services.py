@@ -15,6 +15,7 @@ from audit.services import audit_record, describe_changes
 from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
 
 from . import fairness, pools, quota, signals
+from .limits import limits_read, limits_yaml, stop_read
 from .models import Queue, QuotaNode
 from .phrases import in_language
 from .pod_policy import policy_read
@@ -123,6 +124,10 @@ def tree_parse(document: object) -> ParsedTree:
             weight = 1
         pods, refused = policy_read(raw.get("pods"), f"{field}.pods")
         errors.update({where: in_language(reason) for where, reason in refused.items()})
+        stop, refused = stop_read(raw.get("stopPolicy"), f"{field}.stopPolicy")
+        errors.update({where: in_language(reason) for where, reason in refused.items()})
+        limits, refused = limits_read(raw.get("limits"), f"{field}.limits")
+        errors.update({where: in_language(reason) for where, reason in refused.items()})
         nodes.append(
             quota.Node(
                 path=path,
@@ -132,6 +137,8 @@ def tree_parse(document: object) -> ParsedTree:
                 weight=float(weight),
                 pods=pods,
                 pools=node_pools if parent is None else (),
+                stop=stop,
+                limits=limits,
             )
         )
         if not children:
@@ -204,6 +211,8 @@ def node_snapshot(
     half_life: timedelta | None = None,
     pods: Mapping | None = None,
     node_pools: Iterable[Mapping] = (),
+    stop: str = "",
+    limits: Mapping | None = None,
 ) -> dict:
     """A node's values as the audit keeps them: exact quantities spelled as in the YAML;
     a weight, a half-life and pools only when set, so that a tree without fair sharing or
@@ -223,6 +232,10 @@ def node_snapshot(
         snapshot["weight"] = weight
     if pods:
         snapshot["pods"] = dict(pods)
+    if stop:
+        snapshot["stopPolicy"] = stop
+    if limits:
+        snapshot["limits"] = limits_yaml(limits)
     if half_life is not None:
         snapshot["halfLife"] = fairness.format_half_life(half_life)
     return snapshot
@@ -249,7 +262,7 @@ def _snapshot_of(row: QuotaNode) -> dict:
     return node_snapshot(
         min=row.min, max=row.max, namespaces=row.namespaces, weight=row.weight,
         half_life=row.half_life if root else None, pods=row.pods,
-        node_pools=row.node_pools if root else (),
+        node_pools=row.node_pools if root else (), stop=row.stop_policy, limits=row.limits,
     )  # fmt: skip
 
 
@@ -308,6 +321,7 @@ def _tree_write(
             after = node_snapshot(
                 min=node.min, max=node.max, namespaces=node.namespaces, weight=node.weight,
                 half_life=half_life, pods=node.pods, node_pools=node_pools,
+                stop=node.stop, limits=node.limits,
             )  # fmt: skip
             if row is None or not row.active:
                 changes.append(NodeChange(Action.CREATED, node.path, None, after))
@@ -323,6 +337,7 @@ def _tree_write(
             row.weight, row.half_life = node.weight, half_life
             row.node_pools = node_pools
             row.pods = dict(node.pods)
+            row.stop_policy, row.limits = node.stop, dict(node.limits)
             row.active = True
             row.save()
             saved[node.path] = row
@@ -493,6 +508,10 @@ def tree_export() -> dict:
             node["weight"] = int(row.weight) if row.weight.is_integer() else row.weight
         if row.pods:
             node["pods"] = dict(row.pods)
+        if row.stop_policy:
+            node["stopPolicy"] = row.stop_policy
+        if row.limits:
+            node["limits"] = limits_yaml(row.limits)
         kids = children.get(row.id, [])
         if kids:
             node["children"] = [render(kid) for kid in kids]

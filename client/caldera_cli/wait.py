@@ -25,7 +25,7 @@ from caldera_cli.output import Out, event_words, position
 from caldera_cli.tail import LogTail, gap_sentence
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-Snapshot = tuple[str, int | None, str | None]  # state, position, why it waits
+Snapshot = tuple[str, int | None, str | None, int]  # state, position, why it waits, attempt
 # No pod runs yet: no log to ask for. The first read after it is of the log from its start.
 NOT_STARTED = {"queued", "backoff", "admitted"}
 
@@ -43,14 +43,20 @@ def duration(text: str) -> float:
 
 def _snapshot(job: dict[str, Any]) -> Snapshot:
     waiting = job.get("waiting") or {}
-    return job["state"], job.get("position"), waiting.get("summary")
+    return job["state"], job.get("position"), waiting.get("summary"), job.get("attempt", 1)
 
 
 def _say_change(out: Out, job: dict[str, Any], before: Snapshot | None) -> None:
-    state, place, summary = _snapshot(job)
-    old_state, old_place, old_summary = before or (None, None, None)
+    state, place, summary, attempt = _snapshot(job)
+    old_state, old_place, old_summary, old_attempt = before or (None, None, None, attempt)
     label = _label(job)
     lines = []
+    if attempt > old_attempt:  # a failed attempt with retries left: the wait goes on
+        failed = (job.get("attempts") or [{}])[-1].get("reason", "")
+        lines.append(
+            f"{label}: attempt {attempt} of {job.get('retries', 0) + 1}, "
+            f"after attempt {attempt - 1} failed: {failed}"
+        )
     if state != old_state:
         where = f", {position(job)}" if place else ""
         if state == "preempted":
@@ -68,6 +74,7 @@ def _say_change(out: Out, job: dict[str, Any], before: Snapshot | None) -> None:
             "state": state,
             "position": place,
             "waiting": summary,
+            "attempt": attempt,
         }
         out.emit(record, "\n".join(lines))
 

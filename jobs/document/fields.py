@@ -41,6 +41,7 @@ from jobs.document.validation import (
     JobInvalid,
 )
 from kube.quantity import QuantityError, ResourceList, format_resources, parse_resources
+from queues.limits import TIME_MAX, duration_read
 from queues.phrases import in_language
 from queues.pools import MAX_POOLS
 from queues.pools import NAME as POOL_NAME
@@ -491,6 +492,45 @@ class Claims(serializers.ListField):
         if errors:
             raise ValidationError(errors)
         return claims
+
+
+@extend_schema_field(
+    {"oneOf": [{"type": "string", "maxLength": 32, "example": "2h"},
+               {"type": "integer", "minimum": 1, "maximum": TIME_MAX}]}
+)  # fmt: skip
+class Duration(serializers.Field):
+    """A time limit: ``2h``, ``1h30m``, ``3d`` or a number of seconds, from 1 s to 365 d;
+    absent or null reads as None (the leaf's default then)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, allow_null=True, default=None, **kwargs)
+
+    def run_validation(self, data=empty) -> int | None:
+        if data is empty or data is None or data == "":
+            return None
+        errors: dict = {}
+        seconds = duration_read(data, "", errors)
+        if seconds is None:
+            raise ValidationError(in_language(errors[""]))
+        return seconds
+
+    def to_representation(self, value):
+        return value
+
+
+class Count(Number):
+    """A whole number within ``min_value``..``max_value`` (``retries``)."""
+
+    def run_validation(self, data=empty) -> int | None:
+        value = super().run_validation(data)
+        if value is None:
+            return None
+        if value != int(value):
+            raise ValidationError(_("must be a whole number, got %(value)s") % {"value": value})
+        return int(value)
+
+    def to_representation(self, value):
+        return int(value)
 
 
 class SharedMemory(serializers.CharField):

@@ -38,6 +38,8 @@ from jobs.document.fields import (
     Choice,
     Claims,
     Command,
+    Count,
+    Duration,
     Env,
     ImageReference,
     Number,
@@ -58,6 +60,7 @@ from jobs.document.validation import (
     NAME_MAX,
 )
 from jobs.models import DOCUMENT_KINDS, Job
+from queues.limits import RETRIES_MAX, format_duration
 
 _INTEGER = re.compile(r"^[+-]?\d{1,18}$")  # longer goes on as text, for JobIn to refuse
 
@@ -399,6 +402,46 @@ FIELDS: tuple[JobField, ...] = (
         ),
         omit_empty=True,
         spec=_run_seconds,
+    ),
+    JobField(
+        "time_limit",
+        partial(
+            Duration,
+            help_text="the longest the job may run once its pods run: 2h, 1h30m or seconds; "
+            "past it the job is stopped and fails. Empty: the queue's default (its leaf's "
+            "limits.defaultTime), if any; never above its limits.maxTime",
+        ),
+        FormInput(
+            gettext_lazy("Time limit"),
+            section="Scheduling",
+            placeholder="2h",
+            help=gettext_lazy(
+                "past it the job is stopped and fails: 2h, 1h30m; empty: the queue's default"
+            ),
+        ),
+        document=lambda job: format_duration(job.time_limit) if job.time_limit else None,
+        omit_empty=True,
+    ),
+    JobField(
+        "retries",
+        partial(
+            Count,
+            default=0,
+            min_value=0,
+            max_value=RETRIES_MAX,
+            help_text="how many times a failed job is run again, each a numbered attempt "
+            "(preemptions and start timeouts are not failures); at most the leaf's "
+            "limits.maxRetries",
+        ),
+        FormInput(
+            gettext_lazy("Retries on failure"),
+            section="Scheduling",
+            type="number",
+            value="0",
+            help=gettext_lazy("each retry is a numbered attempt of the same job"),
+            codec=NUMBER,
+        ),
+        omit_empty=True,
     ),
     JobField(
         "pip",

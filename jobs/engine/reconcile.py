@@ -30,6 +30,7 @@ from jobs.cluster import (
 from jobs.engine import transitions
 from jobs.engine.admission.writes import capacity_changed, next_try
 from jobs.engine.cluster_health import cluster_unavailable
+from jobs.engine.lifecycle import attempts_ended
 from jobs.engine.locks import lock_jobs
 from jobs.engine.namespace_health import (
     failed_reason,
@@ -49,7 +50,7 @@ from jobs.engine.objects import (
     refs_removable,
 )
 from jobs.engine.triggers import request_admission, request_reconcile, request_sync
-from jobs.models import LEAVING, Job, JobEvent, State
+from jobs.models import IN_CLUSTER, LEAVING, Job, JobEvent, State
 from queues import exchange, phrases, services
 from queues.phrases import Phrase
 from queues.selectors import queue_departments
@@ -225,9 +226,12 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
             next_attempt_at=None,
             leaving_since=None,
         )
+        stopping = [pk for pk, state, _ in moved if state == State.STOPPING]
+        ended = attempts_ended(stopping, now=now)  # past their limit, or between attempts
         transitions.move(
             State.CANCELLED,
-            Q(pk__any=[pk for pk, state, _ in moved if state == State.STOPPING]),
+            Q(pk__any=stopping),
+            among=[State.STOPPING],
             finished_at=now,
             leaving_since=None,
         )
@@ -240,6 +244,7 @@ def jobs_left(job_ids: list[int], *, now: datetime) -> list[int]:
             ),
             at=now,
         )
+        JobEvent.objects.record(ended, at=now, warning=True)
         capacity_changed(now=now)
     transaction.on_commit(request_admission)
     return [pk for pk, _, _ in moved]
@@ -272,7 +277,8 @@ def jobs_transition(
         if target == State.RUNNING:
             moved = transitions.move(target, which, started_at=now)
         else:
-            moved = transitions.move(target, which, finished_at=now)
+            # From the cluster alone: a stopping job that failed ends as its stop says.
+            moved = transitions.move(target, which, among=IN_CLUSTER, finished_at=now)
         JobEvent.objects.record(
             ((job_id, reason, messages[job_id]) for job_id in moved),
             at=now,

@@ -29,6 +29,7 @@ from jobs.cluster import (
 )
 from jobs.engine.admission.writes import capacity_changed
 from jobs.engine.cluster_health import cluster_answered, cluster_unavailable
+from jobs.engine.lifecycle import jobs_past_limit, jobs_retrying
 from jobs.engine.locks import SYNC, leased
 from jobs.engine.namespace_health import namespaces_checked, unavailable_namespaces
 from jobs.engine.objects import (
@@ -54,6 +55,7 @@ from jobs.tables.jobs import (
     jobs_known,
     jobs_unlisted_leaving,
     jobs_unlisted_wanting_objects,
+    next_time_limit_at,
     start_clocks_resume,
 )
 from queues import phrases
@@ -75,6 +77,9 @@ class SyncResult:
     left: list[int] = field(default_factory=list)  # leaving jobs whose objects are gone
     # Running jobs whose namespace is gone, and their objects with it: failed.
     lost: list[int] = field(default_factory=list)
+    # Running jobs past their time limit, and failed jobs with retries left: stopping.
+    past_limit: list[int] = field(default_factory=list)
+    retrying: list[int] = field(default_factory=list)
     # Namespaces found unavailable (their jobs wait), and those found back.
     troubled: list[str] = field(default_factory=list)
     back: list[str] = field(default_factory=list)
@@ -144,12 +149,16 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
                 target = State.SUCCEEDED if status.phase == Phase.SUCCEEDED else State.FAILED
                 moves[target][job_id] = status.message or f"The job {status.phase.lower()}"
         result.started = jobs_transition(State.RUNNING, moves[State.RUNNING], now, "Running")
+        result.retrying = jobs_retrying(moves[State.FAILED], now)
+        for job_id in result.retrying:
+            del moves[State.FAILED][job_id]
         for target, reason in (
             (State.SUCCEEDED, JobEvent.Reason.SUCCEEDED),
             (State.FAILED, JobEvent.Reason.FAILED),
         ):
             result.finished += jobs_transition(target, moves[target], now, reason)
         result.timed_out, result.start_failed = jobs_time_out(now, started=result.started)
+        result.past_limit = jobs_past_limit(now)
         result.lost = _lost_with_namespace(gone, now)
         # Objects of jobs that want none (finished, cancelled, timed out) are removed; jobs
         # whose object is missing from this complete listing, or suspended when it should
@@ -187,6 +196,10 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
             result.left = jobs_left(left, now=now)
     if leftover:
         get_backend().remove(_with_config_maps(leftover), now=now)
+    if result.past_limit or result.retrying:
+        # Stopped here, their objects removed just now: the next sync sees them gone (a
+        # watch would too, on a real cluster) and ends them as their stop says.
+        request_sync()
     if missing:
         jobs_reconcile(missing, now=now)
     if result.freed or result.back:
@@ -195,8 +208,9 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         capacity_changed(now=now)
     if result.back:
         request_admission()
-    if observation.next_change_at is not None:
-        request_sync_at(observation.next_change_at)
+    wakes = [at for at in (observation.next_change_at, next_time_limit_at()) if at is not None]
+    if wakes:
+        request_sync_at(max(min(wakes), now))
     return result
 
 
@@ -294,9 +308,11 @@ def _nodes_changed(now: datetime) -> list[int]:
 
 def _moved_by(result: SyncResult) -> dict[int, str]:
     """The state this sync moved each job to (one lookup a listed job, however many moved):
-    finished, timed out into backoff, or failed for good."""
+    finished, timed out into backoff, failed for good, or stopping (past its time limit,
+    or between attempts)."""
     moved: dict[int, str] = dict.fromkeys(result.finished, State.SUCCEEDED)
     moved |= dict.fromkeys(result.start_failed, State.FAILED)
+    moved |= dict.fromkeys([*result.past_limit, *result.retrying], State.STOPPING)
     return moved | dict.fromkeys(result.timed_out, State.BACKOFF)
 
 

@@ -330,6 +330,7 @@ class Newcomer:
     run_seconds: float | None
     ahead: int
     pools: tuple[str, ...] = ()
+    time_limit: int | None = None
 
 
 def estimate_newcomers(newcomers: Sequence[Newcomer], *, now: datetime) -> list[Estimate]:
@@ -343,7 +344,7 @@ def estimate_newcomers(newcomers: Sequence[Newcomer], *, now: datetime) -> list[
     lines = {line.leaf: line for line in _lines(depth, holds)}
     joining: dict[str, list[tuple[Waiter, tuple[int, int, int]]]] = {}
     for index, n in enumerate(placed):
-        run = holds.get(n.queue_id, Holds()).expected(n.run_seconds)
+        run = holds.get(n.queue_id, Holds()).expected(n.run_seconds, n.time_limit)
         # After the pending jobs of its priority, which were queued before it.
         joining.setdefault(n.leaf, []).append(
             (Waiter(n.key, n.request, n.priority, run, n.pools), (-n.priority, 1, index))
@@ -405,10 +406,17 @@ class Holds:
     median: float | None = None
     beyond_declared: float = 0.0
 
-    def expected(self, run_seconds: float | None) -> timedelta:
+    def expected(self, run_seconds: float | None, time_limit: int | None = None) -> timedelta:
+        """A job's expected hold: its declared run time and what the queue's jobs take
+        beyond it, else the queue's median; never beyond its time limit, past which it is
+        stopped (and what stopping takes beyond it)."""
         if run_seconds is not None:
-            return timedelta(seconds=run_seconds + self.beyond_declared)
-        return timedelta(seconds=FALLBACK_RUN_SECONDS if self.median is None else self.median)
+            seconds = run_seconds + self.beyond_declared
+        else:
+            seconds = FALLBACK_RUN_SECONDS if self.median is None else self.median
+        if time_limit is not None:
+            seconds = min(seconds, time_limit + self.beyond_declared)
+        return timedelta(seconds=seconds)
 
 
 def _holds() -> dict[int, Holds]:
@@ -424,7 +432,7 @@ def _holders(now: datetime, holds: Mapping[int, Holds]) -> list[Holder]:
     leaving job is taken to be gone now."""
     holders = []
     for row in holding_rows():
-        hold = holds.get(row.queue_id, Holds()).expected(row.run_seconds)
+        hold = holds.get(row.queue_id, Holds()).expected(row.run_seconds, row.time_limit)
         since = row.dequeued_at
         ends = now if row.state in LEAVING or since is None else since + hold
         holders.append(Holder(row.id, row.leaf, in_pool(row.request, row.pool), ends))
@@ -435,7 +443,7 @@ def _lines(depth: int, holds: Mapping[int, Holds]) -> list[Line]:
     """The first ``depth`` pending jobs of every active queue, in queue order."""
     grouped: dict[str, tuple[str, list[Waiter]]] = {}
     for row in pending_heads(depth):
-        run = holds.get(row.queue_id, Holds()).expected(row.run_seconds)
+        run = holds.get(row.queue_id, Holds()).expected(row.run_seconds, row.time_limit)
         waiter = Waiter(row.id, row.request, row.priority, run, row.pools)
         grouped.setdefault(row.leaf, (row.policy, []))[1].append(waiter)
     return [Line(leaf, policy, jobs) for leaf, (policy, jobs) in grouped.items()]

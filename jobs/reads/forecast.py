@@ -91,6 +91,7 @@ def forecast_batch(
                 run_seconds=job.run_seconds,
                 ahead=stored[i],
                 pools=tuple(job.pools),
+                time_limit=job.time_limit,
             )
             for i, job in enumerate(jobs)
         ],

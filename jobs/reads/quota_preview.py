@@ -37,6 +37,7 @@ from jobs.reads.estimate import Estimate, describe, head_starts
 from jobs.tables.jobs import pending_heads
 from kube.quantity import ResourceList, human
 from queues.admission import Plan, plan_admissions
+from queues.limits import limits_lines
 from queues.quota import Node, exceeds_max, path_to_root, tree_pools
 from queues.selectors import shares_used_under
 from queues.services import tree_check
@@ -94,9 +95,21 @@ UNRUNNABLE_SHOWN = 100
 
 def tree_changes(now: Mapping[str, Node], proposed: Mapping[str, Node]) -> list[Change]:
     """Every min and max that differs between the two trees, node by node in path order; a
-    node added or retired shows each of its quantities against None."""
+    node added or retired shows each of its quantities against None. A node's stopPolicy
+    and each of its limits are changes too (their ``resource`` the limit's name)."""
     changes = []
     for path in sorted(set(now) | set(proposed)):
+        stop = [tree[path].stop if path in tree else "" for tree in (now, proposed)]
+        if stop[0] != stop[1]:
+            changes.append(Change(path, "stopPolicy", "", stop[0] or None, stop[1] or None))
+        said = [
+            dict(line.split(": ", 1) for line in limits_lines(tree[path].limits))
+            if path in tree else {}
+            for tree in (now, proposed)
+        ]  # fmt: skip
+        for name in sorted(set(said[0]) | set(said[1])):
+            if said[0].get(name) != said[1].get(name):
+                changes.append(Change(path, "limits", name, said[0].get(name), said[1].get(name)))
         for field_name in ("min", "max"):
             before = getattr(now[path], field_name) if path in now else {}
             after = getattr(proposed[path], field_name) if path in proposed else {}

@@ -33,6 +33,7 @@ from queues.admission import (
     Admitted,
     Candidate,
     InPools,
+    OverPersonLimit,
     QueueHeads,
     Releasing,
     governs,
@@ -40,6 +41,7 @@ from queues.admission import (
     within_guarantee,
 )
 from queues.fairness import format_half_life
+from queues.limits import limits_of
 from queues.models import Queue
 from queues.phrases import Phrase
 from queues.quota import Shortfall, Standing, path_standing, shortfall
@@ -55,7 +57,12 @@ BACKOFF = "backoff"  # tried and set aside until its next attempt
 STARTING = "starting"  # dequeued: the cluster is placing its pods
 CLOSED = "closed"  # its queue admits nothing
 HELD = "held"  # its owner or a manager holds it: admission skips it until it is released
-REASONS = (NEXT, QUOTA, CLUSTER, RECLAIM, RELEASING, BEHIND, BACKOFF, STARTING, CLOSED, HELD)
+STOPPED = "stopped"  # a node on its path has a stopPolicy: its queue admits nothing new
+PERSON = "person"  # its owner is at the leaf's perPerson limit
+REASONS = (
+    NEXT, QUOTA, CLUSTER, RECLAIM, RELEASING, BEHIND, BACKOFF, STARTING, CLOSED, HELD, STOPPED,
+    PERSON,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,7 @@ def _tried_now(
     the jobs it waits for)."""
     candidate = Candidate(
         key=job.pk, request=job.request, rank=(-job.priority, 0, job.pk), priority=job.priority,
-        pools=tuple(job.pools),
+        pools=tuple(job.pools), owner=job.owner_id,
     )  # fmt: skip
     plan = plan_admissions(
         tree=holding.tree,
@@ -200,6 +207,8 @@ def _tried_now(
             return NEXT, Phrase(phrases.WAITING_FITS_POOL, {"pool": pool}), None, ()
         return NEXT, Phrase(phrases.WAITING_FITS), None, ()
     refusal = plan.refused[job.pk]
+    if isinstance(refusal, OverPersonLimit):
+        return PERSON, _over_person(refusal), None, ()
     if isinstance(refusal, InPools):
         short = refusal.reasons[0][1] if refusal.reasons else None
         reason = CLUSTER if short is not None and short.where == "cluster" else QUOTA
@@ -232,6 +241,15 @@ def _tried_now(
         },
     )
     return RELEASING, clause, refusal.now, refusal.jobs
+
+
+def _over_person(refusal: OverPersonLimit) -> Phrase:
+    if not refusal.resource:
+        return Phrase(
+            phrases.WAITING_PERSON_JOBS,
+            {"holding": refusal.holding, "leaf": refusal.leaf, "node": refusal.node},
+        )
+    return Phrase(phrases.WAITING_PERSON_RESOURCES, refusal.args())
 
 
 def _borrows_first(
@@ -316,6 +334,10 @@ def explain(
     if not place.open:
         clause = Phrase(phrases.WAITING_CLOSED, {"queue": place.queue_name})
         return Waiting(CLOSED, _sentence(clause), path, _clause=clause)
+    limits = limits_of(tree, place.leaf)
+    if limits.stop:
+        clause = Phrase(phrases.WAITING_STOPPED, {"node": limits.stopped_at, "policy": limits.stop})
+        return Waiting(STOPPED, _sentence(clause), path, job_id=job.pk, _clause=clause)
     ahead = place.position - 1 - place.held_ahead
     if ahead and head is not None and place.policy != BEST_EFFORT and head._clause is not None:
         # Its queue tries the jobs ahead first: what the first waits for is what holds it.

@@ -85,6 +85,8 @@ class HoldingRow(NamedTuple):
     queue_id: int
     run_seconds: float | None
     pool: str
+    owner_id: int | None
+    time_limit: int | None
 
 
 def holding_rows() -> list[HoldingRow]:
@@ -95,7 +97,7 @@ def holding_rows() -> list[HoldingRow]:
         cursor.execute(
             f"""
             SELECT j.id, n.path, j.request::text, j.priority, j.dequeued_at, j.state,
-                   j.queue_id, j.run_seconds, j.pool
+                   j.queue_id, j.run_seconds, j.pool, j.owner_id, j.time_limit
             FROM {JOBS} j
             JOIN {QUEUES} q ON q.id = j.queue_id
             JOIN {QUOTA_NODES} n ON n.id = q.node_id
@@ -123,6 +125,8 @@ class PendingRow(NamedTuple):
     run_seconds: float | None
     namespace: str
     pools: tuple[str, ...]
+    owner_id: int | None
+    time_limit: int | None
 
 
 def pending_heads(limit: int) -> list[PendingRow]:
@@ -134,12 +138,13 @@ def pending_heads(limit: int) -> list[PendingRow]:
             f"""
             SELECT n.path, q.policy, q.preemption, q.id, h.id, h.priority, h.enqueued_at,
                    h.request::text, h.state, h.next_attempt_at, h.last_tried_at, h.run_seconds,
-                   h.namespace, h.pools::text
+                   h.namespace, h.pools::text, h.owner_id, h.time_limit
             FROM {QUEUES} q
             JOIN {QUOTA_NODES} n ON n.id = q.node_id
             CROSS JOIN LATERAL (
                 SELECT j.id, j.priority, j.ticket, j.enqueued_at, j.request, j.state,
-                       j.next_attempt_at, j.last_tried_at, j.run_seconds, j.namespace, j.pools
+                       j.next_attempt_at, j.last_tried_at, j.run_seconds, j.namespace, j.pools,
+                       j.owner_id, j.time_limit
                 FROM {JOBS} j
                 WHERE j.queue_id = q.id AND j.state = ANY(%s) AND j.held_at IS NULL
                 ORDER BY {queue_order_sql("j")}
@@ -152,7 +157,7 @@ def pending_heads(limit: int) -> list[PendingRow]:
         )
         return [
             PendingRow._make(
-                (*row[:7], request_units(row[7]), *row[8:13], tuple(json.loads(row[13])))
+                (*row[:7], request_units(row[7]), *row[8:13], tuple(json.loads(row[13])), *row[14:])
             )
             for row in cursor.fetchall()
         ]
@@ -496,3 +501,14 @@ def _columns(instance, *, skip: set[str]) -> tuple[list[str], list]:
     fields = _written([f for f in instance._meta.concrete_fields if f.name not in skip], [instance])
     values = [_copy_value(f)(instance) for f in fields]
     return [connection.ops.quote_name(f.column) for f in fields], values
+
+
+def next_time_limit_at() -> datetime | None:
+    """When the next running job reaches its time limit (None: no running job has one)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT MIN(started_at + time_limit * interval '1 second') FROM {JOBS}"
+            " WHERE state = %s AND time_limit IS NOT NULL",
+            [State.RUNNING],
+        )
+        return cursor.fetchone()[0]

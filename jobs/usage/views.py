@@ -27,6 +27,7 @@ from jobs.usage import charts, samples
 from jobs.usage.schema import UsagePointOut
 from kube.quantity import human
 from queues.fairness import format_half_life
+from queues.limits import limits_lines
 from queues.phrases import resource_name
 from queues.quota import Balance
 from queues.selectors import queues_for_user
@@ -100,6 +101,7 @@ def quota_tree(request: HtmxHttpRequest) -> HttpResponse:
             "history_url": _query_without(request, node=node.path) + "#usage-history",
             "resources": _balance_rows(figures.balances[node.path]),
             "fair": _fair_row(fair[node.path]) if node.parent is not None and fair else None,
+            "limits": "; ".join(limits_lines(node.limits)),
         }
         for node in nodes
     ]

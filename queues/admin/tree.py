@@ -136,6 +136,8 @@ class QuotaNodeAdmin(AuditHistoryMixin, admin.ModelAdmin):
                     "max_text",
                     "namespaces_text",
                     "weight",
+                    "stop_policy",
+                    "limits_text",
                     "usage",
                     "active",
                 ]

@@ -20,13 +20,22 @@ from django.utils.translation import gettext_lazy
 from kube.quantity import POOL_MARK, format_resources
 
 from .. import fairness, services, signals
+from ..limits import STOP_POLICIES, limits_lines
 from ..models import QuotaNode
 
 RESOURCE_HELP = gettext_lazy(
     "One resource per line, as in the tree's YAML: 'cpu: 12', 'memory: 12Gi'; a node pool's "
     "share with the pool after an @: 'nvidia.com/gpu@h100: 8'."
 )
-TEXT_FIELDS = {"min": "min_text", "max": "max_text", "namespaces": "namespaces_text"}
+TEXT_FIELDS = {
+    "min": "min_text", "max": "max_text", "namespaces": "namespaces_text",
+    "stopPolicy": "stop_policy", "limits": "limits_text",
+}  # fmt: skip
+LIMITS_HELP = gettext_lazy(
+    "One per line, for every leaf below unless a node nearer it says otherwise: "
+    "'defaultTime: 2h', 'maxTime: 24h', 'maxRetries: 3', 'perPerson.jobs: 2', "
+    "'perPerson.resources.nvidia.com/gpu: 4'."
+)
 
 
 def resources_text(resources: dict) -> str:
@@ -109,9 +118,40 @@ class NodeValuesForm(forms.ModelForm):
         return cleaned
 
 
+def parse_limits_text(text: str) -> dict[str, Any]:
+    """The form's lines as the tree's YAML writes ``limits``; values are checked by the
+    tree's parser (a count given as digits is a number)."""
+    said: dict[str, Any] = {}
+    for name, value in parse_resources_text(text).items():
+        typed: Any = int(value) if value.isdigit() else value
+        if name.startswith("perPerson.resources."):
+            person = said.setdefault("perPerson", {})
+            person.setdefault("resources", {})[name.removeprefix("perPerson.resources.")] = value
+        elif name.startswith("perPerson."):
+            said.setdefault("perPerson", {})[name.removeprefix("perPerson.")] = typed
+        else:
+            said[name] = value if name.endswith("Time") else typed
+    return said
+
+
 class QuotaNodeForm(NodeValuesForm):
     """The node's own values; its children's formset checks and carries the whole change.
-    The root's also carries the tree's fair-sharing half-life."""
+    The root's also carries the tree's fair-sharing half-life. Any node's also carries its
+    stopPolicy and the limits of its leaves' jobs (``queues.limits``)."""
+
+    stop_policy = forms.ChoiceField(
+        label=gettext_lazy("Stop policy"), required=False,
+        choices=[("", gettext_lazy("None: its queues admit"))]
+        + [(policy, policy) for policy in STOP_POLICIES],
+        help_text=gettext_lazy(
+            "Hold: nothing new is admitted below this node, running jobs go on. HoldAndDrain: "
+            "and its running jobs are preempted back to their queues. Preview shows them."
+        ),
+    )  # fmt: skip
+    limits_text = forms.CharField(
+        label=gettext_lazy("Job limits"), widget=forms.Textarea(attrs={"rows": 4}),
+        required=False, help_text=LIMITS_HELP,
+    )  # fmt: skip
 
     half_life_text = forms.CharField(
         label=gettext_lazy("Fair-sharing half-life"), required=False, max_length=32,
@@ -125,6 +165,8 @@ class QuotaNodeForm(NodeValuesForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.instance.editing_form = self
+        self.fields["stop_policy"].initial = self.instance.stop_policy
+        self.fields["limits_text"].initial = "\n".join(limits_lines(self.instance.limits))
         if self.instance.parent_id is not None:  # the tree's half-life is set on its root
             del self.fields["half_life_text"]
             return
@@ -136,8 +178,16 @@ class QuotaNodeForm(NodeValuesForm):
 
     def clean(self):
         cleaned = super().clean()
+        try:
+            limits = parse_limits_text(cleaned.get("limits_text", ""))
+        except forms.ValidationError as error:
+            self.add_error("limits_text", error)
+            self.values = None
+            return cleaned
         if self.values is not None:
             self.values["half_life"] = cleaned.get("half_life_text", "").strip()
+            self.values["stop"] = cleaned.get("stop_policy", "")
+            self.values["limits"] = limits
         return cleaned
 
 
@@ -251,6 +301,7 @@ class ChildrenFormSet(forms.BaseInlineFormSet):
         node = services.tree_find(document, path)
         _set_quota(node, node_form.values["min"], node_form.values["max"])
         _set_weight(node, node_form.values["weight"])
+        _set_limits(node, node_form.values["stop"], node_form.values["limits"])
         if self.instance.parent_id is None:
             _set_half_life(document, node_form.values.get("half_life", ""))
         children: list[dict] = list(node.get("children", []))
@@ -322,6 +373,15 @@ def _set_weight(node: dict, weight: float) -> None:
         node.pop("weight", None)
     else:
         node["weight"] = weight
+
+
+def _set_limits(node: dict, stop: str, limits: dict) -> None:
+    """The node's stopPolicy and limits, left out of the document when it has none."""
+    for key, value in (("stopPolicy", stop), ("limits", limits)):
+        if value:
+            node[key] = value
+        else:
+            node.pop(key, None)
 
 
 def _set_half_life(document: dict, text: str) -> None:

@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import stat
+import threading
 import time
 
 import pytest
@@ -21,6 +22,7 @@ import yaml
 from access.models import AccessToken
 from access.services import token_revoke
 from audit.models import AuditEntry
+from jobs.engine.triggers import request_admission
 from jobs.models import PENDING, Job, State
 from queues.services import tree_apply
 
@@ -96,6 +98,34 @@ def test_it_submits_a_yaml_document_and_waits_until_it_succeeds(cli, tmp_path, c
     assert job.state == State.SUCCEEDED and job.owner.username == "alice"
     assert done.stdout.splitlines()[0].startswith(f"submitted job {job.pk} cli-short")
     assert done.stdout.splitlines()[-1] == f"job {job.pk} cli-short: succeeded"
+
+
+def test_a_wait_goes_on_through_every_attempt_and_ends_with_the_last(cli, tmp_path, celery_worker):
+    retried = {**SHORT, "name": "cli-retried", "retries": 1,
+               "env": {"CALDERA_SIMULATED_EXIT_CODE": "3"}}  # fmt: skip
+    # Beat re-drives the admission cycle every ADMIT_BEAT_SECONDS, which is what tries a
+    # backing-off attempt once it is due; the test's worker runs no beat: this stands in.
+    stop = threading.Event()
+
+    def admit_now_and_then() -> None:
+        while not stop.wait(1):
+            request_admission()
+
+    beat = threading.Thread(target=admit_now_and_then)
+    beat.start()
+    try:
+        done = cli.run("submit", document(tmp_path, retried), "--follow", "--timeout", "3m",
+                       timeout=240)  # fmt: skip
+    finally:
+        stop.set()
+        beat.join()
+    job = Job.objects.get(name="cli-retried")
+    assert (job.state, job.attempt) == (State.FAILED, 2), done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    said = [line for line in lines if "attempt 2 of 2, after attempt 1 failed: " in line]
+    assert said and "exited with code 3" in said[0], "\n".join(lines)
+    assert lines[-1].startswith(f"job {job.pk} cli-retried: failed")
 
 
 def test_a_field_the_api_refuses_exits_2_with_its_words(cli, tmp_path):

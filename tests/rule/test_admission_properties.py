@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from kube.quantity import add, subtract
 from queues.admission import (
     BEST_EFFORT,
+    DRAIN,
     OVER_QUOTA,
     PRIORITY,
     QUEUE_PRIORITY,
@@ -42,6 +43,7 @@ from queues.admission import (
     Releasing,
     plan_admissions,
 )
+from queues.limits import HOLD_AND_DRAIN, limits_of
 from queues.quota import Node, path_to_root, rollup, shortfall
 
 from ..support.trees import node, request
@@ -226,6 +228,17 @@ def check_plan(tree, admitted, queues, allocatable, leaving, plan: Plan) -> None
     settled = rollup(_leaf_usage(admitted))  # held before the cycle by jobs that stay
     gone = {job.key: job for job in leaving}  # leaving, victims included
     steps = iter(plan.preempted)
+    drained = {job.key for job in admitted if limits_of(tree, job.leaf).stop == HOLD_AND_DRAIN}
+    assert drained <= set(victims), "a job of a drained leaf still holds quota"
+    for _drain in drained:
+        preemption = next(steps)
+        assert preemption.rule == DRAIN and preemption.victim.key in drained, "drains come first"
+        _remove(future, preemption.victim)
+        _remove(settled, preemption.victim)
+        gone[preemption.victim.key] = preemption.victim
+    assert not any(limits_of(tree, candidates[key][0]).stop for key in plan.order), (
+        "a stopped leaf admitted or set aside a job"
+    )
     over_quota = [p for p in plan.preempted if p.rule == OVER_QUOTA]
     for preemption in over_quota:
         assert preemption is next(steps), "over-quota give-backs come first"

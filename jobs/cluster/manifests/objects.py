@@ -44,10 +44,14 @@ QUEUE_LABELS = (common.LABEL_QUEUE, VOLCANO_QUEUE_LABEL, KUEUE_QUEUE_LABEL)
 # Label and annotation prefixes that are Caldera's: it writes them, a team may not.
 CALDERA_KEYS = ("caldera.io/", "kube-queue/")
 # The job's annotations Caldera reads, as the document's fields no Kubernetes object has.
+TIME_LIMIT_ANNOTATION = "caldera.io/time-limit"  # 2h; else the runtime's own deadline field
+RETRIES_ANNOTATION = "caldera.io/retries"
 READ_ANNOTATIONS = {
     "caldera.io/priority": "priority",
     "caldera.io/run-seconds": "run_seconds",
     POOLS_ANNOTATION: "pools",
+    TIME_LIMIT_ANNOTATION: "time_limit",
+    RETRIES_ANNOTATION: "retries",
 }
 
 Path = tuple[str | int, ...]

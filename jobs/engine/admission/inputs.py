@@ -45,6 +45,7 @@ def holding_jobs() -> tuple[list[Admitted], list[Admitted]]:
             request=in_pool(row.request, row.pool),
             priority=row.priority,
             admitted_at=row.dequeued_at,
+            owner=row.owner_id,
         )
         (leaving if row.state in LEAVING else admitted).append(job)
     return admitted, leaving
@@ -89,6 +90,7 @@ def queue_heads(
             due=due,
             priority=row.priority,
             pools=row.pools,
+            owner=row.owner_id,
         )
         grouped.setdefault(row.leaf, (row.policy, row.preemption, []))[2].append(candidate)
     return [

@@ -21,6 +21,19 @@ from kube.quantity import format_quantity
 from queues.selectors import queue_departments
 
 
+class AttemptOut(serializers.Serializer):
+    """One failed attempt of a job that retried: its number, when it ran, and why it
+    failed."""
+
+    class Meta:
+        ref_name = "Attempt"
+
+    attempt = serializers.IntegerField()
+    started_at = serializers.CharField(allow_null=True, help_text="ISO 8601")
+    ended_at = serializers.CharField(help_text="ISO 8601")
+    reason = serializers.CharField()
+
+
 class JobOut(JobIn):
     """A job as the API answers it: the document as submitted (``head`` for Ray, ``master``
     for PyTorch; ``workers`` as POST takes them, ``max_replicas`` only on a group that was
@@ -68,6 +81,13 @@ class JobOut(JobIn):
     )  # fmt: skip
     held_by = serializers.SerializerMethodField(help_text="who holds it; null when not held")
     held_at = serializers.SerializerMethodField(help_text="since when it is held")
+    attempt = serializers.IntegerField(
+        read_only=True,
+        help_text="its attempt, from 1: a failed attempt with retries left runs again as the next",
+    )
+    attempts = AttemptOut(
+        many=True, read_only=True, help_text="its failed attempts before this one, oldest first"
+    )
     preemptions = serializers.IntegerField(source="preemption_count", read_only=True)
     start_timeouts = serializers.IntegerField(
         read_only=True, help_text="times its pods were not all running in time after a dequeue"
