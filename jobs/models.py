@@ -13,7 +13,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import BrinIndex, GinIndex
 from django.db import connection, models
 from django.db.models import Q
-from django.utils.translation import pgettext_lazy
+from django.utils.translation import gettext, pgettext_lazy
 
 from access.models import AccessToken
 from queues.limits import format_duration
@@ -221,6 +221,22 @@ class Job(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+", db_index=False,
     )  # fmt: skip
+    # The end of its main pod's log (the Ray head's, the PyTorch master's), kept by the
+    # cluster sync as the job succeeded or failed, before it removed the job's objects and
+    # their pods with them (``jobs.engine.log_tails``): at most JOB_LOG_TAIL_LINES lines and
+    # LOG_TAIL_BYTES bytes, read from ``log_tail_pod`` at ``log_tail_at``; ``truncated``
+    # when the log went on before them. ``log_tail_missing`` says why none was kept (the pod
+    # was gone, the cluster did not answer); ``log_tail_at`` is set either way, so a tail is
+    # read once. ``exit_code``: its main container's, as the pod said then (None: unknown).
+    log_tail = models.TextField(blank=True, default="", db_default="")
+    log_tail_pod = models.CharField(max_length=253, blank=True, default="", db_default="")
+    log_tail_at = models.DateTimeField(null=True, blank=True)
+    log_tail_truncated = models.BooleanField(default=False, db_default=False)
+    log_tail_missing = models.TextField(blank=True, default="", db_default="")
+    exit_code = models.IntegerField(null=True, blank=True)
+    # The RayCluster KubeRay made for a RayJob (its ``status.rayClusterName``), whose head
+    # Service ``<ray_cluster>-head-svc`` serves the Ray dashboard; "" until the cluster says.
+    ray_cluster = models.CharField(max_length=253, blank=True, default="", db_default="")
     # The job's place in its queue's arrival order: 1, 2, 3, ... per queue, given by the
     # database as the row is inserted (trigger job_ticket, migration 0004), so it follows
     # the order in which submissions committed. A requeued job keeps its ticket.
@@ -308,6 +324,12 @@ class Job(models.Model):
     def attempts_in_all(self) -> int:
         """How many attempts it may take: the first, and one per retry."""
         return self.retries + 1
+
+    @property
+    def log_tail_missing_said(self) -> str:
+        """Why no end of its log was kept, in the active language when Caldera said it
+        (``jobs.engine.log_tails``); the cluster's own words as they are."""
+        return gettext(self.log_tail_missing) if self.log_tail_missing else ""
 
     @property
     def is_held(self) -> bool:

@@ -26,7 +26,7 @@ from caldera_cli.output import (
     position,
     when,
 )
-from caldera_cli.tail import follow
+from caldera_cli.tail import follow, kept_sentence
 from caldera_cli.wait import duration, wait
 
 POLL_SECONDS = 2.0
@@ -336,6 +336,8 @@ def logs(args: argparse.Namespace, out: Out) -> Exit:
     if args.follow:
         return follow(client(), out, args.id, tail=args.tail, poll_seconds=_poll_seconds())
     answer = client().get(f"jobs/{args.id}/log/", tail_lines=args.tail)
+    if answer.get("kept_at"):
+        out.note(kept_sentence(args.id, answer))
     out.emit(answer, "\n".join(answer["lines"]))
     return Exit.SUCCEEDED
 

@@ -12,8 +12,11 @@ printed; a log whose lines carry their time, as most do, cannot be mistaken.
 While the job has no log (queued, its pod not created, or preempted and back in its
 queue) the command says why once on stderr and waits; a new pod's log (after a preemption)
 is printed from its start. It ends when the job does, after a last read, with the exit
-code of ``submit --wait`` (0 succeeded, 1 failed, 3 cancelled). Network failures are
-retried by the client as every command's are.
+code of ``submit --wait`` (0 succeeded, 1 failed, 3 cancelled). That last read gets the
+end of the log the server kept as the job ended (``kept_at``), even once its pods are
+gone, so the lines written after the previous poll are printed too, up to the
+JOB_LOG_TAIL_LINES the server keeps. Network failures are retried by the client as every
+command's are.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from caldera_cli.api import Client, Refused
 from caldera_cli.ending import ENDED, ending
@@ -58,6 +62,7 @@ class Reading:
     gap: bool = False
     pod: str | None = None
     missing: str | None = None
+    kept: dict[str, Any] | None = None  # the server's answer, when it is the kept end
 
 
 class LogTail:
@@ -83,7 +88,17 @@ class LogTail:
             return Reading([], missing=_detail(refused))
         new, gap = new_lines(self.seen or [], answer["lines"])
         self.seen = answer["lines"][-WINDOW:]
-        return Reading(new, gap, answer["pod"])
+        return Reading(new, gap, answer["pod"], kept=answer if answer.get("kept_at") else None)
+
+
+def kept_sentence(job_id: int, answer: dict[str, Any]) -> str:
+    """What stderr says of an answer that is the end of the log the server kept."""
+    count = len(answer["lines"])
+    lines = f"its last {count} lines" if answer.get("truncated") else "its whole log"
+    return (
+        f"job {job_id}: the pods are gone; {lines} of pod {answer['pod']}, kept when the job "
+        f"ended at {answer['kept_at']}"
+    )
 
 
 def gap_sentence(job_id: int) -> str:
@@ -113,6 +128,8 @@ def follow(client: Client, out: Out, job_id: int, *, tail: int | None, poll_seco
                 out.emit(record | {"gap": read.gap}, "\n".join(read.lines) if read.lines else None)
             said = None
         if job["state"] in ENDED:  # read before the log: the log read after holds its end
+            if read.kept is not None:
+                out.note(kept_sentence(job_id, read.kept))
             code, record, text = ending(client, out, job)
             out.emit(record)
             out.note(text)

@@ -6,10 +6,10 @@ and its new sentence of why it waits; the cluster's new events about its pods (t
 ``involved`` object: GangFailedScheduling while its gang cannot be placed; the portal's own
 events are the state changes already said), read as ``events --follow`` reads them; then,
 once it has started, its log's new lines, read as ``logs --follow`` reads them. A log
-that cannot be read yet (pods not placed) or any more (pods gone) is passed over in
-silence: the state changes say why (so the lines a job writes after the last poll that
-finds it running may leave with its pods unsaid). With several jobs, each log line begins
-with its job's id."""
+that cannot be read yet (pods not placed) is passed over in silence: the state changes say
+why. Once a job has succeeded or failed, its log is the end the server kept as it ended,
+before its pods were removed: the lines written after the last poll that found it running
+are printed then. With several jobs, each log line begins with its job's id."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from caldera_cli.ending import ENDED, WORST_FIRST, ending
 from caldera_cli.exit_codes import Exit
 from caldera_cli.history import NewEvents
 from caldera_cli.output import Out, event_words, position
-from caldera_cli.tail import LogTail, gap_sentence
+from caldera_cli.tail import LogTail, gap_sentence, kept_sentence
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 Snapshot = tuple[str, int | None, str | None, int]  # state, position, why it waits, attempt
@@ -96,6 +96,8 @@ def _say_log(out: Out, job: dict[str, Any], log: LogTail, *, several: bool) -> N
     if job["state"] in NOT_STARTED:
         return
     read = log.read()
+    if read.kept is not None:
+        out.note(kept_sentence(job["id"], read.kept))
     if read.gap:
         out.note(gap_sentence(job["id"]))
         out.emit({"event": "log_gap", "id": job["id"]})

@@ -118,6 +118,9 @@ class ObjectStatus:
     runtime: str = ""
     # Being deleted: it stays listed until the cluster lets it go (its pods terminate).
     deleting: bool = False
+    # A RayJob's RayCluster, as KubeRay names it (``status.rayClusterName``): its head
+    # Service, ``<ray_cluster>-head-svc``, serves the Ray dashboard. "" for other kinds.
+    ray_cluster: str = ""
 
     @property
     def ref(self) -> ObjectRef:
@@ -167,6 +170,22 @@ class PodLog:
     pod: str
     text: str
     truncated: bool = False
+    # The exit code of its main container once it has ended, as the pod says (None: it
+    # runs, or the cluster does not say).
+    exit_code: int | None = None
+    # Not read from the cluster now: the tail Caldera kept as the job ended, at this time
+    # (its pods are gone since; ``jobs.engine.log_tails``).
+    kept_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class LogAsked:
+    """One job's main pod whose log ``ClusterBackend.pod_logs`` reads: where its object is,
+    and its pod group's name (``head`` as ``pod_log`` takes it)."""
+
+    job_id: int
+    ref: ObjectRef
+    head: str
 
 
 @dataclass(frozen=True)
@@ -241,6 +260,34 @@ class ClusterBackend(ABC):
         its start. LogUnavailable with a plain reason when the pod has not started, is
         gone or its log cannot be read; ClusterUnavailable when the cluster does not
         answer."""
+
+    def pod_logs(
+        self,
+        asked: Sequence[LogAsked],
+        *,
+        tail_lines: int,
+        limit_bytes: int,
+        now: datetime,
+    ) -> dict[int, PodLog | LogUnavailable | ClusterUnavailable]:
+        """The end of each of these jobs' main pods' logs, by job id, as ``pod_log`` reads
+        one: what the cluster sync keeps of jobs that ended. Each job's failure is its own
+        answer, never raised, so one pod that is gone loses no other's log. A backend reads
+        them together where it can (the Kubernetes backend's calls go out in parallel, the
+        simulated one reads its pods in one query)."""
+        answers: dict[int, PodLog | LogUnavailable | ClusterUnavailable] = {}
+        for one in asked:
+            try:
+                answers[one.job_id] = self.pod_log(
+                    one.ref,
+                    job_id=one.job_id,
+                    head=one.head,
+                    tail_lines=tail_lines,
+                    limit_bytes=limit_bytes,
+                    now=now,
+                )
+            except (LogUnavailable, ClusterUnavailable) as error:
+                answers[one.job_id] = error
+        return answers
 
     @abstractmethod
     def publish_quota(

@@ -178,6 +178,7 @@ def object_status(runtime: str, obj: Mapping[str, Any]) -> ObjectStatus | None:
     except (KeyError, TypeError, ValueError):
         return None
     phase, message = phase_of(runtime, obj)
+    ray_cluster = (obj.get("status") or {}).get("rayClusterName") if runtime == "kuberay" else ""
     return ObjectStatus(
         job_id=job_id,
         object_name=metadata.get("name", ""),
@@ -186,6 +187,7 @@ def object_status(runtime: str, obj: Mapping[str, Any]) -> ObjectStatus | None:
         namespace=metadata.get("namespace", ""),
         runtime=runtime,
         deleting=bool(metadata.get("deletionTimestamp")),
+        ray_cluster=ray_cluster if isinstance(ray_cluster, str) else "",
     )
 
 
@@ -291,6 +293,22 @@ def main_pod_selector(runtime: str, *, object_name: str, job_id: int, head: str)
     if runtime == "volcano":
         return f"{own},{VOLCANO_JOB_NAME}={object_name},{VOLCANO_TASK}={head}"
     raise ValueError(f"no main pod known for runtime {runtime!r}")
+
+
+def exit_code(pod: Mapping[str, Any]) -> int | None:
+    """The exit code of the pod's first container (the head's or master's own) once it has
+    ended: ``state.terminated``, or ``lastState.terminated`` of a container restarted since;
+    None while it runs or when the pod does not say."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    first = containers[0].get("name")
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") != first:
+            continue
+        for state in (status.get("state"), status.get("lastState")):
+            code = ((state or {}).get("terminated") or {}).get("exitCode")
+            if isinstance(code, int):
+                return code
+    return None
 
 
 def main_pod(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:

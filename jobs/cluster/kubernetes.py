@@ -63,6 +63,7 @@ from .base import (
     ClusterBackend,
     ClusterEvent,
     ClusterUnavailable,
+    LogAsked,
     LogUnavailable,
     NamespaceTrouble,
     NamespaceUnavailable,
@@ -877,7 +878,42 @@ class KubernetesBackend(ClusterBackend):
         except Rejected as error:  # 400: its container is waiting to start, ...
             reason = error.message
             raise LogUnavailable(f"The log of pod {name} cannot be read: {reason}.") from None
-        return log_window(name, _raw(answer).data, tail_lines=tail_lines, limit_bytes=limit_bytes)
+        log = log_window(name, _raw(answer).data, tail_lines=tail_lines, limit_bytes=limit_bytes)
+        return replace(log, exit_code=kinds.exit_code(pod))
+
+    def pod_logs(
+        self,
+        asked: Sequence[LogAsked],
+        *,
+        tail_lines: int,
+        limit_bytes: int,
+        now: datetime,
+    ) -> dict[int, PodLog | LogUnavailable | ClusterUnavailable]:
+        """Each log as ``pod_log`` reads one, up to ``concurrency`` of them at a time. An
+        error other than the two a log read answers (a bug) is raised, once all are read."""
+
+        def read(one: LogAsked) -> PodLog:
+            return self.pod_log(
+                one.ref,
+                job_id=one.job_id,
+                head=one.head,
+                tail_lines=tail_lines,
+                limit_bytes=limit_bytes,
+                now=now,
+            )
+
+        results = self._each(read, asked)
+        _raise_first(
+            result
+            for result in results
+            if isinstance(result, Exception)
+            and not isinstance(result, (LogUnavailable, ClusterUnavailable))
+        )
+        return {
+            one.job_id: result
+            for one, result in zip(asked, results, strict=True)
+            if isinstance(result, (PodLog, LogUnavailable, ClusterUnavailable))
+        }
 
     # -- the quota tree, for the cluster's own schedulers -------------------------------
 

@@ -7,6 +7,7 @@ worker process sees the same cluster, and serialises changes behind an advisory 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -26,6 +27,8 @@ from .base import (
     Check,
     ClusterBackend,
     ClusterEvent,
+    ClusterUnavailable,
+    LogAsked,
     LogUnavailable,
     NamespaceTrouble,
     ObjectRef,
@@ -102,6 +105,14 @@ class Pod:
     last_cycle_at: datetime | None = None
     exit_code: int = 0
     placement: Placement = Placement()
+
+
+def ray_cluster_name(object_name: str) -> str:
+    """The RayCluster a RayJob of this name would run in, named as KubeRay names it (the
+    job's name and five characters of its own), but the same at every sync. The simulated
+    cluster does not know its objects' kinds: the sync keeps the name for RayJobs only."""
+    suffix = hashlib.sha256(object_name.encode()).hexdigest()[:5]
+    return f"{object_name[:57]}-{suffix}"
 
 
 def exit_code(env: dict[str, str]) -> int:
@@ -322,7 +333,11 @@ class SimulatedCluster:
                 phase = Phase.PENDING
             statuses.append(
                 ObjectStatus(
-                    job_id=pods[0].job_id, object_name=object_name, phase=phase, message=message
+                    job_id=pods[0].job_id,
+                    object_name=object_name,
+                    phase=phase,
+                    message=message,
+                    ray_cluster=ray_cluster_name(object_name),
                 )
             )
         return statuses
@@ -466,25 +481,39 @@ class SimulatedBackend(ClusterBackend):
         (``jobs.cluster.simulated_log``), read without the cluster's lock: it changes
         nothing."""
         pod = SimulatedPod.objects.filter(object_name=ref.name, index=0).first()
-        if pod is None:
-            raise LogUnavailable(f"The {head} pod of {ref.name} is not there.", missing=True)
-        if pod.phase == PodPhase.SUSPENDED:
-            raise LogUnavailable(
-                f"Pod {pod.name} has not started: its job is suspended until it leaves its queue."
-            )
-        if pod.started_at is None:
-            raise LogUnavailable(
-                f"Pod {pod.name} has no log yet: it waits for the scheduler to place the "
-                "job's pods on nodes."
-            )
-        timeline = Timeline(pod.name, pod.node, pod.requests, pod.started_at, pod.run_seconds)
-        return simulated_log(
-            timeline,
-            finished=pod.phase == PodPhase.SUCCEEDED,
-            now=now,
-            tail_lines=tail_lines,
-            limit_bytes=limit_bytes,
+        return _pod_log(
+            pod, ref, head=head, now=now, tail_lines=tail_lines, limit_bytes=limit_bytes
         )
+
+    def pod_logs(
+        self,
+        asked: Sequence[LogAsked],
+        *,
+        tail_lines: int,
+        limit_bytes: int,
+        now: datetime,
+    ) -> dict[int, PodLog | LogUnavailable | ClusterUnavailable]:
+        """Each log as ``pod_log`` reads one, the pods read in one query."""
+        pods = {
+            pod.object_name: pod
+            for pod in SimulatedPod.objects.filter(
+                object_name__any=[one.ref.name for one in asked], index=0
+            )
+        }
+        answers: dict[int, PodLog | LogUnavailable | ClusterUnavailable] = {}
+        for one in asked:
+            try:
+                answers[one.job_id] = _pod_log(
+                    pods.get(one.ref.name),
+                    one.ref,
+                    head=one.head,
+                    now=now,
+                    tail_lines=tail_lines,
+                    limit_bytes=limit_bytes,
+                )
+            except LogUnavailable as error:
+                answers[one.job_id] = error
+        return answers
 
     def publish_quota(self, *, tree: dict | None, queues: list[dict] | None) -> None:
         """Refused: the simulated cluster places gangs and reads no quota objects, so the
@@ -560,6 +589,39 @@ class _Session:
                         )
         finally:
             self.atomic.__exit__(exc_type, exc, tb)
+
+
+def _pod_log(
+    pod: SimulatedPod | None,
+    ref: ObjectRef,
+    *,
+    head: str,
+    now: datetime,
+    tail_lines: int | None,
+    limit_bytes: int,
+) -> PodLog:
+    """The log of a job's first pod as read from its row (None: there is none)."""
+    if pod is None:
+        raise LogUnavailable(f"The {head} pod of {ref.name} is not there.", missing=True)
+    if pod.phase == PodPhase.SUSPENDED:
+        raise LogUnavailable(
+            f"Pod {pod.name} has not started: its job is suspended until it leaves its queue."
+        )
+    if pod.started_at is None:
+        raise LogUnavailable(
+            f"Pod {pod.name} has no log yet: it waits for the scheduler to place the "
+            "job's pods on nodes."
+        )
+    timeline = Timeline(
+        pod.name, pod.node, pod.requests, pod.started_at, pod.run_seconds, pod.exit_code
+    )
+    return simulated_log(
+        timeline,
+        finished=pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED),
+        now=now,
+        tail_lines=tail_lines,
+        limit_bytes=limit_bytes,
+    )
 
 
 def _pod(row) -> Pod:

@@ -3,7 +3,7 @@
 A simulated pod runs no program, so its log is written from what the cluster knows of it:
 a line when it starts (its node and what it asked for), a progress line every
 PROGRESS_SECONDS of its run time, and, once its run time is over, a line with its exit
-code (0: the simulated cluster runs every job to success). Each line is a function of the
+code (0, or what the job asked for with SIMULATED_EXIT_CODE). Each line is a function of the
 pod's start, its run time and the clock alone, so nothing is stored and every process
 reads the same log at the same moment: the demo, the tests and the pages show the same
 lines, and a running pod's log grows as time passes, as a real one does. Lines begin with
@@ -26,7 +26,6 @@ from kube.quantity import PODS, ResourceList, human
 from .base import PodLog
 
 PROGRESS_SECONDS = 5.0
-EXIT_CODE = 0
 
 
 @dataclass(frozen=True)
@@ -38,6 +37,7 @@ class Timeline:
     requests: ResourceList
     started_at: datetime
     run_seconds: float
+    exit_code: int = 0
 
 
 def simulated_log(
@@ -50,7 +50,8 @@ def simulated_log(
 ) -> PodLog:
     """The pod's log at ``now``: its last ``tail_lines`` lines (None: all of them), cut at
     ``limit_bytes`` as the API server cuts them. ``finished``: the cluster has seen the
-    pod succeed (its exit line is then there whatever the clock says)."""
+    pod end (its exit line is then there whatever the clock says), and the log carries the
+    exit code."""
     elapsed = (now - timeline.started_at).total_seconds()
     done = finished or elapsed >= timeline.run_seconds
     # Progress lines fall strictly before the end, where the exit line is.
@@ -70,6 +71,7 @@ def simulated_log(
         pod=timeline.pod,
         text=bytes(text[:limit_bytes]).decode("utf-8", errors="replace"),
         truncated=truncated,
+        exit_code=timeline.exit_code if done else None,
     )
 
 
@@ -90,7 +92,7 @@ def _lines(timeline: Timeline, *, first: int, count: int, shown: int) -> Iterato
                 timeline, at, f"step {index}: {at:g} s of {run:g} s, {math.floor(100 * at / run)}%"
             )
         else:
-            yield _line(timeline, run, f"Exited with code {EXIT_CODE} after {run:g} s")
+            yield _line(timeline, run, f"Exited with code {timeline.exit_code} after {run:g} s")
 
 
 def _line(timeline: Timeline, seconds: float, message: str) -> str:

@@ -24,6 +24,7 @@ from jobs.cluster import (
     ClusterUnavailable,
     NamespaceTrouble,
     ObjectRef,
+    ObjectStatus,
     Phase,
     get_backend,
 )
@@ -31,6 +32,7 @@ from jobs.engine.admission.writes import capacity_changed
 from jobs.engine.cluster_health import cluster_answered, cluster_unavailable
 from jobs.engine.lifecycle import jobs_past_limit, jobs_retrying
 from jobs.engine.locks import SYNC, leased
+from jobs.engine.log_tails import KEPT_STATES, tails_keep
 from jobs.engine.namespace_health import namespaces_checked, unavailable_namespaces
 from jobs.engine.objects import (
     ABSENT,
@@ -163,13 +165,16 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         # Objects of jobs that want none (finished, cancelled, timed out) are removed; jobs
         # whose object is missing from this complete listing, or suspended when it should
         # not be (or the reverse), are reconciled.
-        leftover, mismatched = [], []
+        leftover, mismatched, ended = [], [], []
         moved = _moved_by(result)
         for job_id, status in phases.items():
             job = jobs.get(job_id)
-            wanted = (
-                ABSENT if job is None else object_wanted(moved.get(job_id, job.state), job.runtime)
-            )
+            wanted = ABSENT
+            if job is not None:
+                state = moved.get(job_id, job.state)
+                wanted = object_wanted(state, job.runtime)
+                if state in KEPT_STATES and not job.kept:
+                    ended.append((job_id, status.ref))
             if wanted == ABSENT:
                 # One delete per object: a leaving job's were sent by the reconcile that
                 # made it leave moments ago, and a listing (an informer's above all) may
@@ -194,6 +199,14 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         left = jobs_unlisted_leaving(listed, unknown=unknown)
         if left:
             result.left = jobs_left(left, now=now)
+        _ray_clusters_named(phases, jobs)
+    # The end of the log of each job that ended is read before its objects, and its pods
+    # with them, are removed; after the lease, for they are calls to the cluster, as many
+    # as jobs ended (a burst of thousands, at worst, is cut at KEEP_SECONDS). A sync
+    # starting meanwhile reads the same jobs' ends before it removes anything either, and
+    # whichever keeps one first keeps it. Those left unread stay for the next sync.
+    later = tails_keep(ended, now=now) if ended else set()
+    leftover = [(job_id, ref) for job_id, ref in leftover if job_id not in later]
     if leftover:
         get_backend().remove(_with_config_maps(leftover), now=now)
     if result.past_limit or result.retrying:
@@ -228,6 +241,23 @@ class _Known:
     state: str
     runtime: str
     leaving_since: datetime | None
+    kept: bool  # the end of its log is kept (jobs.engine.log_tails)
+    ray_cluster: str
+
+
+def _ray_clusters_named(phases: dict[int, ObjectStatus], jobs: dict[int, _Known]) -> None:
+    """Keep the RayCluster KubeRay named for each RayJob, whose head Service the job's page
+    names for its Ray dashboard: one UPDATE for the few that are new (a RayJob's first
+    syncs), none once every job's is kept."""
+    named = [
+        Job(pk=job_id, ray_cluster=status.ray_cluster)
+        for job_id, status in phases.items()
+        if (job := jobs.get(job_id)) is not None
+        and job.runtime == Job.Runtime.KUBERAY
+        and status.ray_cluster
+        and status.ray_cluster != job.ray_cluster
+    ]
+    rows_update(named, ["ray_cluster"])
 
 
 def _removed_recently(job: _Known | None, now: datetime) -> bool:

@@ -323,7 +323,7 @@ def _row(*expressions) -> Func:
 
 def job_list(user, query: JobQuery) -> JobListPage:
     """One page of the jobs ``user`` may see that ``query`` matches, in its order."""
-    matching = query.filter.apply(jobs_for_user(user).defer("manifest"), user)
+    matching = query.filter.apply(jobs_for_user(user).defer("manifest", "log_tail"), user)
     column, kind = SORTS[query.sort.lstrip("-")]
     order = [f"-{column}", "-id"] if query.descending else [column, "id"]
     page = matching.order_by(*order)

@@ -5,8 +5,11 @@ The cluster backend reads the pod's log (``ClusterBackend.pod_log``); this modul
 the job's state says about it. A job still in its queue has no pods yet, so the cluster is
 not asked; a job that has ended has had its objects, and so its pods and their log,
 removed by the cluster sync, which is said in those words rather than as a missing pod.
-The read happens while a person waits: it is bounded by JOB_LOG_LIMIT_BYTES, and the
-Kubernetes backend gives the cluster JOB_LOG_TIMEOUT_SECONDS and one try.
+A job that succeeded or failed has the end of its log kept by that sync before it removed
+them (``jobs.engine.log_tails``): that end is the answer then, marked as kept, without
+asking the cluster. The read happens while a person waits: it is bounded by
+JOB_LOG_LIMIT_BYTES, and the Kubernetes backend gives the cluster JOB_LOG_TIMEOUT_SECONDS
+and one try.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ def job_log(
             )
             % {"state": str(job.get_state_display()).lower()}
         )
+    if job.is_terminal and job.log_tail_at is not None:
+        return _kept(job, head, tail_lines=tail_lines, limit_bytes=limit_bytes)
     try:
         return get_backend().pod_log(
             object_ref(job),
@@ -81,6 +86,39 @@ def job_log(
         if error.missing:
             raise LogUnavailable(_missing(job, head)) from None
         raise
+
+
+def _kept(job: Job, head: str, *, tail_lines: int | None, limit_bytes: int | None) -> PodLog:
+    """The end of the log kept as the job ended (``kept_at`` says so), cut as the cluster
+    cuts a log: its last ``tail_lines`` lines, then at most ``limit_bytes`` bytes from
+    their start. LogUnavailable with why none was kept."""
+    if job.log_tail_missing:
+        raise LogUnavailable(
+            _(
+                "The job's %(head)s pod is gone, and its log with it; none of it was kept "
+                "as the job ended: %(reason)s"
+            )
+            % {"head": head, "reason": job.log_tail_missing_said}
+        )
+    text, truncated = job.log_tail, job.log_tail_truncated
+    if tail_lines is not None:
+        # Lines end with a newline alone, as the kubelet counts them (a progress bar's
+        # carriage returns stay inside a line).
+        end = "\n" if text.endswith("\n") else ""
+        lines = text.removesuffix("\n").split("\n")
+        if text and len(lines) > tail_lines:
+            text, truncated = "\n".join(lines[-tail_lines:]) + end, True
+    data = text.encode()
+    limit = limit_bytes or settings.JOB_LOG_LIMIT_BYTES
+    if len(data) > limit:
+        text, truncated = data[:limit].decode("utf-8", errors="replace"), True
+    return PodLog(
+        pod=job.log_tail_pod,
+        text=text,
+        truncated=truncated,
+        exit_code=job.exit_code,
+        kept_at=job.log_tail_at,
+    )
 
 
 def _missing(job: Job, head: str) -> str:

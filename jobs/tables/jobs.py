@@ -286,12 +286,16 @@ def queue_pending_counts() -> list[tuple[str, str | None, int]]:
 # sending 10,000 parameters cost more than the queries.
 
 
-def jobs_known(ids: list[int]) -> list[tuple[int, str, str, datetime | None]]:
-    """What the database holds of the listed jobs: (id, state, runtime, leaving_since) of
-    those it has."""
+def jobs_known(ids: list[int]) -> list[tuple[int, str, str, datetime | None, bool, str]]:
+    """What the database holds of the listed jobs: (id, state, runtime, leaving_since,
+    whether the end of its log was kept, its RayCluster's name) of those it has."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id, state, runtime, leaving_since FROM {JOBS} WHERE id = ANY(%s)", [ids]
+            f"""
+            SELECT id, state, runtime, leaving_since, log_tail_at IS NOT NULL, ray_cluster
+            FROM {JOBS} WHERE id = ANY(%s)
+            """,
+            [ids],
         )
         return cursor.fetchall()
 

@@ -57,7 +57,7 @@ from jobs.web.answers.jobs import (
     jobs_out,
     sent_out,
 )
-from jobs.web.answers.logs import JobLogOut
+from jobs.web.answers.logs import KEPT_TAIL, LOG_HEADER, JobLogOut
 from jobs.web.answers.manifests import KubernetesObject
 from jobs.web.answers.queues import QueueDetailOut, QueueListOut
 from queues.api_base import Body, json_parsers, manifest_parsers, refusals
@@ -247,7 +247,10 @@ class JobListView(APIView):
     def get(self, request):
         query = listing.parse_query(request.query_params, declared=listing.API_QUERY)
         if query.offset is not None:  # pages by offset, as before cursors
-            jobs = query.filter.apply(selectors.jobs_for_user(request.user), request.user)
+            # Not the end of each job's log a list does not show.
+            jobs = query.filter.apply(
+                selectors.jobs_for_user(request.user).defer("log_tail"), request.user
+            )
             paginator = JobPagination(query)
             rows = paginator.paginate_queryset(jobs.order_by("-id"), request, view=self)
             assert rows is not None  # get_limit always gives a limit
@@ -764,7 +767,18 @@ class QueueDetailView(APIView):
 class JobLogView(APIView):
     @extend_schema(
         operation_id="jobs_log",
-        parameters=logs.LOG_QUERY.parameters(),
+        parameters=[
+            *logs.LOG_QUERY.parameters(),
+            OpenApiParameter(
+                LOG_HEADER,
+                {"type": "string", "enum": [KEPT_TAIL, "cluster"]},
+                OpenApiParameter.HEADER,
+                required=True,
+                description="kept-tail: the end of the log Caldera kept as the job ended, "
+                "its pods gone since; cluster: read from the cluster now",
+                response=[200],
+            ),
+        ],
         responses={
             200: JobLogOut,
             409: OpenApiResponse(
@@ -780,7 +794,10 @@ class JobLogView(APIView):
         },
         summary="The end of the job's log: its head (Ray) or master (PyTorch) pod's",
         description="Read from the cluster at each request, at most JOB_LOG_LIMIT_BYTES "
-        "bytes of it. Whoever may see the job may read its log.",
+        "bytes of it; for a job that succeeded or failed, the end Caldera kept as it ended "
+        "(its last JOB_LOG_TAIL_LINES lines, its pods gone since), with kept_at set and the "
+        "header X-Caldera-Log: kept-tail (cluster otherwise). Whoever may see the job may "
+        "read its log.",
     )
     def get(self, request, pk: int):
         job = selectors.job_get_for_user(request.user, pk)
@@ -795,6 +812,16 @@ class JobLogView(APIView):
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
         lines = log.text.removesuffix("\n").split("\n") if log.text else []
-        return Response(
-            JobLogOut({"pod": log.pod, "lines": lines, "truncated": log.truncated}).data
+        answer = Response(
+            JobLogOut(
+                {
+                    "pod": log.pod,
+                    "lines": lines,
+                    "truncated": log.truncated,
+                    "kept_at": log.kept_at,
+                    "exit_code": log.exit_code,
+                }
+            ).data
         )
+        answer[LOG_HEADER] = KEPT_TAIL if log.kept_at is not None else "cluster"
+        return answer

@@ -44,10 +44,10 @@ from jobs.document.schema import (
     job_parse,
 )
 from jobs.document.validation import OFFSET_MAX, PRIORITY_RANGE, JobInvalid
-from jobs.engine import namespace_health
+from jobs.engine import log_tails, namespace_health
 from jobs.engine.objects import job_spec_full
 from jobs.models import LIVE, Job, State
-from jobs.reads import estimate, listing, logs, selectors, waiting
+from jobs.reads import estimate, failure, listing, logs, selectors, waiting
 from jobs.reads.forecast import UNSTORED, forecast
 from jobs.usage.views import usage_chart
 from kube.quantity import human, pool_parts
@@ -144,6 +144,7 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     jobs = list(
         selectors.jobs_for_user(request.user)
         .filter(owner=request.user.pk)
+        .defer("log_tail")
         .order_by("-id")[:MY_JOBS_LIMIT]
     )
     positions = selectors.job_positions(jobs)
@@ -336,6 +337,7 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context["stuck_leaving"] = selectors.job_stuck_leaving(job, now=timezone.now())
     context["namespace_trouble"] = namespace_health.namespace_trouble(job)
     context["estimate"] = estimate.job_estimate(job, position)
+    context["failure"] = failure.job_failure(job)
     if request.htmx:
         response = render(request, "jobs/job_detail.html#job-status", context)
         return _stop_polling(response) if job.is_terminal else response
@@ -617,21 +619,16 @@ def _with_waiting(queue, page: list[tuple[int, Job]]) -> list[tuple]:
     return [(at, job, told.get(job.pk), starts.get(job.pk)) for at, job in page]
 
 
-# The most of a log's tail the job page shows: more than a person reads there, and a
-# program that writes no newline (a progress bar) cannot make each refresh heavy.
-PAGE_LOG_BYTES = 256 * 1024
-
-
 def _log_context(job: Job) -> dict:
-    """The Log section's fragment: the tail of the job's main pod's log, or why there is
-    none, with the status a plain-text answer gives that reason (409, 503)."""
+    """The Log section's fragment: the tail of the job's main pod's log (the one kept as
+    the job ended, once its pods are gone), or why there is none, with the status a
+    plain-text answer gives that reason (409, 503)."""
     context: dict = {"job": job, "tail_lines": settings.JOB_LOG_TAIL_LINES}
     try:
-        context["log"] = logs.job_log(
-            job=job,
-            tail_lines=settings.JOB_LOG_TAIL_LINES,
-            limit_bytes=min(PAGE_LOG_BYTES, settings.JOB_LOG_LIMIT_BYTES),
+        context["log"] = log = logs.job_log(
+            job=job, tail_lines=settings.JOB_LOG_TAIL_LINES, limit_bytes=log_tails.tail_bytes()
         )
+        context["lines"] = log.text.removesuffix("\n").count("\n") + 1 if log.text else 0
     except LogUnavailable as error:
         context |= {"reason": str(error), "status": 409}
     except ClusterUnavailable as error:
@@ -693,7 +690,13 @@ def job_log_download(request: HttpRequest, pk: int) -> HttpResponse:
     except ClusterUnavailable as error:
         return _plain(f"The cluster did not answer: {error}\n", status=503)
     text = log.text
-    if log.truncated:
+    if log.kept_at is not None:
+        text += "" if text.endswith("\n") or not text else "\n"
+        text += (
+            f"[Caldera: the pods are gone; these are the last lines of the log, kept when "
+            f"the job ended at {log.kept_at.isoformat(timespec='seconds')}.]\n"
+        )
+    elif log.truncated:
         limit = settings.JOB_LOG_LIMIT_BYTES
         text += "" if text.endswith("\n") else "\n"
         text += (

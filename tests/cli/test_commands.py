@@ -15,6 +15,7 @@ import socket
 import stat
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 import yaml
@@ -22,8 +23,9 @@ import yaml
 from access.models import AccessToken
 from access.services import token_revoke
 from audit.models import AuditEntry
+from jobs.engine.sync import cluster_sync
 from jobs.engine.triggers import request_admission
-from jobs.models import PENDING, Job, State
+from jobs.models import PENDING, Job, SimulatedPod, State
 from queues.services import tree_apply
 
 from ..support.cli import Cli, json_lines
@@ -287,6 +289,26 @@ def test_logs_prints_the_end_of_a_running_jobs_log(cli, member):
     assert answer["lines"][-2:] == tail.stdout.splitlines()
 
 
+def test_logs_of_a_finished_job_whose_pods_are_gone_prints_the_kept_end_and_says_so(
+    cli, member, settings
+):
+    settings.JOB_LOG_TAIL_LINES = 3
+    job = running(member)
+    cluster_sync(now=job.started_at + timedelta(seconds=601))  # it ends; its pods go
+    assert not SimulatedPod.objects.filter(job_id=job.pk).exists()
+    job.refresh_from_db()
+
+    kept = cli.run("logs", str(job.pk))
+
+    assert kept.returncode == 0, kept.stderr
+    lines = kept.stdout.splitlines()
+    assert len(lines) == 3 and lines[-1].endswith(" Exited with code 0 after 600 s")
+    assert kept.stderr == (
+        f"job {job.pk}: the pods are gone; its last 3 lines of pod rayjob-video-{job.pk}-head-0, "
+        f"kept when the job ended at {job.log_tail_at.isoformat().replace('+00:00', 'Z')}\n"
+    )
+
+
 def test_a_job_that_fails_exits_1_with_its_last_reason(cli, tmp_path, celery_worker):
     failing = {**SHORT, "name": "cli-failing", "env": {"CALDERA_SIMULATED_EXIT_CODE": "3"}}
     failed = cli.run("submit", document(tmp_path, failing), "--wait", "--timeout", "2m")
@@ -306,11 +328,13 @@ def test_logs_follow_prints_the_log_as_it_grows_until_the_job_ends(cli, tmp_path
 
     assert followed.returncode == 0, followed.stdout + followed.stderr
     lines = followed.stdout.splitlines()
-    # Its last line ("Exited with code 0") leaves with its pods when the sync sees it end:
-    # whether a poll reads it first is the timing's, so it is not asked for.
+    # Its last line leaves with its pods when the sync sees it end; the end kept has it.
     assert "Started cli-short-" in lines[0]
+    assert lines[-1].endswith(" Exited with code 0 after 2 s")
     assert len(lines) == len(set(lines))  # no line printed twice
-    assert followed.stderr.splitlines()[-1] == f"job {job['id']} cli-short: succeeded"
+    said = followed.stderr.splitlines()
+    assert said[-1] == f"job {job['id']} cli-short: succeeded"
+    assert said[-2].startswith(f"job {job['id']}: the pods are gone; its whole log of pod ")
     assert Job.objects.get(pk=job["id"]).state == State.SUCCEEDED
 
 

@@ -126,6 +126,9 @@ def test_submit_follow_prints_each_jobs_log_after_its_id(cli, tmp_path, celery_w
         assert job.state == State.SUCCEEDED
         log = [line for line in lines if line.startswith(f"[{job.pk}] ")]
         assert "Started " in log[0], "\n".join(lines)
+        # Its last line, written after the last poll that found it running, is printed
+        # from the end kept as it ended, its pods gone.
+        assert log[-1].endswith(" Exited with code 0 after 1 s"), "\n".join(lines)
         assert len(log) == len(set(log))  # no line printed twice
         # Its state first, its ending last.
         said = next(i for i, line in enumerate(lines) if line.startswith(f"job {job.pk} "))

@@ -109,3 +109,19 @@ def test_retention_off_keeps_every_job(member, archive, settings):
     old = finished(member, State.SUCCEEDED, ago=timedelta(days=3000))
     assert jobs_archive().jobs == 0
     assert Job.objects.filter(pk=old.pk).exists()
+
+
+def test_the_end_of_a_jobs_log_kept_as_it_ended_is_archived_with_it(member, archive):
+    job = finished(member, State.FAILED, ago=OLD, name="old-failed")
+    kept_at = timezone.now() - OLD
+    Job.objects.filter(pk=job.pk).update(
+        log_tail="loss 0.4\nTraceback: boom\n", log_tail_pod="old-failed-head-0",
+        log_tail_at=kept_at, log_tail_truncated=True, exit_code=2,
+    )  # fmt: skip
+
+    [line] = lines(jobs_archive().files)
+
+    assert line["job"]["log_tail"] == "loss 0.4\nTraceback: boom\n"
+    assert line["job"]["log_tail_pod"] == "old-failed-head-0"
+    assert line["job"]["log_tail_truncated"] is True and line["job"]["exit_code"] == 2
+    assert line["job"]["log_tail_at"] is not None and line["job"]["log_tail_missing"] == ""

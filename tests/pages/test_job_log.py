@@ -294,7 +294,14 @@ def test_on_a_kubernetes_cluster_the_head_pods_log_is_read_through_its_api(api, 
 
         answer = api(member).get(reverse("api-job-log", args=[job.pk]), {"tail_lines": 1})
 
-    assert answer.json() == {"pod": pod, "lines": ["hello from the driver"], "truncated": True}
+    assert answer.json() == {
+        "pod": pod,
+        "lines": ["hello from the driver"],
+        "truncated": True,
+        "kept_at": None,
+        "exit_code": None,
+    }
+    assert answer["X-Caldera-Log"] == "cluster"
 
 
 def test_a_cluster_that_does_not_answer_is_a_503_and_a_plain_sentence_on_the_page(
