@@ -826,6 +826,24 @@ if min(JOB_LOG_TAIL_LINES, JOB_LOG_LIMIT_BYTES, JOB_LOG_TIMEOUT_SECONDS) <= 0:
     raise ImproperlyConfigured(
         "JOB_LOG_TAIL_LINES, JOB_LOG_LIMIT_BYTES and JOB_LOG_TIMEOUT_SECONDS must be above 0"
     )
+# The Ray dashboard of a running Ray job, as its page links it: a URL the deployment serves
+# the job's head Service at (an Ingress, a proxy), with the placeholders {namespace},
+# {service} (the head Service: <RayCluster>-head-svc for a RayJob, <job>-head-svc for a
+# Volcano Job with the ray plugin), {name} (the job's object) and {id}. Unset, the page
+# shows the `kubectl port-forward` line that reaches it instead.
+RAY_DASHBOARD_URL = env_str("RAY_DASHBOARD_URL", "")
+if RAY_DASHBOARD_URL:
+    if not RAY_DASHBOARD_URL.startswith(("https://", "http://")):
+        raise ImproperlyConfigured(
+            f"RAY_DASHBOARD_URL must begin with https:// or http://, got {RAY_DASHBOARD_URL!r}"
+        )
+    try:
+        RAY_DASHBOARD_URL.format(namespace="n", service="s", name="j", id=1)
+    except (KeyError, IndexError, ValueError) as error:
+        raise ImproperlyConfigured(
+            "RAY_DASHBOARD_URL may hold the placeholders {namespace}, {service}, {name} and "
+            f"{{id}} only: {error!r} in {RAY_DASHBOARD_URL!r}"
+        ) from None
 # How large one job may be, so that no member's job can slow another's page or take the
 # cluster's pods: worker groups per job (the submit form's 8) and pods per job (the head or
 # master and every worker; an autoscaling group at its max_replicas). Both are declared

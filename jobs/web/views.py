@@ -49,6 +49,7 @@ from jobs.engine.objects import job_spec_full
 from jobs.models import LIVE, Job, State
 from jobs.reads import estimate, failure, listing, logs, selectors, waiting
 from jobs.reads.forecast import UNSTORED, forecast
+from jobs.reads.ray_dashboard import ray_dashboard
 from jobs.usage.views import usage_chart
 from kube.quantity import human, pool_parts
 from kube.yaml_text import YamlRefused, load_file
@@ -338,6 +339,7 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context["namespace_trouble"] = namespace_health.namespace_trouble(job)
     context["estimate"] = estimate.job_estimate(job, position)
     context["failure"] = failure.job_failure(job)
+    context["ray_dashboard"] = ray_dashboard(job)
     if request.htmx:
         response = render(request, "jobs/job_detail.html#job-status", context)
         return _stop_polling(response) if job.is_terminal else response

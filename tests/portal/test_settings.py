@@ -55,6 +55,18 @@ def test_an_unknown_runtime_stops_the_process_and_names_the_setting(value):
         ),
         ({"JOB_LOG_TIMEOUT_SECONDS": "soon"}, "JOB_LOG_TIMEOUT_SECONDS must be a number"),
         (
+            {"RAY_DASHBOARD_URL": "ray.example.com/{service}"},
+            "RAY_DASHBOARD_URL must begin with https:// or http://",
+        ),
+        (
+            {"RAY_DASHBOARD_URL": "https://ray.example.com/{cluster}/"},
+            "RAY_DASHBOARD_URL may hold the placeholders {namespace}, {service}, {name} and {id}",
+        ),
+        (
+            {"RAY_DASHBOARD_URL": "https://ray.example.com/{service"},
+            "RAY_DASHBOARD_URL may hold the placeholders",
+        ),
+        (
             {"USAGE_HISTORY_SECONDS": "0"},
             "USAGE_HISTORY_SECONDS and USAGE_HISTORY_DAYS must be at least 1, got 0 and 14",
         ),
