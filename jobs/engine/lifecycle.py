@@ -139,6 +139,15 @@ def attempts_ended(ids: list[int], *, now: datetime) -> list[tuple[int, str, Phr
                 {"attempt": job.attempt, "attempts": job.retries + 1,
                  "reason": last.get("reason", "")},
             )  # fmt: skip
+            # The end kept of the failed attempt goes with it (its last lines), and the next
+            # attempt's end is kept anew.
+            job.attempts = [
+                *job.attempts[:-1],
+                {**last, "exit_code": job.exit_code,
+                 "log_tail": _last_lines(job.log_tail, ATTEMPT_TAIL_LINES)},
+            ]  # fmt: skip
+            job.log_tail, job.log_tail_pod, job.log_tail_missing = "", "", ""
+            job.log_tail_at, job.log_tail_truncated, job.exit_code = None, False, None
             job.attempt += 1
             transitions.leave_for_backoff(job, reason=reason, attempts=job.attempt - 1, now=now)
             job.started_at = None
@@ -157,9 +166,23 @@ def attempts_ended(ids: list[int], *, now: datetime) -> list[tuple[int, str, Phr
     rows_update(
         jobs,
         [*transitions.LEFT_FOR_BACKOFF, "ends_as", "leaving_since", "finished_at", "attempt",
-         "started_at"],
+         "started_at", "attempts", *LOG_TAIL_FIELDS],
     )  # fmt: skip
     return events
+
+
+# What a failed attempt keeps of its log's end: its last lines, at most this many bytes.
+ATTEMPT_TAIL_LINES = 20
+ATTEMPT_TAIL_BYTES = 4096
+LOG_TAIL_FIELDS = (
+    "log_tail", "log_tail_pod", "log_tail_missing", "log_tail_at", "log_tail_truncated",
+    "exit_code",
+)  # fmt: skip
+
+
+def _last_lines(text: str, lines: int) -> str:
+    kept = "\n".join(text.rstrip("\n").split("\n")[-lines:]) if text else ""
+    return kept[-ATTEMPT_TAIL_BYTES:]
 
 
 def _limit(job: Job) -> dict[str, str]:

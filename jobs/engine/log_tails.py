@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection
+from django.db.models import Q
 from django.utils.translation import gettext_noop
 
 from jobs.cluster import (
@@ -36,12 +36,16 @@ from jobs.cluster import (
 )
 from jobs.engine.objects import job_head
 from jobs.models import Job, State
+from jobs.tables.jobs import log_tails_write
 
 log = logging.getLogger(__name__)
 
-# The jobs whose end is kept: those that ran to their end. A cancelled job's objects are
-# removed by the cancel; a job that timed out goes back to its queue and runs again.
+# The jobs whose end is kept: those that ran to their end, and those stopped to end so (past
+# their time limit, or a failed attempt with retries left: ``Job.ends_as``). A cancelled
+# job's objects are removed by the cancel; a job that timed out goes back to its queue and
+# runs again.
 KEPT_STATES = (State.SUCCEEDED, State.FAILED)
+ENDING = Q(state__in=KEPT_STATES) | (Q(state=State.STOPPING) & ~Q(ends_as=""))
 # The most of a log's end that is kept (and that the job page shows): more than a person
 # reads there, and a program that writes no newline (a progress bar) cannot make a job's
 # row, or a chunk of them in memory, heavy.
@@ -67,7 +71,7 @@ def tails_keep(ended: Sequence[tuple[int, ObjectRef]], *, now: datetime) -> set[
     answering), whose objects are not to be removed yet."""
     refs = dict(ended)
     jobs = (
-        Job.objects.filter(pk__any=list(refs), state__in=KEPT_STATES, log_tail_at=None)
+        Job.objects.filter(ENDING, pk__any=list(refs), log_tail_at=None)
         .only("pk", "kind", "head")
         .order_by("pk")
     )
@@ -116,29 +120,4 @@ def _write(answers: dict[int, PodLog | LogUnavailable | ClusterUnavailable], *, 
         codes.append(None)
     if not ids:
         return 0
-    column = {f.name: f.column for f in Job._meta.concrete_fields if f.name in _COLUMNS}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE {Job._meta.db_table} t
-            SET {column["log_tail"]} = v.text, {column["log_tail_pod"]} = v.pod,
-                {column["log_tail_truncated"]} = v.truncated,
-                {column["log_tail_missing"]} = v.missing, {column["exit_code"]} = v.code,
-                {column["log_tail_at"]} = %s
-            FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::boolean[], %s::text[],
-                        %s::integer[]) AS v(id, text, pod, truncated, missing, code)
-            WHERE t.{Job._meta.pk.column} = v.id AND t.{column["log_tail_at"]} IS NULL
-            """,
-            [now, ids, texts, pods, truncated, missing, codes],
-        )
-        return cursor.rowcount
-
-
-_COLUMNS = (
-    "log_tail",
-    "log_tail_pod",
-    "log_tail_truncated",
-    "log_tail_missing",
-    "exit_code",
-    "log_tail_at",
-)
+    return log_tails_write(now, ids, texts, pods, truncated, missing, codes)

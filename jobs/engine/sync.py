@@ -167,13 +167,14 @@ def _sync(now: datetime, before: Callable[[], None] | None) -> SyncResult | None
         # not be (or the reverse), are reconciled.
         leftover, mismatched, ended = [], [], []
         moved = _moved_by(result)
+        stopped = {*result.past_limit, *result.retrying}  # to end as failed, or retried
         for job_id, status in phases.items():
             job = jobs.get(job_id)
             wanted = ABSENT
             if job is not None:
                 state = moved.get(job_id, job.state)
                 wanted = object_wanted(state, job.runtime)
-                if state in KEPT_STATES and not job.kept:
+                if (state in KEPT_STATES or job_id in stopped) and not job.kept:
                     ended.append((job_id, status.ref))
             if wanted == ABSENT:
                 # One delete per object: a leaving job's were sent by the reconcile that

@@ -516,3 +516,38 @@ def next_time_limit_at() -> datetime | None:
             [State.RUNNING],
         )
         return cursor.fetchone()[0]
+
+
+_LOG_TAIL_COLUMNS = (
+    "log_tail", "log_tail_pod", "log_tail_truncated", "log_tail_missing", "exit_code",
+    "log_tail_at",
+)  # fmt: skip
+
+
+def log_tails_write(
+    now: datetime,
+    ids: list[int],
+    texts: list[str],
+    pods: list[str],
+    truncated: list[bool],
+    missing: list[str],
+    codes: list[int | None],
+) -> int:
+    """Keep the ends of these jobs' logs (``jobs.engine.log_tails``), each column as one
+    array, on the jobs that have none kept yet; the number of jobs written."""
+    column = {f.name: f.column for f in Job._meta.concrete_fields if f.name in _LOG_TAIL_COLUMNS}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {JOBS} t
+            SET {column["log_tail"]} = v.text, {column["log_tail_pod"]} = v.pod,
+                {column["log_tail_truncated"]} = v.truncated,
+                {column["log_tail_missing"]} = v.missing, {column["exit_code"]} = v.code,
+                {column["log_tail_at"]} = %s
+            FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::boolean[], %s::text[],
+                        %s::integer[]) AS v(id, text, pod, truncated, missing, code)
+            WHERE t.{Job._meta.pk.column} = v.id AND t.{column["log_tail_at"]} IS NULL
+            """,
+            [now, ids, texts, pods, truncated, missing, codes],
+        )
+        return cursor.rowcount

@@ -115,6 +115,7 @@ def test_a_job_past_its_time_limit_fails_with_its_reason_and_frees_its_quota(mem
     assert ("TimeLimitExceeded", "Ran past its limit of 30s: it is stopped, and fails once its "
             "objects are gone") in messages  # fmt: skip
     assert messages[-1] == ("Failed", "Ran past its limit of 30s; its quota is freed")
+    assert job.log_tail and job.log_tail_at is not None  # its end was kept as it was stopped
 
 
 def test_a_leaf_gives_its_default_time_limit_and_refuses_one_above_its_ceiling(member, now):
@@ -182,6 +183,10 @@ def test_a_job_with_2_retries_that_fails_three_times_has_3_attempts_and_fails(me
     assert job.state == "failed" and job.attempt == 3
     assert [a["attempt"] for a in job.attempts] == [1, 2]
     assert all("exited with code 3" in a["reason"] for a in job.attempts)
+    # Each failed attempt keeps its exit code and the end of its log; the last is the job's.
+    assert [a["exit_code"] for a in job.attempts] == [3, 3]
+    assert all(a["log_tail"] for a in job.attempts)
+    assert job.exit_code == 3 and job.log_tail
     retried = list(job.events.filter(reason="Retrying").values_list("message", flat=True))
     assert len(retried) == 2 and retried[0].startswith("Attempt 1 of 3 failed: ")
     assert job.events.filter(reason="Preempted").count() == 0

@@ -144,7 +144,19 @@ def test_counts_are_grouped_and_plural_where_english_needs_it():
 
 
 def _example(value: str) -> object:
-    if value in {"count", "nodes", "attempt", "attempts", "by", "copy", "old", "new", "cycle"}:
+    if value in {
+        "count",
+        "nodes",
+        "attempt",
+        "attempts",
+        "by",
+        "copy",
+        "old",
+        "new",
+        "cycle",
+        "holding",
+        "next",
+    }:
         return 3
     if value in {"next_at", "until", "deadline"}:
         return phrases.at(AT)

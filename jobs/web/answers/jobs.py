@@ -32,6 +32,12 @@ class AttemptOut(serializers.Serializer):
     started_at = serializers.CharField(allow_null=True, help_text="ISO 8601")
     ended_at = serializers.CharField(help_text="ISO 8601")
     reason = serializers.CharField()
+    exit_code = serializers.IntegerField(
+        required=False, allow_null=True, help_text="its main container's, where the pod said it"
+    )
+    log_tail = serializers.CharField(
+        required=False, help_text="the last lines of its main pod's log, kept as it ended"
+    )
 
 
 class JobOut(JobIn):
