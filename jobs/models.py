@@ -264,6 +264,12 @@ class Job(models.Model):
                 name="job_held",
                 condition=Q(state__in=list(PENDING), held_at__isnull=False),
             ),
+            # The running jobs with a time limit, which every sync reads (jobs.engine.lifecycle).
+            models.Index(
+                fields=["started_at"],
+                name="job_time_limited",
+                condition=Q(state=State.RUNNING, time_limit__isnull=False),
+            ),
             models.Index(fields=["owner", "-id"], name="job_owner"),
             models.Index(fields=["queue", "state", "-id"], name="job_queue_state"),
             # The jobs list's keyset pages when sorted by priority or by name

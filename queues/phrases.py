@@ -640,6 +640,12 @@ WAITING_BACKOFF = declare(
 WAITING_BEST_EFFORT = declare(
     "waiting.best_effort", gettext_noop("%(ahead)s, tried anyway (best effort); it %(clause)s")
 )
+WAITING_PASSED_OVER = declare(
+    "waiting.passed_over",
+    gettext_noop(
+        "%(ahead)s, the first at its owner's limit and passed over (perPerson); it %(clause)s"
+    ),
+)
 WAITING_CREATING = declare(
     "waiting.creating",
     gettext_noop("is dequeued and holds its quota; its objects are being created in the cluster"),

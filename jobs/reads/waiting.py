@@ -87,6 +87,9 @@ class Waiting:
     next_attempt_at: datetime | None = None
     last_failure: JobEvent | None = None  # STARTING: the cluster's last scheduling failure
     start_deadline: datetime | None = None  # STARTING: when the start timeout takes it out
+    # What the rule would do with it now (a reason), backing off or not: a head whose owner
+    # is at their limit (PERSON) holds back no job behind it.
+    tried: str = ""
     _clause: Phrase | None = field(default=None, repr=False)
 
     @property
@@ -339,7 +342,13 @@ def explain(
         clause = Phrase(phrases.WAITING_STOPPED, {"node": limits.stopped_at, "policy": limits.stop})
         return Waiting(STOPPED, _sentence(clause), path, job_id=job.pk, _clause=clause)
     ahead = place.position - 1 - place.held_ahead
-    if ahead and head is not None and place.policy != BEST_EFFORT and head._clause is not None:
+    if (
+        ahead
+        and head is not None
+        and place.policy != BEST_EFFORT
+        and head._clause is not None
+        and head.tried != PERSON  # the queue passes over it (rule 9), to this job too
+    ):
         # Its queue tries the jobs ahead first: what the first waits for is what holds it.
         blocking = shortfall(
             leaf=place.leaf, request=job.request, tree=tree, used=used, allocatable=allocatable
@@ -353,6 +362,7 @@ def explain(
         )  # fmt: skip
         return Waiting(BEHIND, summary, path, blocking, ahead, head, head.job_id, _clause=summary)
     reason, clause, blocking, leaving = _tried_now(job, place, holding)
+    tried = reason
     if blocking is not None and pool_parts(blocking.resource)[1]:
         path = standing(pool_parts(blocking.resource)[1])
     if job.state == State.BACKOFF and not due:
@@ -369,15 +379,17 @@ def explain(
         reason = BACKOFF
     summary = _sentence(clause)
     if ahead:
-        # Best effort: a head that does not fit is set aside, so this job is tried too.
+        # Best effort: a head that does not fit is set aside, so this job is tried too; in
+        # either policy, a head at its owner's limit is passed over.
         summary = Phrase(
-            phrases.WAITING_BEST_EFFORT,
+            phrases.WAITING_BEST_EFFORT if place.policy == BEST_EFFORT
+            else phrases.WAITING_PASSED_OVER,
             {"ahead": _ahead(ahead).as_json(), "clause": clause.as_json()},
-        )
+        )  # fmt: skip
     return Waiting(
         reason, summary, path, blocking, ahead, leaving=leaving,
         next_attempt_at=job.next_attempt_at if job.state == State.BACKOFF else None,
-        job_id=job.pk, _clause=clause,
+        job_id=job.pk, tried=tried, _clause=clause,
     )  # fmt: skip
 
 

@@ -369,3 +369,111 @@ def test_dropped_database_connections_of_the_worker_lose_nothing(stack, staff):
 
     run_to_completion(stack, "dropped", 200)
     assert worker.poll() is None
+
+
+def test_workers_killed_while_jobs_retry_run_past_their_limit_and_drain_lose_nothing(stack, staff):
+    """Every job fails: half of them retry twice (three attempts), the others run past a
+    time limit; a worker is killed as the first attempts fail, another while a leaf drains.
+    Each job ends failed once, with all its attempts and no more, its quota freed."""
+    failing = [
+        {**job, "retries": 2, "env": {"CALDERA_SIMULATED_EXIT_CODE": "3"}}
+        for job in small_jobs("retried", 30)
+    ]
+    limited = [{**job, "time_limit": "2s", "run_seconds": 600} for job in small_jobs("limited", 30)]
+    job_submit_batch(user=staff, documents=failing + limited)
+    first = stack.worker()
+    wait_for(
+        lambda: JobEvent.objects.filter(reason="Retrying").exists(),
+        START_SECONDS, "a first attempt failing", every=0.01,
+    )  # fmt: skip
+    stack.kill(first)
+    assert_usage_is_the_admitted_requests_within_every_max()
+    second = stack.worker()
+    wait_for(
+        lambda: JobEvent.objects.filter(reason="TimeLimitExceeded").exists(),
+        START_SECONDS, "a job stopped at its limit", every=0.01,
+    )  # fmt: skip
+    stack.kill(second)
+    assert_usage_is_the_admitted_requests_within_every_max()
+    stack.worker()
+
+    jobs = Job.objects.filter(name__regex=r"^(retried|limited)-")
+
+    def ended() -> bool:
+        stack.assert_none_died()
+        assert_usage_is_the_admitted_requests_within_every_max()
+        return jobs.filter(state=State.FAILED).count() == 60
+
+    try:
+        wait_for(ended, RECOVERY_SECONDS, "all 60 jobs failed", every=0.25)
+    except AssertionError as error:
+        states = Counter(jobs.values_list("state", flat=True))
+        raise AssertionError(f"{error}; states {dict(states)}\n{stack.log_tail()}") from None
+    assert_each_job_once("retried", 30)
+    assert_each_job_once("limited", 30)
+    for job in jobs.filter(name__startswith="retried-"):
+        assert job.attempt == 3 and [a["attempt"] for a in job.attempts] == [1, 2], job.name
+        assert job.events.filter(reason="Retrying").count() == 2, job.name
+    for job in jobs.filter(name__startswith="limited-"):
+        assert job.attempt == 1 and job.attempts == [], job.name
+        assert job.events.filter(reason="Failed").get().message == (
+            "Ran past its limit of 2s; its quota is freed"
+        )
+    assert rollup(leaf_usage()) == {}
+    assert usage_audit().lines() == []
+
+
+def test_a_worker_killed_while_a_leaf_drains_leaves_every_job_queued_until_it_resumes(stack, staff):
+    from queues.services import tree_apply, tree_export, tree_find
+
+    jobs = [{**job, "queue": LEAVES[0], "run_seconds": 3.0} for job in small_jobs("drained", 10)]
+    job_submit_batch(user=staff, documents=jobs)
+    first = stack.worker()
+    drained = Job.objects.filter(name__startswith="drained-")
+    wait_for(
+        lambda: drained.filter(state=State.RUNNING).count() >= 5,
+        START_SECONDS, "jobs running in the leaf", every=0.05,
+    )  # fmt: skip
+    document = tree_export()
+    tree_find(document, LEAVES[0])["stopPolicy"] = "HoldAndDrain"
+    tree_apply(document=document)
+    wait_for(
+        lambda: JobEvent.objects.filter(reason="Preempted").exists(),
+        START_SECONDS, "the drain's first preemption", every=0.005,
+    )  # fmt: skip
+    stack.kill(first)
+    assert_usage_is_the_admitted_requests_within_every_max()
+    stack.worker()
+    wait_for(
+        lambda: not drained.filter(state__in=HOLDING).exists(),
+        RECOVERY_SECONDS, "every job of the drained leaf back in its queue", every=0.1,
+    )  # fmt: skip
+    time.sleep(2)  # beat's cycles meanwhile admit nothing
+    assert not drained.filter(state__in=HOLDING).exists()
+    assert (
+        drained.filter(state=State.SUCCEEDED).count()
+        + drained.filter(state__in=(State.QUEUED, State.BACKOFF)).count()
+        == 10
+    )
+
+    document = tree_export()
+    tree_find(document, LEAVES[0]).pop("stopPolicy")
+    tree_apply(document=document)
+    run_to_completion_after_preemptions(stack, drained, 10)
+
+
+def run_to_completion_after_preemptions(stack: Stack, jobs, count: int) -> None:
+    """Wait until every job succeeded, each once, its quota freed (preempted jobs are
+    dequeued again: more than one Dequeued each)."""
+
+    def done() -> bool:
+        stack.assert_none_died()
+        assert_usage_is_the_admitted_requests_within_every_max()
+        return jobs.filter(state=State.SUCCEEDED).count() == count
+
+    wait_for(done, RECOVERY_SECONDS, f"all {count} jobs succeeded", every=0.25)
+    per_job = Counter(
+        JobEvent.objects.filter(job__in=jobs, reason="Succeeded").values_list("job_id", flat=True)
+    )
+    assert len(per_job) == count and set(per_job.values()) == {1}
+    assert rollup(leaf_usage()) == {}

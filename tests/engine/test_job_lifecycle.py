@@ -209,3 +209,19 @@ def test_the_estimate_counts_a_job_s_time_limit(member, now):
     guess = estimate.job_estimate(refresh(waiting_job), 1)
     assert guess.at is not None
     assert guess.at <= holder.started_at + timedelta(minutes=5, seconds=5)
+
+
+def test_a_job_behind_a_head_at_its_owner_s_limit_is_told_it_is_tried_now(
+    member, other_member, now
+):
+    set_node(VIDEO, limits={"perPerson": {"jobs": 1}})
+    run(submit(member, now, **SMALL), now)
+    limited = submit(member, now + timedelta(seconds=1), **SMALL)
+    theirs = submit(other_member, now + timedelta(seconds=2), **SMALL)
+    told = waiting.jobs_waiting([refresh(limited), refresh(theirs)], now=now)
+    assert told[limited.pk].reason == waiting.PERSON
+    assert told[theirs.pk].reason == waiting.NEXT
+    assert told[theirs.pk].summary.startswith(
+        "1 job ahead, the first at its owner's limit and passed over (perPerson); it fits now"
+    )
+    assert admission_cycle(now=now + timedelta(seconds=3)).admitted == [theirs.pk]

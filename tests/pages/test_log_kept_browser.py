@@ -20,7 +20,10 @@ from ..support.jobs import RAY_JOB, submit_document
 from .test_browser import log_in_as_alice, screenshot
 
 SMALL = {"head": {"resources": {"cpu": "2", "memory": "4Gi"}}, "workers": []}
-VIEWPORTS = [(1366, 900), (390, 844)]
+VIEWPORTS = [
+    ((1366, 900), "en-US"), ((390, 844), "en-US"), ((1366, 900), "zh-CN"), ((390, 844), "zh-CN"),
+]  # fmt: skip
+IDS = ["desktop-en", "phone-en", "desktop-zh", "phone-zh"]
 
 
 def started(user, *, ago: float, **changes) -> Job:
@@ -46,15 +49,18 @@ def failed(transactional_db, member) -> Job:
     return job
 
 
-@pytest.mark.parametrize("viewport", VIEWPORTS, ids=["desktop", "phone"])
-def test_a_failed_jobs_page_leads_with_its_cause_and_its_kept_log(live_server, failed, viewport):
+@pytest.mark.parametrize(("viewport", "locale"), VIEWPORTS, ids=IDS)
+def test_a_failed_jobs_page_leads_with_its_cause_and_its_kept_log(
+    live_server, failed, viewport, locale
+):
     from playwright.sync_api import expect, sync_playwright
 
     width, height = viewport
+    language = locale[:2]
     with sync_playwright() as playwright:
         browser = launch(playwright)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height}, locale="en-US")
+            page = browser.new_page(viewport={"width": width, "height": height}, locale=locale)
             log_in_as_alice(page, live_server.url)
             page.goto(f"{live_server.url}/jobs/{failed.pk}/")
             cause = page.locator("section.failure")
@@ -63,19 +69,21 @@ def test_a_failed_jobs_page_leads_with_its_cause_and_its_kept_log(live_server, f
             expect(cause.locator("pre.failure-log")).to_contain_text(
                 "Exited with code 3 after 60 s"
             )
-            expect(page.locator("#log-note")).to_contain_text("kept when the job ended at")
+            expect(page.locator("#log-note")).to_contain_text(
+                "作业于" if language == "zh" else "kept when the job ended at"
+            )
             expect(page.locator("#log-lines pre")).to_contain_text("Exited with code 3")
             top = page.evaluate("document.querySelector('section.failure').offsetTop")
             assert top < page.evaluate("document.querySelector('dl.facts dt').offsetTop") + 1
             assert page.evaluate("document.documentElement.scrollWidth") <= width
-            screenshot(page, f"job-end-kept-en-{width}.png", full_page=width > 1000)
+            screenshot(page, f"job-end-kept-{language}-{width}.png", full_page=width > 1000)
         finally:
             browser.close()
 
 
-@pytest.mark.parametrize("viewport", VIEWPORTS, ids=["desktop", "phone"])
+@pytest.mark.parametrize(("viewport", "locale"), VIEWPORTS, ids=IDS)
 def test_a_running_ray_jobs_page_links_its_dashboard(
-    live_server, transactional_db, member, settings, viewport
+    live_server, transactional_db, member, settings, viewport, locale
 ):
     from playwright.sync_api import expect, sync_playwright
 
@@ -84,17 +92,20 @@ def test_a_running_ray_jobs_page_links_its_dashboard(
     job.refresh_from_db()
     service = f"{job.ray_cluster}-head-svc"
     width, height = viewport
+    language = locale[:2]
     with sync_playwright() as playwright:
         browser = launch(playwright)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height}, locale="en-US")
+            page = browser.new_page(viewport={"width": width, "height": height}, locale=locale)
             log_in_as_alice(page, live_server.url)
             page.goto(f"{live_server.url}/jobs/{job.pk}/")
-            link = page.get_by_role("link", name="Open the Ray dashboard")
+            link = page.get_by_role(
+                "link", name="打开 Ray 仪表盘" if language == "zh" else "Open the Ray dashboard"
+            )
             expect(link).to_have_attribute("href", f"https://ray.example.com/video/{service}/")
             expect(page.locator("dd.ray-dashboard")).to_contain_text(service)
             expect(page.locator("#log-lines pre")).to_contain_text("Started ")
             assert page.evaluate("document.documentElement.scrollWidth") <= width
-            screenshot(page, f"ray-dashboard-en-{width}.png", full_page=width > 1000)
+            screenshot(page, f"ray-dashboard-{language}-{width}.png", full_page=width > 1000)
         finally:
             browser.close()
