@@ -152,7 +152,23 @@ def job_detail(out: Out, job: dict[str, Any]) -> str:
         if job.get(key) is not None:
             value = when(job[key]) if key.endswith("_at") else job[key]
             lines.append(f"  {label + ':':<10} {value}")
+    if job.get("time_limit"):
+        lines.append(f"  {'limit:':<10} {seconds_said(job['time_limit'])}")
+    if job.get("retries"):
+        lines.append(f"  {'attempt:':<10} {job.get('attempt', 1)} of {job['retries'] + 1}")
+        for attempt in job.get("attempts") or []:
+            lines.append(f"    attempt {attempt['attempt']} failed: {attempt['reason']}")
     return "\n".join(lines)
+
+
+def seconds_said(seconds: int) -> str:
+    """``7200`` -> ``2h``, ``5400`` -> ``1h30m``: a time limit as it was written."""
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts) or "0s"
 
 
 def event_words(event: dict[str, Any]) -> str:

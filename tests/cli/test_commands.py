@@ -128,6 +128,8 @@ def test_a_wait_goes_on_through_every_attempt_and_ends_with_the_last(cli, tmp_pa
     said = [line for line in lines if "attempt 2 of 2, after attempt 1 failed: " in line]
     assert said and "exited with code 3" in said[0], "\n".join(lines)
     assert lines[-1].startswith(f"job {job.pk} cli-retried: failed")
+    told = cli.run("status", str(job.pk)).stdout
+    assert "  attempt:   2 of 2\n    attempt 1 failed: Pod cli-retried-" in told
 
 
 def test_a_field_the_api_refuses_exits_2_with_its_words(cli, tmp_path):

@@ -647,6 +647,47 @@ def test_a_bad_half_life_or_weight_is_refused_in_place(admin_client):
     assert QuotaNode.objects.get(path="root").half_life is None
 
 
+def test_a_nodes_page_sets_its_stop_policy_and_limits_and_previews_a_drain(
+    admin_client, three_running
+):
+    url = node_url("root/algorithm")
+    data = page_data(admin_client.get(url))
+    assert (data["stop_policy"], data["limits_text"]) == ("", "")
+    data.update({
+        "stop_policy": "HoldAndDrain",
+        "limits_text": "maxTime: 1d\nperPerson.jobs: 2\nperPerson.resources.nvidia.com/gpu: 4",
+    })  # fmt: skip
+    shown = admin_client.post(url, {**data, "_preview": "Preview the change"})
+    page = shown.content.decode()
+    assert "HoldAndDrain" in page
+    assert "is drained (stopPolicy HoldAndDrain)" in page  # the running jobs it preempts
+    assert QuotaNode.objects.get(path="root/algorithm").stop_policy == ""
+    response = admin_client.post(url, {**data, "previewed": [str(job.pk) for job in three_running]})
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    node = QuotaNode.objects.get(path="root/algorithm")
+    assert node.stop_policy == "HoldAndDrain"
+    assert node.limits == {
+        "maxTime": 86400, "perPerson": {"jobs": 2, "resources": {"nvidia.com/gpu": 4}},
+    }  # fmt: skip
+    shown_again = page_data(admin_client.get(url))
+    assert shown_again["limits_text"] == (
+        "maxTime: 1d\nperPerson.jobs: 2\nperPerson.resources.nvidia.com/gpu: 4"
+    )
+
+
+def test_a_bad_stop_policy_or_limit_is_refused_in_place(admin_client):
+    url = node_url("root/algorithm")
+    data = page_data(admin_client.get(url))
+    data.update({"limits_text": "maxTime: forever\nperPerson.jobs: 0\nspeed: 3"})
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    said = " ".join(response.context["adminform"].form.errors["limits_text"])
+    assert "maxTime: must be a duration from 1s to 365d" in said
+    assert "perPerson.jobs: must be a whole number from 1 to 100000" in said
+    assert "speed: unknown field" in said
+    assert QuotaNode.objects.get(path="root/algorithm").limits == {}
+
+
 def test_a_nodes_page_previews_its_change_before_saving_it(admin_client, three_running):
     url = video_url()
     data = page_data(admin_client.get(url))
