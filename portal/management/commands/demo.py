@@ -23,6 +23,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 
+from jobs.cluster.simulated import SIMULATED_EXIT_CODE
 from jobs.document.schema import job_parse
 from jobs.models import PENDING, Job
 from jobs.services import job_submit
@@ -145,6 +146,10 @@ class Command(BaseCommand):
             # One held, as a researcher holds a sweep whose data is not ready: it keeps its
             # place until someone releases it (docs/jobs.md).
             self.submit("alice", {**SEED_RAYJOB, "name": "sweep-held"}, held=True)
+            # One whose attempts fail, retried once: its page lists the failed attempt with
+            # its exit code and last lines, then it fails (docs/jobs.md, "Retries").
+            flaky = {"name": "sweep-flaky", "retries": 1, "run_seconds": 20}
+            self.submit("alice", {**SEED_RAYJOB, **flaky, "env": {SIMULATED_EXIT_CODE: "1"}})
 
     def submit(self, username: str, body: dict, *, held: bool = False) -> None:
         user = get_user_model().objects.get(username=username)
