@@ -95,7 +95,7 @@ def test_submit_follow_says_its_place_moving_up_then_that_its_gang_cannot_be_pla
     code, rest = following.end()
 
     assert moved == {"event": "changed", "id": job_id, "state": moved["state"], "position": 1,
-                     "waiting": moved["waiting"]}  # fmt: skip
+                     "waiting": moved["waiting"], "attempt": 1}  # fmt: skip
     assert moved["state"] in {"queued", "backoff"}
     assert (gang["id"], gang["reason"], gang["type"]) == (job_id, "GangFailedScheduling", "Warning")
     assert "in gang failed to be scheduled in cycle" in gang["message"]
