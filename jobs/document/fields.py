@@ -518,19 +518,30 @@ class Duration(serializers.Field):
         return value
 
 
-class Count(Number):
-    """A whole number within ``min_value``..``max_value`` (``retries``)."""
+class Count(serializers.IntegerField):
+    """A whole number within ``min_value``..``max_value`` (``retries``); absent or null reads
+    as ``default``, digits in a string (an annotation's) as their number."""
+
+    def __init__(self, *, default: int | None, **kwargs):
+        self.fallback = default
+        super().__init__(required=False, default=default, **kwargs)
 
     def run_validation(self, data=empty) -> int | None:
-        value = super().run_validation(data)
-        if value is None:
-            return None
-        if value != int(value):
-            raise ValidationError(_("must be a whole number, got %(value)s") % {"value": value})
-        return int(value)
-
-    def to_representation(self, value):
-        return int(value)
+        if data is empty or data is None:
+            return self.fallback
+        if isinstance(data, str) and data.strip().isdigit():
+            data = int(data)
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise ValidationError(
+                _("must be a whole number, got %(value)s") % {"value": repr(data)}
+            )
+        low, high = cast(int, self.min_value), cast(int, self.max_value)  # given both
+        if not low <= data <= high:
+            raise ValidationError(
+                _("must be between %(low)s and %(high)s, got %(value)s")
+                % {"low": low, "high": high, "value": data}
+            )
+        return data
 
 
 class SharedMemory(serializers.CharField):

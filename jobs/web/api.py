@@ -136,6 +136,9 @@ SUBMIT_REFUSALS = {
     "pip[]": "not one requirement: a space in it, or more than 200 characters",
     "pools": "a node pool the quota tree does not declare, or pools where it declares none",
     "pools[]": "not a node pool's name (lowercase letters, digits and -), or one named twice",
+    "time_limit": "not a duration from 1s to 365d (2h, 1h30m, or seconds), or longer than the "
+    "queue's leaf allows (limits.maxTime)",
+    "retries": "more than the queue's leaf allows (limits.maxRetries)",
 }
 
 

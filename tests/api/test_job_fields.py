@@ -39,6 +39,7 @@ RAY = {
     "run_seconds": 90.5,
     "pip": ["torch==2.4.0"],
     "env": {"MODE": "fast run"},
+    "time_limit": "1h30m",
 }
 PYTORCH = {
     "queue": "root/algorithm/text",
@@ -55,6 +56,7 @@ PYTORCH = {
     "shm": "8Gi",
     "secret_env": {"HF_TOKEN": "hf-credentials/token"},
     "pools": ["a100", "h100"],
+    "retries": 2,
 }
 # What Caldera adds to a job: the columns no field of the document is kept in.
 CALDERA_S_OWN = {
@@ -86,6 +88,18 @@ CALDERA_S_OWN = {
     "pool",  # the node pool the admission cycle placed it in
     "held_at",  # held by a person (?held=true at submit, or POST /jobs/{id}/hold/)
     "held_by",
+    "attempt",  # its attempt, and the failed ones before it (jobs.engine.lifecycle)
+    "attempts",
+    "ends_as",
+    # The end of its log kept as it ended, its exit code (jobs.engine.log_tails), and a
+    # RayJob's RayCluster, whose head Service serves its dashboard.
+    "log_tail",
+    "log_tail_pod",
+    "log_tail_at",
+    "log_tail_truncated",
+    "log_tail_missing",
+    "exit_code",
+    "ray_cluster",
 }
 
 
