@@ -189,21 +189,21 @@ def backoff_candidates(ids: list[int]) -> list[tuple]:
         return cursor.fetchall()
 
 
-def back_off(reasons: list[tuple[int, Phrase, datetime]], *, now: datetime) -> None:
-    """Put pending jobs into backoff, each (id, reason, next attempt) its own: the reason's
-    English text with its code and arguments. The rows go as one JSON document, so the
-    statement has four parameters however many jobs back off."""
+def back_off(reasons: list[tuple[int, Phrase, str, datetime]], *, now: datetime) -> None:
+    """Put pending jobs into backoff, each (id, reason, its English text, next attempt) its
+    own: the text with the reason's code and arguments. The rows go as one JSON document, so
+    the statement has four parameters however many jobs back off."""
     if not reasons:
         return
     rows = [
         {
             "id": job_id,
-            "reason": reason.english(),
+            "reason": text,
             "code": reason.code,
             "args": dict(reason.args),
             "next_at": next_at.isoformat(),
         }
-        for job_id, reason, next_at in reasons
+        for job_id, reason, text, next_at in reasons
     ]
     with connection.cursor() as cursor:
         cursor.execute(

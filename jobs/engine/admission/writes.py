@@ -164,9 +164,10 @@ def write_backoffs(refused: Mapping[int, Refusal], now: datetime) -> list[int]:
         list(refused)
     ):
         reason = refused[job_id].phrase()
+        text = reason.english()  # rendered once: a pooled reason names every pool
         next_at = now + transitions.backoff_delay(count + 1, base=base, cap=cap)
-        values.append((job_id, reason, next_at))
-        if state != State.BACKOFF or reason.english() != old_reason:
+        values.append((job_id, reason, text, next_at))
+        if state != State.BACKOFF or text != old_reason:
             events.append((job_id, JobEvent.Reason.BACKOFF, next_try(reason, next_at)))
     transitions.back_off(values, now=now)
     JobEvent.objects.record(events, at=now, warning=True)
