@@ -577,8 +577,9 @@ class _Cycle:
         # What each person holds in each leaf (jobs, and the totals of what they hold),
         # leaving jobs and those the cycle admits included: perPerson limits count it.
         self.person: dict[tuple[str, int], tuple[int, ResourceList]] = {}
-        for job in (*admitted, *leaving):
-            self._count(job.leaf, job.owner, job.request)
+        if self.per_person:  # a tree without perPerson limits counts nothing
+            for job in (*admitted, *leaving):
+                self._count(job.leaf, job.owner, job.request)
 
     def limits(self, leaf: str) -> LeafLimits:
         limits = self._limits.get(leaf)
